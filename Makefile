@@ -1,0 +1,34 @@
+# `make test` and `make demo` set themselves up from a fresh clone with only Python.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+# The CPU build of torch; override TORCH_SPEC to install something else.
+TORCH_SPEC ?= torch==2.13.0
+TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
+
+.PHONY: test demo setup lint clean
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	@if $(PY) -c "import torch" 2>/dev/null; then echo "torch present: $$($(PY) -c 'import torch; print(torch.__version__)')"; \
+	else $(PY) -m pip install -q "$(TORCH_SPEC)" --extra-index-url $(TORCH_INDEX) --retries 0 --timeout 15 2>&1 \
+	  | grep -v '^WARNING' || true; $(PY) -c "import torch" || $(PY) -m pip install -q "$(TORCH_SPEC)"; fi
+	$(PY) -m pip install -q -e ".[test]"
+	touch $@
+
+setup: $(VENV)/.installed
+
+lint: setup
+	$(VENV)/bin/ruff check profiler pytest_tprof tests benchmarks examples
+	$(VENV)/bin/ruff format --check profiler pytest_tprof tests benchmarks examples
+	$(VENV)/bin/mypy
+
+test: lint
+	$(VENV)/bin/pytest -q
+
+demo: setup
+	$(PY) examples/demo.py
+
+clean:
+	rm -rf $(VENV) .tprof .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,399 @@
+"""Run a callable for warm-up and measured rounds under one torch.profiler session.
+
+This is the only module that imports torch.  Everything it returns is plain data
+(:class:`~profiler.records.OpTable`, numbers, paths): torch objects never leave it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch.profiler import ProfilerActivity, profile, record_function
+
+from profiler.errors import CaptureError, ConfigError
+from profiler.records import (
+    KIND_ANNOTATION,
+    KIND_DEVICE,
+    KIND_IGNORED,
+    KIND_OP,
+    EventArrays,
+    OpTable,
+)
+from profiler.reduce import PROBE_PREFIX, ROUND_PREFIX, drop_leading_rounds, reduce_events
+
+# Events torch's own post-processing drops before it builds key_averages().
+_FILTERED_NAMES = frozenset(
+    {
+        "[memory]",
+        "[OutOfMemory]",
+        "profiler::_record_function_enter",
+        "profiler::_record_function_enter_new",
+        "profiler::_record_function_exit",
+        "aten::is_leaf",
+        "aten::output_nr",
+        "aten::_version",
+    }
+)
+MAX_WARMUP = 50  # bound on the automatic warm-up extension
+PROBE_VERSION = "cpu-mm96x4-v1"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CaptureResult:
+    """What one profiled run produced: the op table, the trace, and how it was obtained."""
+
+    table: OpTable
+    value: Any = None
+    warmup_used: int
+    iterations: int
+    trace_path: Path | None
+    reduction: str  # "raw-events" or "key_averages"
+    capture_s: float
+    reduce_s: float
+    cuda: bool
+    meta: Mapping[str, Any] = field(default_factory=dict)
+
+
+def cuda_available() -> bool:
+    return bool(torch.cuda.is_available())
+
+
+def profiler_active() -> bool:
+    """Whether a torch profiler (ours or the user's) is collecting right now."""
+    return bool(torch.autograd.profiler._is_profiler_enabled)
+
+
+def raw_events_supported() -> bool:
+    """Whether this torch exposes the raw kineto events the fast reduction reads."""
+    try:
+        from torch._C._autograd import _KinetoEvent
+    except ImportError:
+        return False
+    needed = (
+        "name",
+        "start_ns",
+        "end_ns",
+        "start_thread_id",
+        "end_thread_id",
+        "device_type",
+        "correlation_id",
+        "linked_correlation_id",
+        "is_user_annotation",
+        "is_async",
+    )
+    return all(hasattr(_KinetoEvent, n) for n in needed)
+
+
+REDUCTION_PATH = "raw-events" if raw_events_supported() else "key_averages"
+
+
+class _Probe:
+    """A fixed small CPU workload (≈1 ms) timed inside every round to track machine drift."""
+
+    def __init__(self, cuda: bool) -> None:
+        g = torch.Generator().manual_seed(0)
+        self.a = torch.randn(96, 96, generator=g)
+        self.b = torch.randn(96, 96, generator=g)
+        self.cuda = cuda
+        if cuda:
+            self.ga = self.a.cuda()
+            self.gb = self.b.cuda()
+
+    def __call__(self) -> None:
+        x = self.a
+        for _ in range(4):
+            x = torch.tanh(torch.mm(x, self.b) * 0.01)
+        if self.cuda:
+            y = self.ga
+            for _ in range(4):
+                y = torch.tanh(torch.mm(y, self.gb) * 0.01)
+
+
+def _sync(cuda: bool) -> None:
+    if cuda:
+        torch.cuda.synchronize()
+
+
+def calibrate_iterations(
+    fn: Callable[[], Any], *, min_round_us: float, max_iterations: int = 1000, cuda: bool = False
+) -> int:
+    """Calls of ``fn`` per round so a round lasts at least ``min_round_us`` (unprofiled timing)."""
+    if min_round_us <= 0:
+        return 1
+    fn()
+    _sync(cuda)
+    best = math.inf
+    for _ in range(3):
+        t0 = time.perf_counter_ns()
+        fn()
+        _sync(cuda)
+        best = min(best, (time.perf_counter_ns() - t0) / 1000.0)
+    if best >= min_round_us:
+        return 1
+    return int(min(max_iterations, math.ceil(min_round_us / max(best, 0.01))))
+
+
+def capture(
+    fn: Callable[..., Any],
+    args: tuple[Any, ...] = (),
+    kwargs: Mapping[str, Any] | None = None,
+    *,
+    rounds: int,
+    warmup: int,
+    setup: Callable[[], Any] | None = None,
+    iterations: int = 1,
+    trace_path: Path | None = None,
+    record_shapes: bool = False,
+    use_cuda: bool | None = None,
+    probe: bool = True,
+    trace_metadata: Mapping[str, Any] | None = None,
+) -> CaptureResult:
+    """Profile ``fn(*args, **kwargs)`` for ``warmup`` + ``rounds`` rounds in one session.
+
+    Each round is a ``ProfilerStep#N`` annotation (so trace tools see iterations); inside it
+    the drift probe runs first (``tprof::probe#N``), then ``iterations`` calls of the body,
+    then a device synchronize when CUDA is profiled.  ``setup`` runs before each round,
+    outside the round, and may return ``(args, kwargs)`` for it.  If the ops called in the
+    last warm-up round differ from those of the first measured round, warm-up is extended
+    (up to ``MAX_WARMUP`` rounds) by profiling again.
+    """
+    if rounds < 2:
+        raise ConfigError(f"'rounds' must be >= 2 (got {rounds})")
+    if warmup < 0:
+        raise ConfigError(f"'warmup' must be >= 0 (got {warmup})")
+    if iterations < 1:
+        raise ConfigError(f"'iterations' must be >= 1 (got {iterations})")
+    if profiler_active():
+        raise CaptureError(
+            "a torch profiler is already running; tprof opens its own profiler session, "
+            "so call tprof outside any torch.profiler.profile() block"
+        )
+    cuda = cuda_available() if use_cuda is None else use_cuda
+    kwargs = dict(kwargs or {})
+    warm = warmup
+    while True:
+        result = _capture_once(
+            fn, args, kwargs, rounds=rounds, warmup=warm, setup=setup, iterations=iterations,
+            trace_path=trace_path, record_shapes=record_shapes, cuda=cuda, probe=probe,
+            trace_metadata=trace_metadata,
+        )  # fmt: skip
+        settled = result.meta.get("warmup_settled", True)
+        if settled or warm >= MAX_WARMUP or warm == 0 and warmup == 0:
+            return result
+        warm = min(MAX_WARMUP, max(2 * warm, warm + 2))
+
+
+def _capture_once(
+    fn: Callable[..., Any],
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    *,
+    rounds: int,
+    warmup: int,
+    setup: Callable[[], Any] | None,
+    iterations: int,
+    trace_path: Path | None,
+    record_shapes: bool,
+    cuda: bool,
+    probe: bool,
+    trace_metadata: Mapping[str, Any] | None,
+) -> CaptureResult:
+    activities = [ProfilerActivity.CPU]
+    if cuda:
+        activities.append(ProfilerActivity.CUDA)
+    drift_probe = _Probe(cuda) if probe else None
+    total = warmup + rounds
+    wall_us = np.zeros(total)
+    value: Any = None
+    t_start = time.perf_counter()
+    with profile(activities=activities, record_shapes=record_shapes) as prof:
+        for r in range(total):
+            call_args, call_kwargs = args, kwargs
+            if setup is not None:
+                prepared = setup()
+                if prepared is not None:
+                    call_args, call_kwargs = _split_setup(prepared)
+            with record_function(f"{ROUND_PREFIX}{r}"):
+                if drift_probe is not None:
+                    with record_function(f"{PROBE_PREFIX}{r}"):
+                        drift_probe()
+                        _sync(cuda)
+                t0 = time.perf_counter_ns()
+                for _ in range(iterations):
+                    value = fn(*call_args, **call_kwargs)
+                _sync(cuda)
+                wall_us[r] = (time.perf_counter_ns() - t0) / 1000.0
+        meta = {
+            "tprof": {"warmup": warmup, "rounds": rounds, "iterations": iterations},
+            "distributedInfo": {"rank": 0, "world_size": 1},
+        }
+        if trace_metadata:
+            meta["tprof"].update(trace_metadata)
+        for key, val in meta.items():
+            prof.add_metadata_json(key, json.dumps(val, sort_keys=True))
+    capture_s = time.perf_counter() - t_start
+
+    t_reduce = time.perf_counter()
+    if REDUCTION_PATH == "raw-events":
+        table = reduce_events(events_from_kineto(prof), wall_us=wall_us)
+    else:
+        table = table_from_function_events(prof, wall_us=wall_us)
+    settled = _settled(table, warmup)
+    table = drop_leading_rounds(table, warmup)
+    reduce_s = time.perf_counter() - t_reduce
+
+    written: Path | None = None
+    if trace_path is not None:
+        written = Path(trace_path)
+        written.parent.mkdir(parents=True, exist_ok=True)
+        tmp = written.with_name(f".{written.name}.{os.getpid()}.tmp.gz")
+        try:
+            prof.export_chrome_trace(str(tmp))
+            os.replace(tmp, written)
+        finally:
+            if tmp.exists():
+                tmp.unlink()
+    return CaptureResult(
+        table=table,
+        value=value,
+        warmup_used=warmup,
+        iterations=iterations,
+        trace_path=written,
+        reduction=REDUCTION_PATH,
+        capture_s=capture_s,
+        reduce_s=reduce_s,
+        cuda=cuda,
+        meta={"warmup_settled": settled, "events": table.meta.get("events", 0)},
+    )
+
+
+def _split_setup(prepared: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    if (
+        isinstance(prepared, tuple)
+        and len(prepared) == 2
+        and isinstance(prepared[0], tuple)
+        and isinstance(prepared[1], dict)
+    ):
+        return prepared[0], prepared[1]
+    raise ConfigError(
+        f"'setup' must return None or (args_tuple, kwargs_dict) (got {type(prepared).__name__})"
+    )
+
+
+def _settled(table: OpTable, warmup: int) -> bool:
+    """Whether the last warm-up round called the same ops as the first measured round."""
+    if warmup == 0 or table.rounds <= warmup:
+        return True
+    return bool(np.array_equal(table.calls[:, warmup - 1], table.calls[:, warmup]))
+
+
+def events_from_kineto(prof: profile) -> EventArrays:
+    """The session's raw kineto events as arrays (no FunctionEvent objects are built)."""
+    events = prof.profiler.kineto_results.events()  # type: ignore[union-attr]
+    n = len(events)
+    name_of: dict[str, int] = {}
+    names: list[str] = []
+    raw_names = [e.name() for e in events]
+    name_idx = np.empty(n, dtype=np.int64)
+    for i, nm in enumerate(raw_names):
+        j = name_of.get(nm)
+        if j is None:
+            j = name_of[nm] = len(names)
+            names.append(nm)
+        name_idx[i] = j
+    cpu_type = torch.autograd.DeviceType.CPU
+    is_cpu = np.fromiter((e.device_type() == cpu_type for e in events), dtype=bool, count=n)
+    is_async = np.fromiter(
+        (e.is_async() or e.start_thread_id() != e.end_thread_id() for e in events),
+        dtype=bool,
+        count=n,
+    )
+    is_annot = np.fromiter((e.is_user_annotation() for e in events), dtype=bool, count=n)
+    filtered = np.fromiter((nm in _FILTERED_NAMES for nm in names), dtype=bool, count=len(names))
+    kind = np.full(n, KIND_OP, dtype=np.int8)
+    kind[is_annot] = KIND_ANNOTATION
+    kind[~is_cpu] = KIND_DEVICE
+    kind[is_cpu & (is_async | filtered[name_idx])] = KIND_IGNORED
+    hidden = getattr(events[0], "is_hidden_event", None) if n else None
+    if hidden is not None:
+        hid = np.fromiter((e.is_hidden_event() for e in events), dtype=bool, count=n)
+        kind[hid] = KIND_IGNORED
+    start = np.fromiter((e.start_ns() for e in events), dtype=np.int64, count=n)
+    end = np.fromiter((e.end_ns() for e in events), dtype=np.int64, count=n)
+    return EventArrays(
+        names=tuple(names),
+        name_idx=name_idx,
+        start_ns=start,
+        end_ns=end,
+        thread=np.fromiter((e.start_thread_id() for e in events), dtype=np.int64, count=n),
+        kind=kind,
+        corr=np.fromiter((e.correlation_id() for e in events), dtype=np.int64, count=n),
+        link=np.fromiter((e.linked_correlation_id() for e in events), dtype=np.int64, count=n),
+    )
+
+
+def table_from_function_events(prof: profile, *, wall_us: Any) -> OpTable:
+    """Fallback reduction through torch's own FunctionEvents (slow, but any torch has it)."""
+    fevents = prof.events()
+    rounds = [e for e in fevents if e.name.startswith(ROUND_PREFIX) or e.name == "ProfilerStep*"]
+    rounds.sort(key=lambda e: e.time_range.start)
+    probes = sorted(
+        (e for e in fevents if e.name.startswith(PROBE_PREFIX)), key=lambda e: e.time_range.start
+    )
+    r_start = np.asarray([e.time_range.start for e in rounds])
+    r_end = np.asarray([e.time_range.end for e in rounds])
+    p_start = np.asarray([e.time_range.start for e in probes])
+    p_end = np.asarray([e.time_range.end for e in probes])
+    n_rounds = len(rounds)
+    acc: dict[str, np.ndarray] = {}
+    probe_cpu = np.zeros(n_rounds)
+    probe_dev = np.zeros(n_rounds)
+    has_device = False
+    for e in fevents:
+        if e.device_type != torch.autograd.DeviceType.CPU:
+            has_device = True
+            continue
+        if e.is_async or e.name.startswith((ROUND_PREFIX, PROBE_PREFIX)) or e.name == "ProfilerStep*":
+            continue
+        t = e.time_range.start
+        r = int(np.searchsorted(r_start, t, side="right")) - 1
+        if r < 0 or t >= r_end[r]:
+            continue
+        p = int(np.searchsorted(p_start, t, side="right")) - 1
+        vals = (
+            1.0,
+            e.self_cpu_time_total,
+            e.cpu_time_total,
+            e.self_device_time_total,
+            e.device_time_total,
+        )
+        if p >= 0 and t < p_end[p]:
+            probe_cpu[r] += vals[1]
+            probe_dev[r] += vals[3]
+            continue
+        row = acc.setdefault(e.name, np.zeros((5, n_rounds)))
+        row[:, r] += vals
+    names = tuple(sorted(acc))
+    stack = np.stack([acc[n] for n in names], axis=1) if names else np.zeros((5, 0, n_rounds))
+    return OpTable(
+        names=names,
+        calls=stack[0].astype(np.int64),
+        self_cpu_us=stack[1],
+        total_cpu_us=stack[2],
+        self_device_us=stack[3],
+        total_device_us=stack[4],
+        wall_us=np.asarray(wall_us, dtype=np.float64),
+        probe_cpu_us=probe_cpu,
+        probe_device_us=probe_dev,
+        has_device=has_device,
+        meta={"events": len(fevents)},
+    )

@@ -1,0 +1,1 @@
+"""pytest glue for pytest-tprof: options, the ``tprof`` fixture, hooks, rendering."""

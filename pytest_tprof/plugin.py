@@ -1,0 +1,1 @@
+"""pytest hooks of pytest-tprof."""
