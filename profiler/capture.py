@@ -397,3 +397,25 @@ def table_from_function_events(prof: profile, *, wall_us: Any) -> OpTable:
         has_device=has_device,
         meta={"events": len(fevents)},
     )
+
+
+def torch_facts() -> dict[str, Any]:
+    """The torch / CUDA facts of this process that the environment fingerprint needs."""
+    cuda = bool(torch.cuda.is_available())
+    facts: dict[str, Any] = {
+        "torch": str(torch.__version__),
+        "cuda_available": cuda,
+        "cuda": torch.version.cuda if cuda else None,
+        "cudnn": None,
+        "gpus": [],
+        "threads": int(torch.get_num_threads()),
+        "deterministic": bool(torch.are_deterministic_algorithms_enabled()),
+        "tf32_matmul": bool(torch.backends.cuda.matmul.allow_tf32),
+        "tf32_cudnn": bool(torch.backends.cudnn.allow_tf32),
+        "cudnn_benchmark": bool(torch.backends.cudnn.benchmark),
+    }
+    if cuda:
+        cudnn = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
+        facts["cudnn"] = str(cudnn) if cudnn else None
+        facts["gpus"] = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
+    return facts

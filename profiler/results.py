@@ -1,0 +1,111 @@
+"""The outcome of profiling one test, as plain data that crosses processes (xdist)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from profiler.compare import FamilyResult, OpVerdict, TestVerdict
+from profiler.records import OpTable
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ProfiledTest:
+    """One profiled test: its verdict, table, trace and what the run did with the baseline."""
+
+    nodeid: str
+    verdict: TestVerdict
+    table: OpTable | None = None
+    trace: str | None = None
+    baseline: str | None = None
+    warmup_used: int = 0
+    iterations: int = 1
+    rounds: int = 0
+    reduction: str = ""
+    outcome: str = "passed"  # the pytest outcome of the call phase
+    confirmed: bool = False
+    environment: Mapping[str, Any] = field(default_factory=dict)
+    protocol: Mapping[str, Any] = field(default_factory=dict)
+    save_note: str = ""
+    benchmark: bool = False
+
+    def with_outcome(self, outcome: str) -> ProfiledTest:
+        return replace(self, outcome=outcome)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "nodeid": self.nodeid,
+            "verdict": self.verdict.to_dict(),
+            "table": None if self.table is None else self.table.to_dict(),
+            "trace": self.trace,
+            "baseline": self.baseline,
+            "warmup_used": self.warmup_used,
+            "iterations": self.iterations,
+            "rounds": self.rounds,
+            "reduction": self.reduction,
+            "outcome": self.outcome,
+            "confirmed": self.confirmed,
+            "environment": dict(self.environment),
+            "protocol": dict(self.protocol),
+            "save_note": self.save_note,
+            "benchmark": self.benchmark,
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> ProfiledTest:
+        return cls(
+            nodeid=d["nodeid"],
+            verdict=verdict_from_dict(d["verdict"]),
+            table=None if d.get("table") is None else OpTable.from_dict(d["table"]),
+            trace=d.get("trace"),
+            baseline=d.get("baseline"),
+            warmup_used=int(d.get("warmup_used", 0)),
+            iterations=int(d.get("iterations", 1)),
+            rounds=int(d.get("rounds", 0)),
+            reduction=str(d.get("reduction", "")),
+            outcome=str(d.get("outcome", "passed")),
+            confirmed=bool(d.get("confirmed", False)),
+            environment=d.get("environment", {}),
+            protocol=d.get("protocol", {}),
+            save_note=str(d.get("save_note", "")),
+            benchmark=bool(d.get("benchmark", False)),
+        )
+
+
+def verdict_from_dict(d: Mapping[str, Any]) -> TestVerdict:
+    """Inverse of :meth:`TestVerdict.to_dict`."""
+
+    def num(v: Any) -> float:
+        return float("nan") if v is None else float(v)
+
+    ops = tuple(
+        OpVerdict(
+            **{
+                **o,
+                "baseline_median_us": num(o["baseline_median_us"]),
+                "current_median_us": num(o["current_median_us"]),
+                "delta_us": num(o["delta_us"]),
+                "delta_pct": num(o["delta_pct"]),
+                "share": num(o["share"]),
+                "floor_pct": num(o["floor_pct"]),
+            }
+        )
+        for o in d.get("ops", [])
+    )
+    fams = tuple(
+        FamilyResult(**{**f, "op_gate": tuple(f["op_gate"]), "reasons": tuple(f["reasons"])})
+        for f in d.get("families", [])
+    )
+    return TestVerdict(
+        verdict=d["verdict"],
+        reason=d.get("reason", ""),
+        ops=ops,
+        families=fams,
+        uniform_shift_pct=d.get("uniform_shift"),
+        probe_shift_pct=d.get("probe_shift"),
+        sessions=int(d.get("sessions", 0)),
+        differences=tuple(d.get("differences", [])),
+        notes=tuple(d.get("notes", [])),
+        timing_compared=bool(d.get("timing_compared", True)),
+    )

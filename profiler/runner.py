@@ -1,0 +1,242 @@
+"""Profile one test end to end: baseline lookup, capture, compare, confirmation, saving.
+
+The pytest glue calls this; so can any other harness.  torch is imported lazily, on the
+first capture, through :mod:`profiler.capture`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from profiler import compare as cmp
+from profiler import store
+from profiler.environment import (
+    STRUCTURE_KEYS,
+    Fingerprint,
+    differences,
+    protocol_differences,
+)
+from profiler.errors import BaselineError
+from profiler.results import ProfiledTest
+
+PROBE_ID = "cpu-mm96x4-v1"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunConfig:
+    """Everything a run needs to know; built once from options by the glue."""
+
+    rounds: int = 20
+    warmup: int = 3
+    baseline_dir: Path = Path("baselines")
+    trace_dir: Path | None = Path(".tprof/traces")
+    save: bool = False
+    window: int = store.DEFAULT_WINDOW
+    rule: cmp.Rule = field(default_factory=cmp.Rule)
+    confirm: bool = True
+    min_round_us: float = 1000.0
+    record_shapes: bool = False
+    require_baseline: bool = False
+    probe: bool = True
+
+
+class Runner:
+    """Holds the environment fingerprint and profiles tests against their baselines."""
+
+    def __init__(self, config: RunConfig, *, extra_soft: Mapping[str, Any] | None = None) -> None:
+        from profiler import capture
+
+        self.config = config
+        self._capture = capture
+        self.facts = capture.torch_facts()
+        self.fingerprint = Fingerprint.collect(self.facts, extra_soft)
+        self.reduction = capture.REDUCTION_PATH
+
+    @property
+    def env_key(self) -> str:
+        return self.fingerprint.key
+
+    @property
+    def env_dir(self) -> Path:
+        return Path(self.config.baseline_dir) / self.env_key
+
+    def baseline_path(self, nodeid: str) -> Path:
+        return store.baseline_path(self.config.baseline_dir, self.env_key, nodeid)
+
+    def trace_path(self, nodeid: str) -> Path | None:
+        if self.config.trace_dir is None:
+            return None
+        return Path(self.config.trace_dir) / f"{store.slug(nodeid)}.pt.trace.json.gz"
+
+    def protocol(self, *, rounds: int, warmup: int, iterations: int) -> dict[str, Any]:
+        return {
+            "rounds": rounds,
+            "warmup": warmup,
+            "iterations": iterations,
+            "activities": ["cpu", "cuda"] if self.facts["cuda_available"] else ["cpu"],
+            "record_shapes": self.config.record_shapes,
+            "probe": PROBE_ID if self.config.probe else None,
+        }
+
+    def load(self, nodeid: str) -> tuple[store.Baseline | None, str | None]:
+        """The test's baseline, or the error message that stands for it."""
+        path = self.baseline_path(nodeid)
+        if not path.exists():
+            return None, None
+        try:
+            return store.load_baseline(path, expected_nodeid=nodeid), None
+        except BaselineError as exc:
+            return None, str(exc)
+
+    def profile(
+        self,
+        nodeid: str,
+        fn: Callable[..., Any],
+        args: tuple[Any, ...] = (),
+        kwargs: Mapping[str, Any] | None = None,
+        *,
+        setup: Callable[[], Any] | None = None,
+        rounds: int | None = None,
+        warmup: int | None = None,
+        rule: cmp.Rule | None = None,
+    ) -> tuple[Any, ProfiledTest]:
+        """Capture ``fn`` for the rounds, compare with the baseline, confirm a timing regression."""
+        cfg = self.config
+        rounds = cfg.rounds if rounds is None else rounds
+        warmup = cfg.warmup if warmup is None else warmup
+        rule = rule or cfg.rule
+        baseline, error = self.load(nodeid)
+        if baseline is not None and _int(baseline.protocol.get("iterations")):
+            iterations = int(baseline.protocol["iterations"])
+        elif setup is None:
+            iterations = self._capture.calibrate_iterations(
+                lambda: fn(*args, **dict(kwargs or {})),
+                min_round_us=cfg.min_round_us,
+                cuda=bool(self.facts["cuda_available"]),
+            )
+        else:
+            iterations = 1
+        protocol = self.protocol(rounds=rounds, warmup=warmup, iterations=iterations)
+        trace = self.trace_path(nodeid)
+
+        def run() -> Any:
+            return self._capture.capture(
+                fn, args, kwargs, rounds=rounds, warmup=warmup, setup=setup,
+                iterations=iterations, trace_path=trace, record_shapes=cfg.record_shapes,
+                probe=cfg.probe, trace_metadata={"nodeid": nodeid},
+            )  # fmt: skip
+
+        result = run()
+        base_path = self.baseline_path(nodeid)
+        common = {
+            "nodeid": nodeid,
+            "table": result.table,
+            "trace": None if result.trace_path is None else str(result.trace_path),
+            "baseline": str(base_path),
+            "warmup_used": result.warmup_used,
+            "iterations": iterations,
+            "rounds": rounds,
+            "reduction": result.reduction,
+            "environment": self.fingerprint.to_dict(),
+            "protocol": {**protocol, "warmup_used": result.warmup_used},
+        }
+        if cfg.save:
+            note = "the damaged file will be replaced" if error else ""
+            verdict = cmp.TestVerdict(verdict=cmp.SAVED, reason="recorded for the baseline", notes=(note,) if note else ())
+            return result.value, ProfiledTest(verdict=verdict, **common)  # type: ignore[arg-type]
+        verdict = self.judge(nodeid, baseline, error, result.table, protocol, rule)
+        confirmed = False
+        if verdict.timing_regressed and cfg.confirm:
+            second = run()
+            again = self.judge(nodeid, baseline, error, second.table, protocol, rule)
+            common["table"] = second.table
+            confirmed = True
+            if again.timing_regressed:
+                verdict = replace(again, notes=(*again.notes, "confirmed by a second measurement"))
+            else:
+                verdict = replace(
+                    again,
+                    notes=(*again.notes, "a first measurement looked slower; the re-measurement did not"),
+                )
+        return result.value, ProfiledTest(verdict=verdict, confirmed=confirmed, **common)  # type: ignore[arg-type]
+
+    def judge(
+        self,
+        nodeid: str,
+        baseline: store.Baseline | None,
+        error: str | None,
+        table: Any,
+        protocol: Mapping[str, Any],
+        rule: cmp.Rule,
+    ) -> cmp.TestVerdict:
+        """The verdict on ``table`` given what was found on disk for the test."""
+        if error is not None:
+            return cmp.TestVerdict(verdict=cmp.ERROR, reason=error)
+        if baseline is None:
+            for other in store.other_environments(self.config.baseline_dir, self.env_key, nodeid):
+                try:
+                    found = store.load_baseline(other, expected_nodeid=nodeid)
+                except BaselineError:
+                    continue
+                diffs = differences(found.fingerprint, self.fingerprint)
+                return cmp.TestVerdict(
+                    verdict=cmp.INCOMPARABLE,
+                    reason=f"only a baseline for another environment ({other.parent.name}): "
+                    + ", ".join(diffs or ["environment folder differs"]),
+                    differences=tuple(diffs),
+                )
+            reason = "no baseline recorded for this test; record one with --tprof-save"
+            if self.config.require_baseline:
+                return cmp.TestVerdict(verdict=cmp.ERROR, reason=f"{reason} (--tprof-require-baseline)")
+            return cmp.TestVerdict(verdict=cmp.NO_BASELINE, reason=reason)
+        structure_diffs = differences(baseline.fingerprint, self.fingerprint, STRUCTURE_KEYS)
+        if structure_diffs:
+            return cmp.TestVerdict(
+                verdict=cmp.INCOMPARABLE,
+                reason="calls and timings not comparable: " + ", ".join(structure_diffs),
+                differences=tuple(structure_diffs),
+            )
+        hard = differences(baseline.fingerprint, self.fingerprint)
+        proto = protocol_differences(baseline.protocol, protocol)
+        timing = not hard and not proto
+        verdict = cmp.compare(baseline.tables, table, rule, timing=timing)
+        if not timing:
+            verdict = replace(
+                verdict,
+                differences=tuple(hard + proto),
+                notes=(*verdict.notes, "timings not compared: " + ", ".join(hard + proto)),
+            )
+        return verdict
+
+    def save(self, test: ProfiledTest) -> ProfiledTest:
+        """Record the test's table as a new session of its baseline (atomic write)."""
+        if test.table is None:
+            return test
+        path = self.baseline_path(test.nodeid)
+        existing, error = self.load(test.nodeid)
+        session = store.Session(
+            table=test.table,
+            recorded_at=store.now_iso(),
+            warmup_used=test.warmup_used,
+            soft=dict(self.fingerprint.soft),
+        )
+        protocol = {k: v for k, v in test.protocol.items() if k != "warmup_used"}
+        updated, what = store.with_session(
+            existing,
+            nodeid=test.nodeid,
+            fingerprint=self.fingerprint,
+            protocol=protocol,
+            session=session,
+            window=self.config.window,
+        )
+        if error is not None:
+            what = "replaced a damaged file"
+        store.save_baseline(path, updated)
+        return replace(test, save_note=f"{what}: {path}")
+
+
+def _int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and v >= 1
