@@ -38,9 +38,13 @@ def main() -> int:
         print("2) Planting a 50% wider matmul in test_mlp_training_step and re-running\n")
         slow = pytest(["-q", "-rf", "--tprof", *common], {**env, "TPROF_SLOW_MATMUL": "0.5"})
         print(_without_profiler_noise(slow.stdout))
-        caught = slow.returncode == 1 and "REGRESSED" in slow.stdout and "aten::addmm" in slow.stdout
+        caught = (
+            slow.returncode == 1 and "REGRESSED" in slow.stdout and "aten::addmm" in slow.stdout
+        )
         if caught:
-            print("The planted slowdown was caught: the test failed naming aten::addmm and its trace.")
+            print(
+                "The planted slowdown was caught: the test failed naming aten::addmm and its trace."
+            )
             print("Open the trace above in https://ui.perfetto.dev or chrome://tracing.")
             return 0
         print("The planted slowdown was NOT caught (see the output above).")

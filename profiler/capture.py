@@ -28,21 +28,15 @@ from profiler.records import (
     EventArrays,
     OpTable,
 )
-from profiler.reduce import PROBE_PREFIX, ROUND_PREFIX, drop_leading_rounds, reduce_events
-
-# Events torch's own post-processing drops before it builds key_averages().
-_FILTERED_NAMES = frozenset(
-    {
-        "[memory]",
-        "[OutOfMemory]",
-        "profiler::_record_function_enter",
-        "profiler::_record_function_enter_new",
-        "profiler::_record_function_exit",
-        "aten::is_leaf",
-        "aten::output_nr",
-        "aten::_version",
-    }
+from profiler.reduce import (
+    FILTERED_NAMES,
+    PROBE_PREFIX,
+    ROUND_PREFIX,
+    drop_leading_rounds,
+    reduce_events,
 )
+
+_CPU = torch.autograd.DeviceType.CPU  # type: ignore[attr-defined]
 MAX_WARMUP = 50  # bound on the automatic warm-up extension
 PROBE_VERSION = "cpu-mm96x4-v1"
 
@@ -187,7 +181,7 @@ def capture(
             trace_metadata=trace_metadata,
         )  # fmt: skip
         settled = result.meta.get("warmup_settled", True)
-        if settled or warm >= MAX_WARMUP or warm == 0 and warmup == 0:
+        if settled or warm >= MAX_WARMUP or (warm == 0 and warmup == 0):
             return result
         warm = min(MAX_WARMUP, max(2 * warm, warm + 2))
 
@@ -237,7 +231,7 @@ def _capture_once(
             "distributedInfo": {"rank": 0, "world_size": 1},
         }
         if trace_metadata:
-            meta["tprof"].update(trace_metadata)
+            meta["tprof_test"] = dict(trace_metadata)
         for key, val in meta.items():
             prof.add_metadata_json(key, json.dumps(val, sort_keys=True))
     capture_s = time.perf_counter() - t_start
@@ -310,7 +304,7 @@ def events_from_kineto(prof: profile) -> EventArrays:
             j = name_of[nm] = len(names)
             names.append(nm)
         name_idx[i] = j
-    cpu_type = torch.autograd.DeviceType.CPU
+    cpu_type = _CPU
     is_cpu = np.fromiter((e.device_type() == cpu_type for e in events), dtype=bool, count=n)
     is_async = np.fromiter(
         (e.is_async() or e.start_thread_id() != e.end_thread_id() for e in events),
@@ -318,16 +312,20 @@ def events_from_kineto(prof: profile) -> EventArrays:
         count=n,
     )
     is_annot = np.fromiter((e.is_user_annotation() for e in events), dtype=bool, count=n)
-    filtered = np.fromiter((nm in _FILTERED_NAMES for nm in names), dtype=bool, count=len(names))
+    filtered = np.fromiter((nm in FILTERED_NAMES for nm in names), dtype=bool, count=len(names))
     kind = np.full(n, KIND_OP, dtype=np.int8)
     kind[is_annot] = KIND_ANNOTATION
     kind[~is_cpu] = KIND_DEVICE
+    # GPU-side annotations mirror record_function ranges; torch leaves them out of device time.
+    kind[~is_cpu & is_annot] = KIND_IGNORED
     kind[is_cpu & (is_async | filtered[name_idx])] = KIND_IGNORED
     hidden = getattr(events[0], "is_hidden_event", None) if n else None
     if hidden is not None:
         hid = np.fromiter((e.is_hidden_event() for e in events), dtype=bool, count=n)
         kind[hid] = KIND_IGNORED
     start = np.fromiter((e.start_ns() for e in events), dtype=np.int64, count=n)
+    corr = np.fromiter((e.correlation_id() for e in events), dtype=np.int64, count=n)
+    link = np.fromiter((e.linked_correlation_id() for e in events), dtype=np.int64, count=n)
     end = np.fromiter((e.end_ns() for e in events), dtype=np.int64, count=n)
     return EventArrays(
         names=tuple(names),
@@ -336,8 +334,8 @@ def events_from_kineto(prof: profile) -> EventArrays:
         end_ns=end,
         thread=np.fromiter((e.start_thread_id() for e in events), dtype=np.int64, count=n),
         kind=kind,
-        corr=np.fromiter((e.correlation_id() for e in events), dtype=np.int64, count=n),
-        link=np.fromiter((e.linked_correlation_id() for e in events), dtype=np.int64, count=n),
+        corr=np.where(link > 0, 0, corr),  # runtime calls link to their op; only ops own kernels
+        link=link,
     )
 
 
@@ -359,10 +357,14 @@ def table_from_function_events(prof: profile, *, wall_us: Any) -> OpTable:
     probe_dev = np.zeros(n_rounds)
     has_device = False
     for e in fevents:
-        if e.device_type != torch.autograd.DeviceType.CPU:
+        if e.device_type != _CPU:
             has_device = True
             continue
-        if e.is_async or e.name.startswith((ROUND_PREFIX, PROBE_PREFIX)) or e.name == "ProfilerStep*":
+        if (
+            e.is_async
+            or e.name.startswith((ROUND_PREFIX, PROBE_PREFIX))
+            or e.name == "ProfilerStep*"
+        ):
             continue
         t = e.time_range.start
         r = int(np.searchsorted(r_start, t, side="right")) - 1

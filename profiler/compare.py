@@ -188,7 +188,11 @@ def _clean(v: Any) -> Any:
 
 
 def _metric(family: str) -> tuple[str, str]:
-    return ("self_cpu_us", "probe_cpu_us") if family == "cpu" else ("self_device_us", "probe_device_us")
+    return (
+        ("self_cpu_us", "probe_cpu_us")
+        if family == "cpu"
+        else ("self_device_us", "probe_device_us")
+    )
 
 
 def _scale(table: OpTable, probe_attr: str, reference: float, use_probe: bool) -> float:
@@ -242,7 +246,7 @@ def _side(tables: Sequence[OpTable], family: str, reference: float, rule: Rule) 
     return _Side(
         per_op={k: np.concatenate(v) for k, v in per_op.items()},
         per_session_op_medians=per_session,
-        calls={k: int(round(float(np.median(np.concatenate(v))))) for k, v in calls.items()},
+        calls={k: round(float(np.median(np.concatenate(v)))) for k, v in calls.items()},
         totals=np.concatenate(totals) if totals else np.zeros(0),
         session_total_medians=session_totals,
         raw_op_medians={k: float(np.median(np.concatenate(v))) for k, v in raw.items()},
@@ -434,16 +438,21 @@ def _compare_family(
                 op_gate.append(name)
             elif sig_up and timing_regressed:
                 verdict = REGRESSED  # carries part of a regressed total
-            elif stats.mwu_less(cur.per_op[name], base.per_op[name]) < rule.alpha / len(tested) and (
-                pct < -row["floor"]
-            ):
+            elif stats.mwu_less(cur.per_op[name], base.per_op[name]) < rule.alpha / len(
+                tested
+            ) and (pct < -row["floor"]):
                 verdict = IMPROVED
-            elif row["mde"] is not None and row["mde"] > row["floor"] and row["share"] >= rule.material_share:
+            elif (
+                row["mde"] is not None
+                and row["mde"] > row["floor"]
+                and row["share"] >= rule.material_share
+            ):
                 verdict = NOISY
-                need = stats.rounds_needed(row.get("sigma", 0.0), row["floor"], n_b, alpha=rule.alpha)
-                note = (
-                    f"can only see slowdowns ≥ {row['mde']:.0%} (floor {row['floor']:.0%})"
-                    + (f"; needs ~{need} rounds" if need else "")
+                need = stats.rounds_needed(
+                    row.get("sigma", 0.0), row["floor"], n_b, alpha=rule.alpha
+                )
+                note = f"can only see slowdowns ≥ {row['mde']:.0%} (floor {row['floor']:.0%})" + (
+                    f"; needs ~{need} rounds" if need else ""
                 )
             else:
                 verdict = UNCHANGED
@@ -487,9 +496,13 @@ def _compare_family(
         )
     for name in op_gate:
         o = next(v for v in out if v.op == name)
-        reasons.append(f"{name} {o.delta_pct:+.0f}% ({o.share:.0%} of the round, p={o.p_value:.2g})")
+        reasons.append(
+            f"{name} {o.delta_pct:+.0f}% ({o.share:.0%} of the round, p={o.p_value:.2g})"
+        )
     if structure_changes:
-        what = ", ".join(f"{o.op} {o.calls_baseline}→{o.calls_current}" for o in structure_changes[:6])
+        what = ", ".join(
+            f"{o.op} {o.calls_baseline}→{o.calls_current}" for o in structure_changes[:6]
+        )
         more = f" (+{len(structure_changes) - 6} more)" if len(structure_changes) > 6 else ""
         if structure_regressed:
             reasons.append(
@@ -510,7 +523,9 @@ def _compare_family(
     elif timing and (mde > floor or stats.min_attainable_p(n_c, n_b) > rule.alpha):
         verdict = INCONCLUSIVE
         if stats.min_attainable_p(n_c, n_b) > rule.alpha:
-            reasons.append(f"too few rounds ({n_c} current, {n_b} baseline) to reach α={rule.alpha}")
+            reasons.append(
+                f"too few rounds ({n_c} current, {n_b} baseline) to reach α={rule.alpha}"
+            )
         else:
             need = stats.rounds_needed(sigma, floor, n_b, alpha=rule.alpha)
             reasons.append(

@@ -52,7 +52,9 @@ class Fingerprint:
     soft: Mapping[str, Any] = field(default_factory=dict)
 
     @classmethod
-    def collect(cls, torch_facts: Mapping[str, Any], extra_soft: Mapping[str, Any] | None = None) -> Fingerprint:
+    def collect(
+        cls, torch_facts: Mapping[str, Any], extra_soft: Mapping[str, Any] | None = None
+    ) -> Fingerprint:
         hard: dict[str, Any] = {
             "torch": torch_facts.get("torch"),
             "device": "cuda" if torch_facts.get("cuda_available") else "cpu",
@@ -95,7 +97,9 @@ class Fingerprint:
         return re.sub(r"[^A-Za-z0-9._-]", "_", key)
 
 
-def differences(base: Fingerprint, current: Fingerprint, keys: tuple[str, ...] = HARD_KEYS) -> list[str]:
+def differences(
+    base: Fingerprint, current: Fingerprint, keys: tuple[str, ...] = HARD_KEYS
+) -> list[str]:
     """Hard keys that differ, as ``'torch 2.12.1 → 2.13.0'``."""
     out = []
     for k in keys:

@@ -98,7 +98,9 @@ class OpTable:
         return out
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any], *, meta: Mapping[str, Any] | None = None) -> OpTable:
+    def from_dict(
+        cls, data: Mapping[str, Any], *, meta: Mapping[str, Any] | None = None
+    ) -> OpTable:
         """Inverse of :meth:`to_dict`; the caller has validated shapes and values."""
         ops = data["ops"]
         names = tuple(sorted(ops))

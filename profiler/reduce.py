@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from profiler.records import (
     KIND_ANNOTATION,
@@ -24,11 +25,24 @@ from profiler.records import (
     OpTable,
 )
 
+# Events torch's own post-processing drops before it builds key_averages().
+FILTERED_NAMES = frozenset(
+    {
+        "[memory]",
+        "[OutOfMemory]",
+        "profiler::_record_function_enter",
+        "profiler::_record_function_enter_new",
+        "profiler::_record_function_exit",
+        "aten::is_leaf",
+        "aten::output_nr",
+        "aten::_version",
+    }
+)
 ROUND_PREFIX = "ProfilerStep#"  # torch.profiler's own step annotation: trace tools see iterations
 PROBE_PREFIX = "tprof::probe#"
 
 
-def _names_starting(names: Sequence[str], prefix: str) -> IntArray:
+def _names_starting(names: Sequence[str], prefix: str) -> npt.NDArray[np.bool_]:
     return np.fromiter((n.startswith(prefix) for n in names), dtype=bool, count=len(names))
 
 
@@ -49,9 +63,7 @@ def _locate(starts: IntArray, ends: IntArray, t: IntArray) -> IntArray:
     return np.where(ok, pos, -1)
 
 
-def _nesting(
-    thread: IntArray, start: IntArray, end: IntArray
-) -> tuple[IntArray, IntArray]:
+def nesting(thread: IntArray, start: IntArray, end: IntArray) -> tuple[IntArray, IntArray]:
     """Parent index (-1 for roots) and depth of each interval, nesting per thread.
 
     Intervals that overlap only partially are not nested, as in torch's own stack walk.
@@ -125,9 +137,11 @@ def reduce_events(
     c_start = ev.start_ns[cpu_idx]
     c_end = ev.end_ns[cpu_idx]
     c_dur = (c_end - c_start).astype(np.float64)
-    parent, depth = _nesting(ev.thread[cpu_idx], c_start, c_end)
+    parent, depth = nesting(ev.thread[cpu_idx], c_start, c_end)
     has_parent = parent >= 0
-    child_sum = np.bincount(parent[has_parent], weights=c_dur[has_parent], minlength=c_dur.size)
+    child_sum = np.bincount(
+        parent[has_parent], weights=c_dur[has_parent], minlength=c_dur.size
+    ).astype(np.float64)
     self_cpu = c_dur - child_sum
 
     # Device time: kernels → launching CPU op by correlation id.
@@ -146,7 +160,7 @@ def reduce_events(
         pos_ok &= links > 0
         owner = corr_order[pos[pos_ok]]
         k_dur = (ev.end_ns[dev_idx] - ev.start_ns[dev_idx]).astype(np.float64)[pos_ok]
-        self_dev = np.bincount(owner, weights=k_dur, minlength=cpu_idx.size)
+        self_dev = np.bincount(owner, weights=k_dur, minlength=cpu_idx.size).astype(np.float64)
         total_dev = self_dev.copy()
         for d in range(int(depth.max(initial=0)), 0, -1):
             at = np.flatnonzero((depth == d) & has_parent)
@@ -198,7 +212,9 @@ def reduce_events(
     else:
         wall = np.asarray(wall_us, dtype=np.float64)
         if wall.shape != (n_rounds,):
-            raise ValueError(f"'wall_us' must have one value per round ({n_rounds}), got {wall.shape}")
+            raise ValueError(
+                f"'wall_us' must have one value per round ({n_rounds}), got {wall.shape}"
+            )
     info = dict(meta or {})
     info.setdefault("events", len(ev))
     info["whole_trace_as_round"] = whole_trace

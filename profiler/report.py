@@ -122,7 +122,10 @@ def summary_line(test: ProfiledTest) -> str:
 
 
 def json_report(
-    tests: Iterable[ProfiledTest], *, environment: Mapping[str, Any], extra: Mapping[str, Any] | None = None
+    tests: Iterable[ProfiledTest],
+    *,
+    environment: Mapping[str, Any],
+    extra: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The ``--tprof-json`` document."""
     out: dict[str, Any] = {"schema_version": JSON_SCHEMA_VERSION, "environment": dict(environment)}

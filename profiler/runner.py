@@ -145,7 +145,9 @@ class Runner:
         }
         if cfg.save:
             note = "the damaged file will be replaced" if error else ""
-            verdict = cmp.TestVerdict(verdict=cmp.SAVED, reason="recorded for the baseline", notes=(note,) if note else ())
+            verdict = cmp.TestVerdict(
+                verdict=cmp.SAVED, reason="recorded for the baseline", notes=(note,) if note else ()
+            )
             return result.value, ProfiledTest(verdict=verdict, **common)  # type: ignore[arg-type]
         verdict = self.judge(nodeid, baseline, error, result.table, protocol, rule)
         confirmed = False
@@ -159,7 +161,10 @@ class Runner:
             else:
                 verdict = replace(
                     again,
-                    notes=(*again.notes, "a first measurement looked slower; the re-measurement did not"),
+                    notes=(
+                        *again.notes,
+                        "a first measurement looked slower; the re-measurement did not",
+                    ),
                 )
         return result.value, ProfiledTest(verdict=verdict, confirmed=confirmed, **common)  # type: ignore[arg-type]
 
@@ -190,7 +195,9 @@ class Runner:
                 )
             reason = "no baseline recorded for this test; record one with --tprof-save"
             if self.config.require_baseline:
-                return cmp.TestVerdict(verdict=cmp.ERROR, reason=f"{reason} (--tprof-require-baseline)")
+                return cmp.TestVerdict(
+                    verdict=cmp.ERROR, reason=f"{reason} (--tprof-require-baseline)"
+                )
             return cmp.TestVerdict(verdict=cmp.NO_BASELINE, reason=reason)
         structure_diffs = differences(baseline.fingerprint, self.fingerprint, STRUCTURE_KEYS)
         if structure_diffs:

@@ -30,21 +30,9 @@ from profiler.records import (
     IntArray,
     OpTable,
 )
-from profiler.reduce import _nesting, drop_leading_rounds, reduce_events
+from profiler.reduce import FILTERED_NAMES, drop_leading_rounds, nesting, reduce_events
 
 # Events torch's own post-processing drops before it builds key_averages() (as capture.py).
-_FILTERED_NAMES = frozenset(
-    {
-        "[memory]",
-        "[OutOfMemory]",
-        "profiler::_record_function_enter",
-        "profiler::_record_function_enter_new",
-        "profiler::_record_function_exit",
-        "aten::is_leaf",
-        "aten::output_nr",
-        "aten::_version",
-    }
-)
 
 # Kineto activity categories (libkineto ActivityType names) that launch device work.
 _LAUNCH_CATEGORIES = frozenset(
@@ -201,7 +189,7 @@ def _event_arrays(path: Path, raw_events: list[Any]) -> EventArrays:
         ) from None
     names = tuple(str(n) for n in name_of)
     kind_arr = np.asarray(kinds, dtype=np.int8)
-    filtered = np.fromiter((n in _FILTERED_NAMES for n in names), dtype=bool, count=len(names))
+    filtered = np.fromiter((n in FILTERED_NAMES for n in names), dtype=bool, count=len(names))
     idx_arr = np.asarray(name_idx, dtype=np.int64)
     cpu_side = (kind_arr == KIND_OP) | (kind_arr == KIND_ANNOTATION)
     kind_arr[cpu_side & filtered[idx_arr]] = KIND_IGNORED
@@ -271,7 +259,7 @@ def _launching_ops(
     if device.size == 0 or launches.size == 0:
         return link
     cpu_rows = np.flatnonzero((kind == KIND_OP) | (kind == KIND_ANNOTATION))
-    parent_local, _ = _nesting(thread[cpu_rows], start_ns[cpu_rows], end_ns[cpu_rows])
+    parent_local, _ = nesting(thread[cpu_rows], start_ns[cpu_rows], end_ns[cpu_rows])
     parent = np.full(n, -1, dtype=np.int64)
     has_parent = parent_local >= 0
     parent[cpu_rows[has_parent]] = cpu_rows[parent_local[has_parent]]

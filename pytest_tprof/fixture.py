@@ -46,7 +46,9 @@ class TprofFixture:
     ) -> Any:
         """Like pytest-benchmark's: ``setup`` runs before every round, outside the measurement,
         and may return ``(args, kwargs)`` for that round."""
-        return self._run(fn, tuple(args), dict(kwargs or {}), setup=setup, rounds=rounds, warmup=warmup)
+        return self._run(
+            fn, tuple(args), dict(kwargs or {}), setup=setup, rounds=rounds, warmup=warmup
+        )
 
     def _run(
         self,

@@ -15,33 +15,105 @@ from profiler.store import DEFAULT_WINDOW
 
 # (option, ini name, type, default, help)
 _OPTIONS: tuple[tuple[str, str, str, Any, str], ...] = (
-    ("--tprof", "tprof", "bool", False, "profile tests that use the tprof fixture and compare them "
-     "with their baselines (default: off)"),
+    (
+        "--tprof",
+        "tprof",
+        "bool",
+        False,
+        "profile tests that use the tprof fixture and compare them "
+        "with their baselines (default: off)",
+    ),
     ("--tprof-rounds", "tprof_rounds", "int", 20, "measured rounds per test (default: 20)"),
-    ("--tprof-warmup", "tprof_warmup", "int", 3, "warm-up rounds per test, extended while the ops "
-     "called still change (default: 3)"),
-    ("--tprof-save", "tprof_save", "bool", False, "record baselines for the profiled tests that "
-     "pass, adding a session to each baseline's window; no gating in that run (default: off)"),
-    ("--tprof-baseline-dir", "tprof_baseline_dir", "path", "baselines", "folder of baseline files "
-     "(default: baselines under the rootdir)"),
-    ("--tprof-trace-dir", "tprof_trace_dir", "path", ".tprof/traces", "folder for the Chrome "
-     "traces (default: .tprof/traces under the rootdir)"),
-    ("--tprof-json", "tprof_json", "path", None, "write a JSON report of every profiled test to "
-     "this path (default: none)"),
-    ("--tprof-require-baseline", "tprof_require_baseline", "bool", False, "a profiled test "
-     "without a baseline is an error instead of 'no-baseline' (default: off)"),
-    ("--tprof-window", "tprof_window", "int", DEFAULT_WINDOW, "sessions kept in a baseline's "
-     f"rolling window by --tprof-save (default: {DEFAULT_WINDOW})"),
-    ("--tprof-strict", "tprof_strict", "bool", False, "fail on any change of an op's call count "
-     "(default: off, only calls that add material time fail)"),
-    ("--tprof-floor", "tprof_floor", "float", None, "fixed relative floor, e.g. 0.1 for 10%% "
-     "(default: learned from the baseline's sessions; 15%% with one session)"),
-    ("--tprof-no-confirm", "tprof_no_confirm", "bool", False, "don't re-measure a test whose "
-     "timing regressed before failing it (default: re-measure once)"),
-    ("--tprof-min-round-us", "tprof_min_round_us", "float", 1000.0, "call a fast body several "
-     "times per round so a round lasts at least this long (default: 1000)"),
-    ("--tprof-markdown", "tprof_markdown", "path", None, "write a Markdown summary to this path "
-     "(default: none; also appended to $GITHUB_STEP_SUMMARY when set)"),
+    (
+        "--tprof-warmup",
+        "tprof_warmup",
+        "int",
+        3,
+        "warm-up rounds per test, extended while the ops called still change (default: 3)",
+    ),
+    (
+        "--tprof-save",
+        "tprof_save",
+        "bool",
+        False,
+        "record baselines for the profiled tests that "
+        "pass, adding a session to each baseline's window; no gating in that run (default: off)",
+    ),
+    (
+        "--tprof-baseline-dir",
+        "tprof_baseline_dir",
+        "path",
+        "baselines",
+        "folder of baseline files (default: baselines under the rootdir)",
+    ),
+    (
+        "--tprof-trace-dir",
+        "tprof_trace_dir",
+        "path",
+        ".tprof/traces",
+        "folder for the Chrome traces (default: .tprof/traces under the rootdir)",
+    ),
+    (
+        "--tprof-json",
+        "tprof_json",
+        "path",
+        None,
+        "write a JSON report of every profiled test to this path (default: none)",
+    ),
+    (
+        "--tprof-require-baseline",
+        "tprof_require_baseline",
+        "bool",
+        False,
+        "a profiled test without a baseline is an error instead of 'no-baseline' (default: off)",
+    ),
+    (
+        "--tprof-window",
+        "tprof_window",
+        "int",
+        DEFAULT_WINDOW,
+        f"sessions kept in a baseline's rolling window by --tprof-save (default: {DEFAULT_WINDOW})",
+    ),
+    (
+        "--tprof-strict",
+        "tprof_strict",
+        "bool",
+        False,
+        "fail on any change of an op's call count "
+        "(default: off, only calls that add material time fail)",
+    ),
+    (
+        "--tprof-floor",
+        "tprof_floor",
+        "float",
+        None,
+        "fixed relative floor, e.g. 0.1 for 10%% "
+        "(default: learned from the baseline's sessions; 15%% with one session)",
+    ),
+    (
+        "--tprof-no-confirm",
+        "tprof_no_confirm",
+        "bool",
+        False,
+        "don't re-measure a test whose "
+        "timing regressed before failing it (default: re-measure once)",
+    ),
+    (
+        "--tprof-min-round-us",
+        "tprof_min_round_us",
+        "float",
+        1000.0,
+        "call a fast body several "
+        "times per round so a round lasts at least this long (default: 1000)",
+    ),
+    (
+        "--tprof-markdown",
+        "tprof_markdown",
+        "path",
+        None,
+        "write a Markdown summary to this path "
+        "(default: none; also appended to $GITHUB_STEP_SUMMARY when set)",
+    ),
 )
 
 MARKER_KWARGS = {
@@ -146,7 +218,9 @@ def marker_overrides(item: pytest.Item, rule: Rule) -> tuple[dict[str, int], Rul
         for key, value in mark.kwargs.items():
             if key not in MARKER_KWARGS:
                 valid = ", ".join(sorted(MARKER_KWARGS))
-                raise ConfigError(f"@pytest.mark.tprof got an unknown keyword {key!r}; valid: {valid}")
+                raise ConfigError(
+                    f"@pytest.mark.tprof got an unknown keyword {key!r}; valid: {valid}"
+                )
             expected = MARKER_KWARGS[key]
             if isinstance(value, bool) and expected is not bool:
                 raise ConfigError(f"@pytest.mark.tprof '{key}' must be a number (got {value!r})")
@@ -157,7 +231,9 @@ def marker_overrides(item: pytest.Item, rule: Rule) -> tuple[dict[str, int], Rul
             if key in ("rounds", "warmup"):
                 minimum = 2 if key == "rounds" else 0
                 if value < minimum:
-                    raise ConfigError(f"@pytest.mark.tprof '{key}' must be >= {minimum} (got {value})")
+                    raise ConfigError(
+                        f"@pytest.mark.tprof '{key}' must be >= {minimum} (got {value})"
+                    )
                 counts[key] = value
             elif key == "ignore":
                 changes["ignore"] = (value,) if isinstance(value, str) else tuple(value)

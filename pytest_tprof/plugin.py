@@ -90,7 +90,9 @@ class TprofPlugin:
     @property
     def runner(self) -> Runner:
         if self._runner is None:
-            self._runner = Runner(self.settings.run, extra_soft=_benchmark_machine_info(self.config))
+            self._runner = Runner(
+                self.settings.run, extra_soft=_benchmark_machine_info(self.config)
+            )
         return self._runner
 
     # ------------------------------------------------------------------ profiling
@@ -124,15 +126,20 @@ class TprofPlugin:
     def pytest_report_header(self, config: pytest.Config) -> list[str]:
         run = self.settings.run
         r = self.runner
+        cuda = "on" if r.facts["cuda_available"] else "not available"
         mode = "recording baselines (--tprof-save)" if run.save else "comparing with baselines"
         lines = [
             f"tprof: {mode}; {run.rounds} rounds + {run.warmup} warm-up; "
-            f"reduction: {r.reduction}; CUDA: {'on' if r.facts['cuda_available'] else 'not available'}",
+            f"reduction: {r.reduction}; CUDA: {cuda}",
             f"tprof: baselines {r.env_dir}; traces {run.trace_dir}",
         ]
         if r.facts.get("cudnn_benchmark"):
-            lines.append("tprof: warning: torch.backends.cudnn.benchmark is on; kernel choice can vary")
-        if config.pluginmanager.hasplugin("xdist") and (config.getoption("numprocesses", None) or 0):
+            lines.append(
+                "tprof: warning: torch.backends.cudnn.benchmark is on; kernel choice can vary"
+            )
+        if config.pluginmanager.hasplugin("xdist") and (
+            config.getoption("numprocesses", None) or 0
+        ):
             lines.append(
                 "tprof: under xdist, concurrent workers add timing noise: calls gate as usual, "
                 "timing verdicts carry a note"
@@ -223,7 +230,9 @@ class TprofPlugin:
         tests = list(self.results.values())
         env = self.runner.fingerprint.to_dict() if self._runner or tests else {}
         if self.settings.json_path is not None:
-            doc = rpt.json_report(tests, environment=env, extra={"reduction": self.runner.reduction})
+            doc = rpt.json_report(
+                tests, environment=env, extra={"reduction": self.runner.reduction}
+            )
             _write_text(self.settings.json_path, json.dumps(doc, indent=2, sort_keys=True) + "\n")
             self.messages.append(f"JSON report: {self.settings.json_path}")
         md_target = self.settings.markdown_path
@@ -240,7 +249,6 @@ class TprofPlugin:
             if step_summary and tests:
                 with open(step_summary, "a", encoding="utf-8") as f:
                     f.write(text)
-
 
 
 def _write_text(path: Path, text: str) -> None:
