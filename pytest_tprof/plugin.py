@@ -151,6 +151,13 @@ class TprofPlugin:
             self.known.add(item.nodeid)
             self.collected_files.add(item.nodeid.split("::", 1)[0])
 
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_call(self, item: pytest.Item) -> None:
+        if "benchmark" in getattr(item, "fixturenames", ()):
+            from pytest_tprof.benchmark import wrap
+
+            wrap(item, self)
+
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_makereport(
         self, item: pytest.Item, call: pytest.CallInfo[None]
