@@ -56,11 +56,13 @@ def wrap(item: pytest.Item, plugin: TprofPlugin) -> None:
         return
     original = type(fixture)
 
-    def profile_after(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: Mapping[str, Any],
-                      setup: Callable[[], Any] | None) -> None:  # fmt: skip
-        _, result = plugin.profile(
-            item, fn, args, kwargs, setup=setup, rounds=None, warmup=None
-        )
+    def profile_after(
+        fn: Callable[..., Any],
+        args: tuple[Any, ...],
+        kwargs: Mapping[str, Any],
+        setup: Callable[[], Any] | None,
+    ) -> None:
+        _, result = plugin.profile(item, fn, args, kwargs, setup=setup, rounds=None, warmup=None)
         result = _as_benchmark(result)
         item.stash[RESULT_KEY] = result
         info = getattr(fixture, "extra_info", None)
@@ -68,14 +70,19 @@ def wrap(item: pytest.Item, plugin: TprofPlugin) -> None:
             info["tprof"] = extra_info(result)
 
     class ProfilingBenchmark(original):  # type: ignore[misc, valid-type]
-        def __call__(self, function_to_benchmark: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-            value = original.__call__(self, function_to_benchmark, *args, **kwargs)
-            profile_after(function_to_benchmark, args, kwargs, None)
+        def __call__(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+            value = original.__call__(self, fn, *args, **kwargs)
+            profile_after(fn, args, kwargs, None)
             return value
 
-        def pedantic(self, target: Callable[..., Any], args: tuple[Any, ...] = (),
-                     kwargs: Mapping[str, Any] | None = None, setup: Callable[[], Any] | None = None,
-                     **rest: Any) -> Any:  # fmt: skip
+        def pedantic(
+            self,
+            target: Callable[..., Any],
+            args: tuple[Any, ...] = (),
+            kwargs: Mapping[str, Any] | None = None,
+            setup: Callable[[], Any] | None = None,
+            **rest: Any,
+        ) -> Any:
             value = original.pedantic(self, target, args=args, kwargs=kwargs, setup=setup, **rest)
             profile_after(target, tuple(args), dict(kwargs or {}), setup)
             return value
