@@ -6,11 +6,12 @@ This is the only module that imports torch.  Everything it returns is plain data
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -55,6 +56,25 @@ class CaptureResult:
     reduce_s: float
     cuda: bool
     meta: Mapping[str, Any] = field(default_factory=dict)
+
+
+@contextlib.contextmanager
+def intra_op_threads(n: int) -> Iterator[None]:
+    """Run with ``n`` intra-op threads (0 = leave torch's setting), restoring it afterwards.
+
+    On a shared machine a thread pool's barrier waits for its slowest worker, and a worker
+    that loses its core stalls the op for a whole time slice: rounds 1000x slower appear.
+    One thread measures each op's own work, which is what a regression changes.
+    """
+    if n <= 0:
+        yield
+        return
+    before = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 def cuda_available() -> bool:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -72,14 +72,39 @@ class Rule:
     ignore: tuple[str, ...] = ()  # fnmatch patterns of ops to leave out
     probe: bool = True  # compare in drift-probe units
 
+    floor_z: float = 3.0  # how far out a new session's drift may fall before it counts
+
     def floor_for(self, session_medians: Sequence[float], *, op: bool = False) -> float:
-        """Relative floor: fixed if configured, else max(minimum, session disagreement)."""
+        """Relative floor: fixed if configured, else learned from how the sessions disagree.
+
+        The range of n sessions understates how far the next session can drift (with three,
+        the next one falls outside their range half the time), so the floor is a one-sided
+        prediction bound: the between-session spread estimated from the range (σ ≈ range/dₙ,
+        the normal range constant), widened by √(1 + 1/n), at ``floor_z`` spreads.
+        """
         if self.rel_floor is not None:
             return self.rel_floor
         meds = [m for m in session_medians if m > 0]
         if len(meds) < 2:
             return self.op_single_session_floor if op else self.single_session_floor
-        return max(self.min_rel_floor, max(meds) / min(meds) - 1.0)
+        n = len(meds)
+        sigma = math.log(max(meds) / min(meds)) / _RANGE_D.get(n, _RANGE_D[10])
+        bound = math.expm1(self.floor_z * sigma * math.sqrt(1.0 + 1.0 / n))
+        return max(self.min_rel_floor, bound)
+
+
+# Expected range of n standard normal samples (d2 of control charts).
+_RANGE_D = {
+    2: 1.128,
+    3: 1.693,
+    4: 2.059,
+    5: 2.326,
+    6: 2.534,
+    7: 2.704,
+    8: 2.847,
+    9: 2.970,
+    10: 3.078,
+}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -133,6 +158,8 @@ class FamilyResult:
 class TestVerdict:
     """The verdict on one test, with every op's figures for reports."""
 
+    __test__: ClassVar[bool] = False  # not a pytest test class, whatever its name
+
     verdict: str
     reason: str
     ops: tuple[OpVerdict, ...] = ()
@@ -178,7 +205,7 @@ def _clean(v: Any) -> Any:
     if isinstance(v, float):
         if math.isnan(v) or math.isinf(v):
             return None
-        return round(v, 4)
+        return float(f"{v:.6g}")  # significant digits: tiny p-values must not become 0
     if isinstance(v, tuple):
         return list(v)
     return v
@@ -289,8 +316,6 @@ def compare(
 
     uniform, probe_shift = _shifts(baseline, current, rule)
     verdict, reason = _combine(results, timing)
-    if not timing:
-        notes.append("timings not compared: the hardware differs from the baseline's")
     return TestVerdict(
         verdict=verdict,
         reason=reason,
@@ -339,8 +364,10 @@ def _compare_family(
     else:
         floor_source = "single-session default"
     floor = rule.floor_for(base.session_total_medians)
-    p_total = stats.mwu_greater(cur.totals, base.totals)
-    p_total_less = stats.mwu_less(cur.totals, base.totals)
+    # "Significantly beyond the floor": the current rounds against the baseline rounds
+    # shifted by the floor, so sampling noise alone can't carry a change past it.
+    p_total = stats.mwu_greater(cur.totals, base.totals * (1.0 + floor))
+    p_total_less = stats.mwu_less(cur.totals, base.totals * (1.0 - floor))
     delta_pct = (cur_total / base_total - 1.0) if base_total > 0 else 0.0
     sigma = stats.log_spread(np.concatenate([base.totals, cur.totals]))
     mde = stats.min_detectable_effect(sigma, n_c, n_b, alpha=rule.alpha)
@@ -391,7 +418,7 @@ def _compare_family(
         sig = stats.log_spread(np.concatenate([b_vals, c_vals]))
         row["mde"] = stats.min_detectable_effect(sig, c_vals.size, b_vals.size, alpha=rule.alpha)
         row["sigma"] = sig
-        pvals.append(stats.mwu_greater(c_vals, b_vals))
+        pvals.append(stats.mwu_greater(c_vals, b_vals * (1.0 + row["floor"])))
         tested.append(name)
     for name, p_adj in zip(tested, stats.holm(pvals), strict=True):
         rows[name]["p"] = p_adj
@@ -438,9 +465,9 @@ def _compare_family(
                 op_gate.append(name)
             elif sig_up and timing_regressed:
                 verdict = REGRESSED  # carries part of a regressed total
-            elif stats.mwu_less(cur.per_op[name], base.per_op[name]) < rule.alpha / len(
-                tested
-            ) and (pct < -row["floor"]):
+            elif stats.mwu_less(
+                cur.per_op[name], base.per_op[name] * (1.0 - row["floor"])
+            ) < rule.alpha / len(tested) and (pct < -row["floor"]):
                 verdict = IMPROVED
             elif (
                 row["mde"] is not None

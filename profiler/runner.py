@@ -41,6 +41,7 @@ class RunConfig:
     record_shapes: bool = False
     require_baseline: bool = False
     probe: bool = True
+    threads: int = 1  # intra-op threads while profiling; 0 keeps torch's setting
 
 
 class Runner:
@@ -52,6 +53,8 @@ class Runner:
         self.config = config
         self._capture = capture
         self.facts = capture.torch_facts()
+        if config.threads > 0:
+            self.facts["threads"] = config.threads
         self.fingerprint = Fingerprint.collect(self.facts, extra_soft)
         self.reduction = capture.REDUCTION_PATH
 
@@ -104,6 +107,23 @@ class Runner:
         rule: cmp.Rule | None = None,
     ) -> tuple[Any, ProfiledTest]:
         """Capture ``fn`` for the rounds, compare with the baseline, confirm a timing regression."""
+        with self._capture.intra_op_threads(self.config.threads):
+            return self._profile(
+                nodeid, fn, args, kwargs, setup=setup, rounds=rounds, warmup=warmup, rule=rule
+            )
+
+    def _profile(
+        self,
+        nodeid: str,
+        fn: Callable[..., Any],
+        args: tuple[Any, ...],
+        kwargs: Mapping[str, Any] | None,
+        *,
+        setup: Callable[[], Any] | None,
+        rounds: int | None,
+        warmup: int | None,
+        rule: cmp.Rule | None,
+    ) -> tuple[Any, ProfiledTest]:
         cfg = self.config
         rounds = cfg.rounds if rounds is None else rounds
         warmup = cfg.warmup if warmup is None else warmup

@@ -179,8 +179,8 @@ def read_settings(config: pytest.Config) -> Settings:
         p = Path(v)
         return p if p.is_absolute() else root / p
 
-    for name in ("tprof_rounds", "tprof_warmup", "tprof_window"):
-        minimum = {"tprof_rounds": 2, "tprof_warmup": 0, "tprof_window": 1}[name]
+    minimums = {"tprof_rounds": 2, "tprof_warmup": 0, "tprof_window": 1, "tprof_threads": 0}
+    for name, minimum in minimums.items():
         if values[name] < minimum:
             opt = "--" + name.replace("_", "-")
             raise pytest.UsageError(f"'{opt}' must be >= {minimum} (got {values[name]})")
@@ -198,6 +198,7 @@ def read_settings(config: pytest.Config) -> Settings:
         confirm=not values["tprof_no_confirm"],
         min_round_us=values["tprof_min_round_us"],
         require_baseline=values["tprof_require_baseline"],
+        threads=values["tprof_threads"],
     )
     return Settings(
         enabled=bool(values["tprof"] or values["tprof_save"]),

@@ -1,0 +1,721 @@
+"""The ``tprof`` command: show, diff and render stored baselines, Chrome traces and reports.
+
+``tprof diff`` judges with the same engine as the pytest plugin (:func:`profiler.compare.compare`),
+so a comparison made in CI can be repeated from the shell on the files it left behind.
+Exit status: 0 nothing regressed, 1 something regressed, 2 a usage error or unreadable input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import math
+import os
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, NamedTuple, TextIO
+
+import numpy as np
+
+from profiler import compare as cmp
+from profiler import store
+from profiler.environment import STRUCTURE_KEYS, Fingerprint, differences, protocol_differences
+from profiler.errors import ConfigError, TprofError
+from profiler.records import FloatArray, OpTable
+from profiler.report import failure_text, json_report, summary_line
+from profiler.results import ProfiledTest
+
+EXIT_OK = 0
+EXIT_REGRESSED = 1
+EXIT_ERROR = 2
+
+SORT_KEYS = ("self_cpu", "self_cuda", "calls", "name")
+DEFAULT_LIMIT = 30
+# How far into a ``.json`` file to look for the marks of a Chrome trace.
+_SNIFF_BYTES = 65536
+
+
+# --------------------------------------------------------------------------- inputs
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Source:
+    """One side of a comparison: a test's op tables and what is known of where they ran.
+
+    A baseline file gives its sessions, fingerprint and protocol; a Chrome trace gives one
+    table and no fingerprint.
+    """
+
+    path: Path
+    kind: str  # "baseline" or "trace"
+    nodeid: str | None
+    tables: tuple[OpTable, ...]
+    fingerprint: Fingerprint | None = None
+    protocol: Mapping[str, Any] = field(default_factory=dict)
+    device_names: tuple[str, ...] = ()
+
+    @property
+    def label(self) -> str:
+        return self.nodeid or self.path.name
+
+
+def is_trace(path: Path) -> bool:
+    """Whether ``path`` looks like a Chrome trace rather than a baseline file.
+
+    ``.gz`` files are traces (baselines are plain JSON); a ``.json`` file is a trace when
+    its first bytes hold a trace's keys or it is a JSON array (the Chrome "array format").
+    """
+    name = path.name.lower()
+    if name.endswith(".gz") or name.endswith(".pt.trace.json"):
+        return True
+    try:
+        with path.open("rb") as f:
+            head = f.read(_SNIFF_BYTES)
+    except OSError:
+        return False  # let the baseline reader name the problem
+    text = head.decode("utf-8", errors="replace").lstrip()
+    return text.startswith("[") or '"traceEvents"' in text or '"schemaVersion"' in text
+
+
+def load_source(path: Path) -> Source:
+    """A baseline file or a Chrome trace, read strictly; errors name the file."""
+    path = Path(path)
+    if is_trace(path):
+        from profiler import traces  # numpy-heavy reader; only needed for traces
+
+        data = traces.read_trace(path)
+        table = traces.table_from_trace(data)
+        info = data.metadata.get("tprof_test")
+        nodeid = info.get("nodeid") if isinstance(info, dict) else None
+        recorded = data.metadata.get("tprof")
+        iterations = recorded.get("iterations") if isinstance(recorded, dict) else None
+        return Source(
+            path=path,
+            kind="trace",
+            nodeid=nodeid if isinstance(nodeid, str) and nodeid else None,
+            tables=(table,),
+            protocol={"iterations": iterations} if isinstance(iterations, int) else {},
+            device_names=data.device_names,
+        )
+    base = store.load_baseline(path)
+    return Source(
+        path=path,
+        kind="baseline",
+        nodeid=base.nodeid,
+        tables=tuple(base.tables),
+        fingerprint=base.fingerprint,
+        protocol=base.protocol,
+    )
+
+
+def load_folder(folder: Path) -> tuple[list[Source], list[str]]:
+    """Every baseline and gzipped trace under ``folder`` (recursive); a message per bad one."""
+    sources: list[Source] = []
+    errors: list[str] = []
+    gzipped = (p for p in Path(folder).rglob("*.json.gz") if not p.name.startswith("."))
+    for path in sorted({*store.iter_baselines(folder), *gzipped}):
+        try:
+            sources.append(load_source(path))
+        except TprofError as exc:
+            errors.append(str(exc))
+    return sources, errors
+
+
+# --------------------------------------------------------------------------- judging
+
+
+def judge(baseline: Source, current: Source, rule: cmp.Rule) -> cmp.TestVerdict:
+    """The verdict on ``current``'s last table against all of ``baseline``'s tables.
+
+    Comparability follows the plugin: different structure keys (torch, device) make the
+    pair incomparable; other differing hard keys or protocol keys leave only calls compared.
+    """
+    notes: list[str] = []
+    diffs: list[str] = []
+    if baseline.fingerprint is not None and current.fingerprint is not None:
+        structure = differences(baseline.fingerprint, current.fingerprint, STRUCTURE_KEYS)
+        if structure:
+            return cmp.TestVerdict(
+                verdict=cmp.INCOMPARABLE,
+                reason="calls and timings not comparable: " + ", ".join(structure),
+                differences=tuple(structure),
+            )
+        diffs = differences(baseline.fingerprint, current.fingerprint)
+        diffs += protocol_differences(baseline.protocol, current.protocol)
+    else:
+        if (
+            baseline.kind == current.kind == "trace"
+            and baseline.device_names != current.device_names
+        ):
+            diffs = [f"gpus {_names(baseline.device_names)} → {_names(current.device_names)}"]
+        notes.append("a trace carries no environment fingerprint: comparability was not checked")
+    base_tables, current_table = list(baseline.tables), current.tables[-1]
+    ib, ic = _iterations(baseline), _iterations(current)
+    if ib is not None and ic is not None and ib != ic:
+        # Folders recorded apart calibrate their own iterations per round: compare per
+        # iteration rather than call every op "called 5x as often".
+        base_tables = [per_iteration(t, ib) for t in base_tables]
+        current_table = per_iteration(current_table, ic)
+        diffs = [d for d in diffs if not d.startswith("iterations ")]
+        notes.append(f"rounds of {ib} and {ic} iterations: compared per iteration")
+    timing = not diffs
+    verdict = cmp.compare(base_tables, current_table, rule, timing=timing)
+    if len(current.tables) > 1:
+        notes.append(f"current: the last of the {len(current.tables)} sessions in {current.path}")
+    if diffs:
+        notes.append("timings not compared: " + ", ".join(diffs))
+    if notes or diffs:
+        verdict = replace(
+            verdict,
+            differences=tuple(diffs) or verdict.differences,
+            notes=(*verdict.notes, *notes),
+        )
+    return verdict
+
+
+def _iterations(source: Source) -> int | None:
+    n = source.protocol.get("iterations")
+    return n if isinstance(n, int) and not isinstance(n, bool) and n >= 1 else None
+
+
+def per_iteration(table: OpTable, iterations: int) -> OpTable:
+    """``table`` with per-round calls and op times divided by the iterations per round.
+
+    The probe runs once per round and keeps its time.  Calls are rounded, and an op called
+    at all keeps at least one call (a once-per-round synchronize stays visible).
+    """
+    if iterations == 1:
+        return table
+    calls = np.rint(table.calls / iterations).astype(np.int64)
+    calls = np.where(table.calls > 0, np.maximum(calls, 1), 0)
+    return replace(
+        table,
+        calls=calls,
+        self_cpu_us=table.self_cpu_us / iterations,
+        total_cpu_us=table.total_cpu_us / iterations,
+        self_device_us=table.self_device_us / iterations,
+        total_device_us=table.total_device_us / iterations,
+        wall_us=table.wall_us / iterations,
+    )
+
+
+def _names(names: Sequence[str]) -> str:
+    return "[" + ", ".join(names) + "]" if names else "none"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Pairing:
+    """Tests found on both sides, and those found on one side only."""
+
+    pairs: list[tuple[Source, Source]]
+    only_baseline: list[Source]
+    only_current: list[Source]
+
+
+def pair_sources(baseline: Sequence[Source], current: Sequence[Source]) -> Pairing:
+    """Pair tests by the node id inside the files.
+
+    When a side holds one test in several environments (several environment folders),
+    the files are paired by environment key; a single file per side pairs regardless and
+    the comparability check says what differs.
+    """
+    by_b: dict[str, list[Source]] = {}
+    by_c: dict[str, list[Source]] = {}
+    for s in baseline:
+        by_b.setdefault(s.label, []).append(s)
+    for s in current:
+        by_c.setdefault(s.label, []).append(s)
+    pairs: list[tuple[Source, Source]] = []
+    only_b: list[Source] = []
+    only_c: list[Source] = []
+    for nodeid in sorted(set(by_b) | set(by_c)):
+        bs, cs = by_b.get(nodeid, []), by_c.get(nodeid, [])
+        if len(bs) == 1 and len(cs) == 1:
+            pairs.append((bs[0], cs[0]))
+            continue
+        left = list(cs)
+        for b in bs:
+            match = next((c for c in left if _env_key(c) == _env_key(b)), None)
+            if match is None:
+                only_b.append(b)
+            else:
+                left.remove(match)
+                pairs.append((b, match))
+        only_c.extend(left)
+    return Pairing(pairs=pairs, only_baseline=only_b, only_current=only_c)
+
+
+def _env_key(s: Source) -> str:
+    return s.fingerprint.key if s.fingerprint is not None else s.path.parent.name
+
+
+# --------------------------------------------------------------------------- show
+
+
+def show_lines(
+    source: Source, *, sort: str = "self_cpu", limit: int | None = DEFAULT_LIMIT
+) -> list[str]:
+    """A key-averages-style table of one baseline or trace: per op, per round.
+
+    Per op: calls per round (the range when it varies), median and interquartile range of
+    self CPU µs per round and, when the table has device times, of self CUDA µs; rounds of
+    every session are pooled.
+    """
+    if sort not in SORT_KEYS:
+        raise ConfigError(f"'sort' must be one of {', '.join(SORT_KEYS)} (got {sort!r})")
+    tables = source.tables
+    device = all(t.has_device for t in tables)
+    rounds = sum(t.rounds for t in tables)
+    ops = _pooled(tables)
+    lines = [f"{source.label}  ({source.path})"]
+    what = "Chrome trace" if source.kind == "trace" else "baseline"
+    if source.kind == "baseline" and len(tables) > 1:
+        per = "/".join(str(t.rounds) for t in tables)
+        span = f"{len(tables)} sessions of {per} rounds, pooled"
+    else:
+        span = f"{rounds} rounds"
+    total_cpu = _median(np.concatenate([t.self_cpu_us.sum(axis=0) for t in tables]))
+    head = f"  {what}, {span}; self CPU {total_cpu:,.1f} µs per round"
+    if device:
+        total_dev = _median(np.concatenate([t.self_device_us.sum(axis=0) for t in tables]))
+        head += f", self CUDA {total_dev:,.1f} µs per round"
+    lines.append(head)
+    if source.device_names:
+        lines.append(f"  devices: {', '.join(source.device_names)}")
+    if source.fingerprint is not None:
+        lines.append(f"  environment: {source.fingerprint.key}")
+    if sort == "self_cuda" and not device:
+        lines.append("  (no CUDA times in this table: sorted by self CPU)")
+        sort = "self_cpu"
+
+    rows = [
+        _Row(
+            name=name,
+            calls=_median(m["calls"]),
+            calls_text=_calls(m["calls"]),
+            cpu=_median(m["self_cpu_us"]),
+            cpu_iqr=_iqr(m["self_cpu_us"]),
+            cuda=_median(m["self_device_us"]),
+            cuda_iqr=_iqr(m["self_device_us"]),
+        )
+        for name, m in ops.items()
+    ]
+    key: Callable[[_Row], Any] = {
+        "self_cpu": lambda r: (-r.cpu, r.name),
+        "self_cuda": lambda r: (-r.cuda, -r.cpu, r.name),
+        "calls": lambda r: (-r.calls, r.name),
+        "name": lambda r: r.name,
+    }[sort]
+    rows.sort(key=key)
+    shown = rows if not limit else rows[:limit]
+    header = ["op", "calls/round", "self CPU µs", "IQR", "% CPU"]
+    if device:
+        header += ["self CUDA µs", "IQR", "% CUDA"]
+    cells = [header]
+    for r in shown:
+        row = [r.name, r.calls_text, f"{r.cpu:,.1f}", f"{r.cpu_iqr:,.1f}", _share(r.cpu, total_cpu)]
+        if device:
+            row += [f"{r.cuda:,.1f}", f"{r.cuda_iqr:,.1f}", _share(r.cuda, total_dev)]
+        cells.append(row)
+    widths = [max(len(c[i]) for c in cells) for i in range(len(header))]
+    for c in cells:
+        text = c[0].ljust(widths[0]) + "".join(
+            "  " + v.rjust(w) for v, w in zip(c[1:], widths[1:], strict=True)
+        )
+        lines.append("  " + text.rstrip())
+    if not rows:
+        lines.append("  (no ops)")
+    if len(shown) < len(rows):
+        lines.append(f"  ... {len(rows) - len(shown)} more ops (--limit 0 shows all)")
+    return lines
+
+
+class _Row(NamedTuple):
+    name: str
+    calls: float
+    calls_text: str
+    cpu: float
+    cpu_iqr: float
+    cuda: float
+    cuda_iqr: float
+
+
+def _pooled(tables: Sequence[OpTable]) -> dict[str, dict[str, FloatArray]]:
+    """Per op, each metric's rounds of every table, concatenated (0 where an op is absent)."""
+    names = sorted({n for t in tables for n in t.names})
+    out: dict[str, dict[str, FloatArray]] = {}
+    for name in names:
+        metrics: dict[str, list[FloatArray]] = {
+            "calls": [],
+            "self_cpu_us": [],
+            "self_device_us": [],
+        }
+        for t in tables:
+            i = t.index().get(name)
+            for m, parts in metrics.items():
+                values = getattr(t, m)
+                parts.append(
+                    np.zeros(t.rounds) if i is None else np.asarray(values[i], dtype=np.float64)
+                )
+        out[name] = {m: np.concatenate(parts) for m, parts in metrics.items()}
+    return out
+
+
+def _median(v: FloatArray) -> float:
+    return float(np.median(v)) if v.size else 0.0
+
+
+def _iqr(v: FloatArray) -> float:
+    if not v.size:
+        return 0.0
+    q1, q3 = np.percentile(v, [25, 75])
+    return float(q3 - q1)
+
+
+def _calls(v: FloatArray) -> str:
+    lo, hi = int(v.min()), int(v.max())
+    return str(lo) if lo == hi else f"{lo}–{hi}"
+
+
+def _share(part: float, total: float) -> str:
+    return f"{part / total:.1%}" if total > 0 else "-"
+
+
+# --------------------------------------------------------------------------- commands
+
+
+def _cmd_show(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    path = Path(args.path)
+    limit = None if args.limit == 0 else args.limit
+    if path.is_dir():
+        sources, errors = load_folder(path)
+        if not sources and not errors:
+            raise TprofError(
+                f"{path}: no baseline files (*.json) or traces (*.json.gz) in this folder; "
+                "pass a folder written by pytest --tprof-save, a baseline file or a Chrome trace"
+            )
+    elif path.exists():
+        sources, errors = [load_source(path)], []
+    else:
+        raise TprofError(f"{path}: no such file or folder; check the path")
+    for i, source in enumerate(sources):
+        if i:
+            print(file=out)
+        for line in show_lines(source, sort=args.sort, limit=limit):
+            print(line, file=out)
+    for message in errors:
+        print(f"tprof: error: {message}", file=err)
+    return EXIT_ERROR if errors else EXIT_OK
+
+
+def _cmd_diff(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    a, b = Path(args.baseline), Path(args.current)
+    for p in (a, b):
+        if not p.exists():
+            raise TprofError(f"{p}: no such file or folder; check the path")
+    rule = cmp.Rule(rel_floor=args.floor, strict_calls=args.strict)
+    errors: list[str] = []
+    if a.is_dir() and b.is_dir():
+        sa, ea = load_folder(a)
+        sb, eb = load_folder(b)
+        errors = ea + eb
+        for folder, found, errs in ((a, sa, ea), (b, sb, eb)):
+            if not found and not errs:
+                raise TprofError(
+                    f"{folder}: no baseline files (*.json) or traces (*.json.gz) in this folder; "
+                    "pass a folder written by pytest --tprof-save or --tprof-trace-dir"
+                )
+        pairing = pair_sources(sa, sb)
+    elif a.is_dir() or b.is_dir():
+        folder, file = (a, b) if a.is_dir() else (b, a)
+        raise ConfigError(
+            f"{folder} is a folder but {file} is a file; "
+            "pass two baseline folders, or two files (baselines or traces)"
+        )
+    else:
+        pairing = Pairing(
+            pairs=[(load_source(a), load_source(b))], only_baseline=[], only_current=[]
+        )
+
+    tests: list[ProfiledTest] = []
+    for base, cur in pairing.pairs:
+        verdict = judge(base, cur, rule)
+        test = ProfiledTest(
+            nodeid=cur.label if base.nodeid is None else base.label,
+            verdict=verdict,
+            table=cur.tables[-1],
+            trace=str(cur.path) if cur.kind == "trace" else None,
+            baseline=str(base.path),
+            rounds=cur.tables[-1].rounds,
+        )
+        tests.append(test)
+        print(summary_line(test), file=out)
+        if args.verbose or verdict.verdict in (cmp.REGRESSED, cmp.CHANGED):
+            print(_indent(failure_text(test, verbose=args.verbose)), file=out)
+            if cur.kind == "baseline":
+                print(f"      current: {cur.path}", file=out)
+    for s in pairing.only_baseline:
+        print(f"only in {a}: {s.label} ({s.path})", file=out)
+    for s in pairing.only_current:
+        print(f"only in {b}: {s.label} ({s.path})", file=out)
+    for message in errors:
+        print(f"tprof: error: {message}", file=err)
+
+    counts: dict[str, int] = {}
+    for t in tests:
+        counts[t.verdict.verdict] = counts.get(t.verdict.verdict, 0) + 1
+    summary = ", ".join(f"{n} {v}" for v, n in sorted(counts.items(), key=_verdict_order))
+    line = f"tprof diff: {len(tests)} test{'s' if len(tests) != 1 else ''} compared"
+    line += f": {summary}" if summary else ""
+    if pairing.only_baseline or pairing.only_current:
+        n_a, n_b = len(pairing.only_baseline), len(pairing.only_current)
+        line += f"; {n_a} only in {a}, {n_b} only in {b}"
+    print(line, file=out)
+
+    if args.json is not None:
+        env = _common_environment([cur for _, cur in pairing.pairs])
+        doc = json_report(
+            tests,
+            environment=env,
+            extra={
+                "source": "tprof diff",
+                "baseline": str(a),
+                "current": str(b),
+                "only_in_baseline": [s.label for s in pairing.only_baseline],
+                "only_in_current": [s.label for s in pairing.only_current],
+            },
+        )
+        _write(Path(args.json), json.dumps(doc, indent=2, sort_keys=True) + "\n", "JSON report")
+        print(f"JSON report: {args.json}", file=out)
+
+    if errors:
+        return EXIT_ERROR
+    if not tests:
+        raise TprofError(
+            f"no test is in both {a} and {b}, so nothing was compared; "
+            "pass folders recorded from the same test suite"
+        )
+    return EXIT_REGRESSED if any(t.verdict.regressed for t in tests) else EXIT_OK
+
+
+def _verdict_order(item: tuple[str, int]) -> int:
+    order = (cmp.REGRESSED, cmp.CHANGED, cmp.INCOMPARABLE, cmp.INCONCLUSIVE, cmp.IMPROVED)
+    return order.index(item[0]) if item[0] in order else len(order)
+
+
+def _common_environment(sources: Sequence[Source]) -> dict[str, Any]:
+    prints = [s.fingerprint.to_dict() for s in sources if s.fingerprint is not None]
+    if prints and all(p == prints[0] for p in prints):
+        return prints[0]
+    return {}
+
+
+def _indent(text: str) -> str:
+    return "\n".join(("    " + line) if line else "" for line in text.splitlines())
+
+
+def _cmd_report(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    if args.html is None and args.markdown is None:
+        raise ConfigError("nothing to write: give --html OUT.html and/or --markdown OUT.md")
+    path = Path(args.report)
+    doc = load_report(path)
+    if args.html is not None:
+        from profiler.html import html_report  # needs the optional matplotlib
+
+        target = Path(args.html)
+        text = html_report(doc, link_base=target.resolve().parent)
+        _write(target, text, "HTML report")
+        print(f"HTML report: {target}", file=out)
+    if args.markdown is not None:
+        from profiler.markdown import markdown_from_report
+
+        target = Path(args.markdown)
+        _write(target, markdown_from_report(doc), "Markdown summary")
+        print(f"Markdown summary: {target}", file=out)
+    return EXIT_OK
+
+
+REPORT_FIX = "pass the file written by pytest --tprof-json=PATH or tprof diff --json PATH"
+
+
+def load_report(path: Path) -> dict[str, Any]:
+    """Read and check a ``--tprof-json`` report; problems are errors naming the file."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise TprofError(f"{path}: no such report file; {REPORT_FIX}") from None
+    except UnicodeDecodeError as exc:
+        raise TprofError(f"{path}: not UTF-8 text (byte {exc.start}); {REPORT_FIX}") from None
+    except OSError as exc:
+        raise TprofError(f"{path}: can't be read ({exc.strerror}); check its permissions") from None
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise TprofError(
+            f"{path}: invalid JSON ({exc.msg}) at line {exc.lineno} col {exc.colno}; {REPORT_FIX}"
+        ) from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("tests"), list):
+        raise TprofError(f"{path}: not a pytest-tprof JSON report (no 'tests' list); {REPORT_FIX}")
+    from profiler.report import JSON_SCHEMA_VERSION
+
+    version = doc.get("schema_version")
+    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+        raise TprofError(
+            f"{path}: 'schema_version' must be an integer >= 1 (got {version!r}); {REPORT_FIX}"
+        )
+    if version > JSON_SCHEMA_VERSION:
+        raise TprofError(
+            f"{path}: written by a newer pytest-tprof (schema_version {version} > "
+            f"{JSON_SCHEMA_VERSION}); upgrade pytest-tprof to read it"
+        )
+    for i, t in enumerate(doc["tests"]):
+        where = f"tests[{i}]"
+        if not isinstance(t, dict):
+            raise TprofError(f"{path}: '{where}' must be an object; {REPORT_FIX}")
+        for key in ("nodeid", "verdict"):
+            if not isinstance(t.get(key), str):
+                raise TprofError(f"{path}: '{where}.{key}' must be a string; {REPORT_FIX}")
+        ops = t.get("ops", [])
+        if not isinstance(ops, list) or not all(isinstance(o, dict) for o in ops):
+            raise TprofError(f"{path}: '{where}.ops' must be a list of objects; {REPORT_FIX}")
+    return doc
+
+
+def _write(path: Path, text: str, what: str) -> None:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise TprofError(
+            f"{path}: can't write the {what} ({exc.strerror}); pick a writable path"
+        ) from None
+
+
+# --------------------------------------------------------------------------- parser
+
+
+def _floor(text: str) -> float:
+    """``0.1`` or ``10%`` → 0.1."""
+    raw = text.strip()
+    try:
+        value = float(raw[:-1]) / 100.0 if raw.endswith("%") else float(raw)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(
+            f"must be a fraction >= 0 such as 0.1, or a percentage such as 10% (got {text!r})"
+        )
+    return value
+
+
+def _limit(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 0, 0 for all (got {text!r})")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="tprof",
+        description="Show and compare pytest-tprof baselines and torch.profiler Chrome traces.",
+        epilog="Exit status: 0 nothing regressed, 1 a test regressed, "
+        "2 a usage error or unreadable input.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    show = sub.add_parser(
+        "show",
+        help="per-op table of a baseline file, a folder of baselines or a Chrome trace",
+        description="Per op: calls per round, median and IQR of self CPU (and CUDA) µs per round.",
+    )
+    show.add_argument("path", metavar="PATH", help="baseline file, folder of baselines, or trace")
+    show.add_argument(
+        "--sort", choices=SORT_KEYS, default="self_cpu", help="row order (default: self_cpu)"
+    )
+    show.add_argument(
+        "--limit",
+        type=_limit,
+        default=DEFAULT_LIMIT,
+        metavar="N",
+        help=f"rows per table, 0 for all (default: {DEFAULT_LIMIT})",
+    )
+    show.set_defaults(func=_cmd_show)
+
+    diff = sub.add_parser(
+        "diff",
+        help="compare B (current) with A (baseline) using the plugin's decision rule",
+        description=(
+            "Compare B (current) with A (baseline): two folders of baselines or traces (tests "
+            "paired by the node id inside the files), two baseline files, or two Chrome traces. "
+            "A's sessions are the baseline; B's last session is the current run."
+        ),
+    )
+    diff.add_argument("baseline", metavar="A", help="the reference: baseline folder, file or trace")
+    diff.add_argument(
+        "current", metavar="B", help="the run to judge: baseline folder, file or trace"
+    )
+    diff.add_argument(
+        "--floor",
+        type=_floor,
+        default=None,
+        metavar="F",
+        help="fixed relative floor, e.g. 0.1 or 10%% (default: learned from A's sessions)",
+    )
+    diff.add_argument(
+        "--strict", action="store_true", help="fail on any change of calls (default: off)"
+    )
+    diff.add_argument(
+        "--json", metavar="PATH", default=None, help="also write a JSON report (default: none)"
+    )
+    diff.add_argument(
+        "-v", "--verbose", action="store_true", help="show every op of every test (default: off)"
+    )
+    diff.set_defaults(func=_cmd_diff)
+
+    report = sub.add_parser(
+        "report",
+        help="render a --tprof-json report as HTML and/or Markdown",
+        description="Render a JSON report (pytest --tprof-json, tprof diff --json) for CI.",
+    )
+    report.add_argument("report", metavar="REPORT.json", help="the JSON report to render")
+    report.add_argument(
+        "--html",
+        metavar="OUT.html",
+        default=None,
+        help="write one self-contained HTML file (needs the 'html' extra; default: none)",
+    )
+    report.add_argument(
+        "--markdown",
+        metavar="OUT.md",
+        default=None,
+        help="write a Markdown summary (default: none)",
+    )
+    report.set_defaults(func=_cmd_report)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the ``tprof`` command; returns the exit status instead of exiting."""
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # --help (0) or a usage error (2), already printed
+        return exc.code if isinstance(exc.code, int) else EXIT_ERROR
+    out, err = sys.stdout, sys.stderr
+    try:
+        code: int = args.func(args, out, err)
+    except TprofError as exc:
+        print(f"tprof: error: {exc}", file=err)
+        return EXIT_ERROR
+    except BrokenPipeError:  # `tprof show ... | head`: stop quietly, as other tools do
+        with contextlib.suppress(OSError, ValueError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_OK
+    return code

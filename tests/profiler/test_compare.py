@@ -1,0 +1,269 @@
+"""The decision rule on synthetic op tables with known answers (no torch)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from scipy import stats as st
+
+from profiler import stats
+from profiler.compare import (
+    CHANGED,
+    IMPROVED,
+    INCONCLUSIVE,
+    NEW,
+    NO_BASELINE,
+    NOT_GATED,
+    REGRESSED,
+    REMOVED,
+    UNCHANGED,
+    Rule,
+    compare,
+    shift_message,
+)
+from profiler.records import OpTable
+
+ROUNDS = 20
+
+
+def table(
+    ops: dict[str, tuple[float, int]],
+    *,
+    seed: int,
+    cv: float = 0.03,
+    scale: float = 1.0,
+    probe: float = 1000.0,
+    device: dict[str, float] | None = None,
+    rounds: int = ROUNDS,
+) -> OpTable:
+    """An op table with log-normal per-round noise; ``ops`` maps name → (median µs, calls)."""
+    rng = np.random.default_rng(seed)
+    names = tuple(sorted(ops))
+    k = len(names)
+
+    def noisy(values: np.ndarray) -> np.ndarray:
+        return values[:, None] * scale * np.exp(rng.normal(0, cv, (values.size, rounds)))
+
+    cpu = noisy(np.array([ops[n][0] for n in names], dtype=float))
+    dev_arr = np.zeros((k, rounds))
+    if device is not None:
+        dev_arr = noisy(np.array([device.get(n, 0.0) for n in names], dtype=float))
+    return OpTable(
+        names=names,
+        calls=np.array([[ops[n][1]] * rounds for n in names], dtype=np.int64).reshape(k, rounds),
+        self_cpu_us=cpu,
+        total_cpu_us=cpu,
+        self_device_us=dev_arr,
+        total_device_us=dev_arr,
+        wall_us=cpu.sum(axis=0),
+        probe_cpu_us=probe * scale * np.exp(rng.normal(0, cv, rounds)),
+        probe_device_us=np.full(rounds, 500.0) if device is not None else np.zeros(rounds),
+        has_device=device is not None,
+    )
+
+
+OPS = {
+    "aten::addmm": (800.0, 6),
+    "aten::relu": (120.0, 3),
+    "aten::add_": (90.0, 6),
+    "aten::copy_": (60.0, 4),
+    "aten::empty": (8.0, 10),
+}
+
+
+def baseline(n: int = 3, **kw: object) -> list[OpTable]:
+    return [table(OPS, seed=100 + i, **kw) for i in range(n)]  # type: ignore[arg-type]
+
+
+def test_an_unchanged_run_is_unchanged() -> None:
+    v = compare(baseline(), table(OPS, seed=7))
+    assert v.verdict == UNCHANGED
+    assert not v.flagged_ops()
+
+
+def test_a_doubled_op_fails_the_test_naming_the_op() -> None:
+    slow = {**OPS, "aten::addmm": (1600.0, 6)}
+    v = compare(baseline(), table(slow, seed=7))
+    assert v.verdict == REGRESSED
+    top = v.flagged_ops()[0]
+    assert (top.op, top.verdict, top.calls_baseline, top.calls_current) == (
+        "aten::addmm",
+        REGRESSED,
+        6,
+        6,
+    )
+    assert 90 < top.delta_pct < 110
+    assert top.p_value is not None and top.p_value < 0.01
+
+
+def test_an_op_regression_fails_even_when_the_total_stays_under_its_floor() -> None:
+    # relu carries ~11 % of the round; +60 % on it moves the total by ~7 %, under the floor.
+    slow = {**OPS, "aten::relu": (192.0, 3)}
+    v = compare(baseline(), table(slow, seed=7), Rule(rel_floor=0.10))
+    fam = v.families[0]
+    assert fam.delta_pct < 10
+    assert not fam.timing_regressed
+    assert fam.op_gate == ("aten::relu",)
+    assert v.verdict == REGRESSED
+
+
+def test_a_small_op_alone_does_not_fail_the_test() -> None:
+    # aten::empty carries < 1 % of the round: doubling it is reported but gates nothing.
+    slow = {**OPS, "aten::empty": (16.0, 10)}
+    v = compare(baseline(), table(slow, seed=7))
+    assert v.verdict == UNCHANGED
+
+
+def test_a_uniform_machine_slowdown_is_absorbed_by_the_probe() -> None:
+    v = compare(baseline(), table(OPS, seed=7, scale=1.6))
+    assert v.verdict == UNCHANGED
+    assert v.uniform_shift_pct is not None and v.uniform_shift_pct > 50
+    assert "the machine itself got slower" in shift_message(v)
+
+
+def test_without_the_probe_a_uniform_slowdown_regresses() -> None:
+    v = compare(baseline(), table(OPS, seed=7, scale=1.6), Rule(probe=False))
+    assert v.verdict == REGRESSED
+
+
+def test_a_new_op_adding_material_time_fails_on_structure() -> None:
+    more = {**OPS, "aten::clone": (200.0, 1)}
+    v = compare(baseline(), table(more, seed=7))
+    assert v.verdict == REGRESSED
+    new = next(o for o in v.ops if o.op == "aten::clone")
+    assert (new.verdict, new.calls_baseline, new.calls_current) == (NEW, 0, 1)
+    assert v.families[0].structure_regressed
+
+
+def test_a_cheaper_replacement_is_changed_not_regressed() -> None:
+    base_ops = {**OPS, "aten::native_layer_norm": (157.0, 1)}
+    repl = {
+        **OPS,
+        "aten::linalg_vector_norm": (50.0, 1),
+        "aten::div": (30.0, 1),
+        "aten::mul": (30.0, 2),
+    }
+    v = compare([table(base_ops, seed=i) for i in range(3)], table(repl, seed=9))
+    assert v.verdict == CHANGED
+    removed = next(o for o in v.ops if o.op == "aten::native_layer_norm")
+    assert removed.verdict == REMOVED
+    assert v.families[0].structure_added_us < 0
+
+
+def test_strict_mode_fails_on_any_call_change() -> None:
+    more = {**OPS, "aten::empty": (8.0, 11)}
+    assert compare(baseline(), table(more, seed=7)).verdict == CHANGED
+    assert compare(baseline(), table(more, seed=7), Rule(strict_calls=True)).verdict == REGRESSED
+
+
+def test_a_faster_test_is_improved() -> None:
+    fast = {k: (v[0] * 0.5, v[1]) for k, v in OPS.items()}
+    assert compare(baseline(), table(fast, seed=7)).verdict == IMPROVED
+
+
+def test_a_noisy_test_is_inconclusive_and_says_the_rounds_needed() -> None:
+    v = compare(baseline(cv=0.4), table(OPS, seed=7, cv=0.4), Rule(rel_floor=0.05, probe=False))
+    assert v.verdict == INCONCLUSIVE
+    assert "too noisy" in v.reason and "rounds would see it" in v.reason
+
+
+def test_no_baseline() -> None:
+    assert compare([], table(OPS, seed=1)).verdict == NO_BASELINE
+
+
+def test_without_timing_only_structure_gates() -> None:
+    slow = {**OPS, "aten::addmm": (1600.0, 6)}
+    v = compare(baseline(), table(slow, seed=7), timing=False)
+    assert v.verdict == UNCHANGED
+    assert not v.timing_compared
+
+
+def test_the_cuda_family_gates_on_device_time() -> None:
+    dev = {"aten::addmm": 400.0, "aten::relu": 40.0}
+    base = [table(OPS, seed=i, device=dev) for i in range(3)]
+    slow_dev = {**dev, "aten::addmm": 800.0}
+    v = compare(base, table(OPS, seed=9, device=slow_dev))
+    assert v.verdict == REGRESSED
+    cuda = [o for o in v.flagged_ops() if o.family == "cuda"]
+    assert cuda and cuda[0].op == "aten::addmm"
+    assert all(o.verdict != REGRESSED for o in v.ops if o.family == "cpu")
+
+
+def test_sync_ops_are_reported_not_gated_on_device_runs() -> None:
+    ops = {**OPS, "cudaDeviceSynchronize": (400.0, 1)}
+    dev = {"aten::addmm": 400.0}
+    base = [table(ops, seed=i, device=dev) for i in range(3)]
+    slow = {**ops, "cudaDeviceSynchronize": (1600.0, 1)}
+    v = compare(base, table(slow, seed=9, device=dev))
+    sync = next(o for o in v.ops if o.op == "cudaDeviceSynchronize" and o.family == "cpu")
+    assert sync.verdict == NOT_GATED
+    assert not sync.gated
+    assert all(f.op_gate == () for f in v.families)
+
+
+def test_a_cpu_only_run_says_cuda_was_not_profiled() -> None:
+    v = compare(baseline(), table(OPS, seed=7))
+    assert any("CUDA was not profiled" in n for n in v.notes)
+
+
+def test_the_floor_is_learned_from_the_sessions() -> None:
+    rule = Rule()
+    assert rule.floor_for([100.0]) == rule.single_session_floor
+    assert rule.floor_for([100.0, 100.5, 101.0]) == rule.min_rel_floor
+    # Three sessions 10 % apart: σ ≈ ln(1.1)/1.693, bound at 3σ·√(4/3).
+    expected = math.expm1(3 * math.log(1.1) / 1.693 * math.sqrt(4 / 3))
+    assert rule.floor_for([100.0, 105.0, 110.0]) == pytest.approx(expected)
+    assert 0.19 < expected < 0.22
+    assert Rule(rel_floor=0.2).floor_for([100.0, 200.0]) == 0.2
+
+
+def test_ignored_ops_are_left_out() -> None:
+    slow = {**OPS, "aten::addmm": (1600.0, 6)}
+    v = compare(baseline(), table(slow, seed=7), Rule(ignore=("aten::add*",)))
+    assert v.verdict == UNCHANGED
+    assert all(not o.op.startswith("aten::add") for o in v.ops)
+
+
+# --------------------------------------------------------------------------- stats
+
+
+def test_holm_matches_the_step_down_definition() -> None:
+    p = [0.01, 0.04, 0.03, 0.5]
+    # sorted: 0.01*4=0.04, 0.03*3=0.09, 0.04*2=0.08→0.09 (monotone), 0.5*1=0.5
+    assert stats.holm(p) == pytest.approx([0.04, 0.09, 0.09, 0.5])
+
+
+def test_the_u_test_is_scipys_one_sided_test() -> None:
+    rng = np.random.default_rng(3)
+    a, b = rng.normal(1.1, 0.1, 20), rng.normal(1.0, 0.1, 20)
+    expected = st.mannwhitneyu(a, b, alternative="greater").pvalue
+    assert stats.mwu_greater(a, b) == pytest.approx(expected)
+    assert stats.mwu_less(b, a) == pytest.approx(expected)
+
+
+def test_the_smallest_p_of_an_exact_u_test() -> None:
+    assert stats.min_attainable_p(5, 5) == pytest.approx(1 / 252)
+    assert stats.min_attainable_p(20, 20) < 1e-10
+
+
+def test_the_minimum_detectable_effect_shrinks_with_rounds() -> None:
+    small = stats.min_detectable_effect(0.1, 10, 10, alpha=0.01)
+    large = stats.min_detectable_effect(0.1, 40, 40, alpha=0.01)
+    assert large < small
+    assert 0.05 < large < 0.1
+    assert math.isinf(stats.min_detectable_effect(0.1, 0, 10, alpha=0.01))
+
+
+def test_a_simulated_25_percent_op_slowdown_is_caught_at_cv_5() -> None:
+    # Seeded: with 3 baseline sessions at CV 5 %, +25 % on the largest op fails the test
+    # in every one of 30 trials, and no unchanged trial fails.
+    caught = 0
+    false = 0
+    for trial in range(30):
+        base = [table(OPS, seed=1000 * trial + i, cv=0.05) for i in range(3)]
+        slow = {**OPS, "aten::addmm": (1000.0, 6)}
+        caught += compare(base, table(slow, seed=1000 * trial + 7, cv=0.05)).regressed
+        false += compare(base, table(OPS, seed=1000 * trial + 8, cv=0.05)).regressed
+    assert (caught, false) == (30, 0)
