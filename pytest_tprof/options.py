@@ -107,6 +107,14 @@ _OPTIONS: tuple[tuple[str, str, str, Any, str], ...] = (
         "times per round so a round lasts at least this long (default: 1000)",
     ),
     (
+        "--tprof-threads",
+        "tprof_threads",
+        "int",
+        1,
+        "torch intra-op threads while profiling; 0 keeps torch's setting "
+        "(default: 1, steady on shared machines)",
+    ),
+    (
         "--tprof-markdown",
         "tprof_markdown",
         "path",
