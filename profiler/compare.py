@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, ClassVar
 
 import numpy as np
@@ -73,6 +73,20 @@ class Rule:
     probe: bool = True  # compare in drift-probe units
 
     floor_z: float = 3.0  # how far out a new session's drift may fall before it counts
+    # Where a side's time is read: a lower quantile, since contention on a shared machine only
+    # ever adds time (a preempted op reads 10x slower), and the U tests use the rounds below
+    # twice that quantile.  0.5 reads the median and tests every round.
+    quantile: float = 0.25
+
+    def center(self, values: FloatArray) -> float:
+        """The side's representative time (its ``quantile``)."""
+        return float(np.quantile(values, self.quantile)) if values.size else 0.0
+
+    def lower(self, values: FloatArray) -> FloatArray:
+        """The rounds the U tests use: those at or below twice the ``quantile``."""
+        if self.quantile >= 0.5 or values.size < 4:
+            return values
+        return values[values <= np.quantile(values, 2 * self.quantile)]
 
     def floor_for(self, session_medians: Sequence[float], *, op: bool = False) -> float:
         """Relative floor: fixed if configured, else learned from how the sessions disagree.
@@ -222,12 +236,11 @@ def _metric(family: str) -> tuple[str, str]:
     )
 
 
-def _scale(table: OpTable, probe_attr: str, reference: float, use_probe: bool) -> float:
-    """Factor putting a session's times in units of the reference probe median."""
-    if not use_probe or reference <= 0:
+def _scale(table: OpTable, probe_attr: str, reference: float, rule: Rule) -> float:
+    """Factor putting a session's times in units of the reference probe time."""
+    if not rule.probe or reference <= 0:
         return 1.0
-    probe = getattr(table, probe_attr)
-    med = float(np.median(probe)) if probe.size else 0.0
+    med = rule.center(getattr(table, probe_attr))
     return reference / med if med > 0 else 1.0
 
 
@@ -258,17 +271,17 @@ def _side(tables: Sequence[OpTable], family: str, reference: float, rule: Rule) 
     totals: list[FloatArray] = []
     session_totals: list[float] = []
     for t in tables:
-        s = _scale(t, probe_attr, reference, rule.probe)
+        s = _scale(t, probe_attr, reference, rule)
         values = getattr(t, metric)
         keep = [i for i, n in enumerate(t.names) if not _ignored(n, rule.ignore)]
         round_total = values[keep].sum(axis=0) * s if keep else np.zeros(t.rounds)
         totals.append(round_total)
-        session_totals.append(float(np.median(round_total)))
+        session_totals.append(rule.center(round_total))
         for i in keep:
             name = t.names[i]
             per_op.setdefault(name, []).append(values[i] * s)
             raw.setdefault(name, []).append(values[i])
-            per_session.setdefault(name, []).append(float(np.median(values[i] * s)))
+            per_session.setdefault(name, []).append(rule.center(values[i] * s))
             calls.setdefault(name, []).append(t.calls[i])
     return _Side(
         per_op={k: np.concatenate(v) for k, v in per_op.items()},
@@ -276,7 +289,7 @@ def _side(tables: Sequence[OpTable], family: str, reference: float, rule: Rule) 
         calls={k: round(float(np.median(np.concatenate(v)))) for k, v in calls.items()},
         totals=np.concatenate(totals) if totals else np.zeros(0),
         session_total_medians=session_totals,
-        raw_op_medians={k: float(np.median(np.concatenate(v))) for k, v in raw.items()},
+        raw_op_medians={k: rule.center(np.concatenate(v)) for k, v in raw.items()},
     )
 
 
@@ -348,13 +361,13 @@ def _compare_family(
 ) -> tuple[FamilyResult, list[OpVerdict]]:
     _, probe_attr = _metric(family)
     pooled_probe = np.concatenate([getattr(b, probe_attr) for b in baseline])
-    reference = float(np.median(pooled_probe)) if pooled_probe.size else 0.0
+    reference = rule.center(pooled_probe)
     base = _side(baseline, family, reference, rule)
     cur = _side([current], family, reference, rule)
     n_b = int(base.totals.size)
     n_c = int(cur.totals.size)
-    base_total = float(np.median(base.totals)) if n_b else 0.0
-    cur_total = float(np.median(cur.totals)) if n_c else 0.0
+    base_total = rule.center(base.totals)
+    cur_total = rule.center(cur.totals)
 
     # Test level.
     if len(baseline) >= 2 and rule.rel_floor is None:
@@ -366,11 +379,12 @@ def _compare_family(
     floor = rule.floor_for(base.session_total_medians)
     # "Significantly beyond the floor": the current rounds against the baseline rounds
     # shifted by the floor, so sampling noise alone can't carry a change past it.
-    p_total = stats.mwu_greater(cur.totals, base.totals * (1.0 + floor))
-    p_total_less = stats.mwu_less(cur.totals, base.totals * (1.0 - floor))
+    low_b, low_c = rule.lower(base.totals), rule.lower(cur.totals)
+    p_total = stats.mwu_greater(low_c, low_b * (1.0 + floor))
+    p_total_less = stats.mwu_less(low_c, low_b * (1.0 - floor))
     delta_pct = (cur_total / base_total - 1.0) if base_total > 0 else 0.0
-    sigma = stats.log_spread(np.concatenate([base.totals, cur.totals]))
-    mde = stats.min_detectable_effect(sigma, n_c, n_b, alpha=rule.alpha)
+    sigma = stats.log_spread(np.concatenate([low_b, low_c]))
+    mde = stats.min_detectable_effect(sigma, low_c.size, low_b.size, alpha=rule.alpha)
     timing_regressed = (
         timing
         and p_total < rule.alpha
@@ -395,8 +409,8 @@ def _compare_family(
         c_vals = cur.per_op.get(name)
         b_calls = base.calls.get(name, 0)
         c_calls = cur.calls.get(name, 0)
-        b_med = float(np.median(b_vals)) if b_vals is not None else 0.0
-        c_med = float(np.median(c_vals)) if c_vals is not None else 0.0
+        b_med = rule.center(b_vals) if b_vals is not None else 0.0
+        c_med = rule.center(c_vals) if c_vals is not None else 0.0
         if family == "cuda" and b_med == 0.0 and c_med == 0.0:
             continue  # ops that launch no kernels have no CUDA row
         row: dict[str, Any] = {
@@ -415,10 +429,11 @@ def _compare_family(
             continue
         if device_run and name in SYNC_OPS:
             continue
-        sig = stats.log_spread(np.concatenate([b_vals, c_vals]))
-        row["mde"] = stats.min_detectable_effect(sig, c_vals.size, b_vals.size, alpha=rule.alpha)
+        lb, lc = rule.lower(b_vals), rule.lower(c_vals)
+        sig = stats.log_spread(np.concatenate([lb, lc]))
+        row["mde"] = stats.min_detectable_effect(sig, lc.size, lb.size, alpha=rule.alpha)
         row["sigma"] = sig
-        pvals.append(stats.mwu_greater(c_vals, b_vals * (1.0 + row["floor"])))
+        pvals.append(stats.mwu_greater(lc, lb * (1.0 + row["floor"])))
         tested.append(name)
     for name, p_adj in zip(tested, stats.holm(pvals), strict=True):
         rows[name]["p"] = p_adj
@@ -454,19 +469,13 @@ def _compare_family(
         else:
             p = row["p"]
             sig_up = p < rule.alpha and pct > row["floor"] and delta >= rule.abs_floor_us
-            # Alone, an op must also have moved against the rest of its test: drift that
-            # the probe misses moves every op of the test, a regression moves this one.
-            rest_b = base_total - b_med
-            rest_c = cur_total - c_med
-            rest_ratio = rest_c / rest_b if rest_b > 0 and rest_c > 0 else 1.0
-            contrast = (1.0 + pct) / rest_ratio - 1.0
-            if sig_up and row["share"] >= rule.material_share and contrast > row["floor"]:
+            if sig_up and row["share"] >= rule.material_share:
                 verdict = REGRESSED
                 op_gate.append(name)
             elif sig_up and timing_regressed:
                 verdict = REGRESSED  # carries part of a regressed total
             elif stats.mwu_less(
-                cur.per_op[name], base.per_op[name] * (1.0 - row["floor"])
+                rule.lower(cur.per_op[name]), rule.lower(base.per_op[name]) * (1.0 - row["floor"])
             ) < rule.alpha / len(tested) and (pct < -row["floor"]):
                 verdict = IMPROVED
             elif (
@@ -597,8 +606,9 @@ def _shifts(
     baseline: Sequence[OpTable], current: OpTable, rule: Rule
 ) -> tuple[float | None, float | None]:
     """Median log-ratio over the ops (raw µs) and the probe's own shift, in percent."""
-    base = _side(baseline, "cpu", 0.0, Rule(probe=False, ignore=rule.ignore))
-    cur = _side([current], "cpu", 0.0, Rule(probe=False, ignore=rule.ignore))
+    raw_rule = replace(rule, probe=False)
+    base = _side(baseline, "cpu", 0.0, raw_rule)
+    cur = _side([current], "cpu", 0.0, raw_rule)
     total = sum(base.raw_op_medians.values())
     ratios = [
         math.log(cur.raw_op_medians[n] / m)
@@ -609,7 +619,7 @@ def _shifts(
     b_probe = np.concatenate([b.probe_cpu_us for b in baseline])
     probe = None
     if b_probe.size and current.probe_cpu_us.size:
-        bm, cm = float(np.median(b_probe)), float(np.median(current.probe_cpu_us))
+        bm, cm = rule.center(b_probe), rule.center(current.probe_cpu_us)
         probe = (cm / bm - 1.0) * 100.0 if bm > 0 else None
     return uniform, probe
 

@@ -92,6 +92,8 @@ def details(test: ProfiledTest) -> list[str]:
     out.extend(v.notes)
     if test.trace:
         out.append(f"trace: {test.trace}")
+    if test.side_by_side:
+        out.append(f"baseline and current side by side: {test.side_by_side}")
     if test.baseline and v.verdict not in ("no-baseline",):
         out.append(f"baseline: {test.baseline}")
     return out
@@ -116,6 +118,8 @@ def summary_line(test: ProfiledTest) -> str:
         parts.append(f"shift {v.uniform_shift_pct:+.0f}%")
     if v.verdict in ("error", "incomparable", "inconclusive", "no-baseline"):
         parts.append(v.reason)
+    elif v.differences:
+        parts.append("timings not compared: " + ", ".join(v.differences))
     if test.save_note:
         parts.append(test.save_note)
     return " | ".join(parts)
@@ -146,6 +150,7 @@ def _test_json(t: ProfiledTest) -> dict[str, Any]:
         "reason": t.verdict.reason,
         "outcome": t.outcome,
         "trace": t.trace,
+        "side_by_side": t.side_by_side,
         "baseline": t.baseline,
         "uniform_shift": v["uniform_shift"],
         "probe_shift": v["probe_shift"],

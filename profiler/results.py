@@ -29,6 +29,7 @@ class ProfiledTest:
     protocol: Mapping[str, Any] = field(default_factory=dict)
     save_note: str = ""
     benchmark: bool = False
+    side_by_side: str | None = None
 
     def with_outcome(self, outcome: str) -> ProfiledTest:
         return replace(self, outcome=outcome)
@@ -50,6 +51,7 @@ class ProfiledTest:
             "protocol": dict(self.protocol),
             "save_note": self.save_note,
             "benchmark": self.benchmark,
+            "side_by_side": self.side_by_side,
         }
 
     @classmethod
@@ -70,6 +72,7 @@ class ProfiledTest:
             protocol=d.get("protocol", {}),
             save_note=str(d.get("save_note", "")),
             benchmark=bool(d.get("benchmark", False)),
+            side_by_side=d.get("side_by_side"),
         )
 
 

@@ -6,6 +6,8 @@ first capture, through :mod:`profiler.capture`.
 
 from __future__ import annotations
 
+import os
+import shutil
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -19,7 +21,7 @@ from profiler.environment import (
     differences,
     protocol_differences,
 )
-from profiler.errors import BaselineError
+from profiler.errors import BaselineError, TprofError
 from profiler.results import ProfiledTest
 
 PROBE_ID = "cpu-mm96x4-v1"
@@ -42,6 +44,7 @@ class RunConfig:
     require_baseline: bool = False
     probe: bool = True
     threads: int = 1  # intra-op threads while profiling; 0 keeps torch's setting
+    save_trace: bool = False  # keep the saved run's trace next to its baseline
 
 
 class Runner:
@@ -68,6 +71,9 @@ class Runner:
 
     def baseline_path(self, nodeid: str) -> Path:
         return store.baseline_path(self.config.baseline_dir, self.env_key, nodeid)
+
+    def baseline_trace_path(self, nodeid: str) -> Path:
+        return self.baseline_path(nodeid).with_suffix(".pt.trace.json.gz")
 
     def trace_path(self, nodeid: str) -> Path | None:
         if self.config.trace_dir is None:
@@ -186,7 +192,32 @@ class Runner:
                         "a first measurement looked slower; the re-measurement did not",
                     ),
                 )
-        return result.value, ProfiledTest(verdict=verdict, confirmed=confirmed, **common)  # type: ignore[arg-type]
+        test = ProfiledTest(verdict=verdict, confirmed=confirmed, **common)  # type: ignore[arg-type]
+        if verdict.regressed:
+            test = self.side_by_side(test)
+        return result.value, test
+
+    def side_by_side(self, test: ProfiledTest) -> ProfiledTest:
+        """With the baseline's trace kept, write both runs into one trace, regressed ops marked."""
+        from profiler.traces import side_by_side
+
+        base_trace = self.baseline_trace_path(test.nodeid)
+        if test.trace is None or not base_trace.is_file():
+            return test
+        flagged = {
+            o.op: f"{o.verdict} {o.delta_pct:+.0f}% ({o.family})"
+            for o in test.verdict.flagged_ops()
+        }
+        out = Path(test.trace).with_name(
+            Path(test.trace).name.replace(".pt.trace", ".vs-baseline.pt.trace")
+        )
+        try:
+            side_by_side(base_trace, test.trace, out, flagged=flagged, title=test.nodeid)
+        except TprofError as exc:
+            return replace(
+                test, verdict=replace(test.verdict, notes=(*test.verdict.notes, str(exc)))
+            )
+        return replace(test, side_by_side=str(out))
 
     def judge(
         self,
@@ -262,7 +293,22 @@ class Runner:
         if error is not None:
             what = "replaced a damaged file"
         store.save_baseline(path, updated)
+        if self.config.save_trace and test.trace and Path(test.trace).is_file():
+            _copy_atomic(Path(test.trace), self.baseline_trace_path(test.nodeid))
+            what += " (with its trace)"
         return replace(test, save_note=f"{what}: {path}")
+
+
+def _copy_atomic(src: Path, dst: Path) -> None:
+    tmp = dst.with_name(f".{dst.name}.{os.getpid()}.tmp")
+    try:
+        shutil.copyfile(src, tmp)
+        os.replace(tmp, dst)
+    except OSError as exc:
+        raise BaselineError(f"{dst}: can't keep the baseline's trace ({exc.strerror})") from None
+    finally:
+        if tmp.exists():
+            tmp.unlink()
 
 
 def _int(v: Any) -> bool:

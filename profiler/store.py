@@ -19,7 +19,7 @@ import unicodedata
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 from profiler import __version__
 from profiler.environment import Fingerprint
@@ -31,6 +31,13 @@ SCHEMA_VERSION = 1
 DEFAULT_WINDOW = 5
 FIX = "restore it from git or re-record it with --tprof-save"
 _SLUG_MAX = 80
+# Larger values are damage, not measurements: a round of 11.6 days, 10**12 calls.
+_MAX_US = 1e12
+_MAX_CALLS = 10**12
+_MAX_ITERATIONS = 1_000_000
+_TMP_SUFFIX = ".tmp"
+_CONFLICT = re.compile(r"^(<{7}|>{7}|\|{7})( |$)|^={7}$")
+_CONSTANT = re.compile(r"(?<=[\[,:])\s*(-?Infinity|NaN)\b")
 _RESERVED = {"con", "prn", "aux", "nul"} | {f"{p}{i}" for p in ("com", "lpt") for i in range(10)}
 
 
@@ -89,8 +96,9 @@ def now_iso() -> str:
 def slug(nodeid: str) -> str:
     """A readable, portable file stem for a node id, unique by a hash of the exact id.
 
-    ``tests/test_x.py::TestA::test_b[1-2]`` → ``test_x.TestA.test_b[1-2]-<hash>``-like, with
-    characters that are unsafe on any common file system replaced.
+    ``tests/test_x.py::TestA::test_b[1-2]`` → ``test_x.TestA.test_b_1-2-<hash>``: ASCII
+    letters, digits and ``._=+-`` only, at most 91 characters, never a Windows device name
+    (``CON``, ``nul.txt``), and distinct for distinct ids, even ids that differ only in case.
     """
     path, _, rest = nodeid.partition("::")
     stem = Path(path).stem if path else ""
@@ -100,7 +108,7 @@ def slug(nodeid: str) -> str:
     readable = readable[:_SLUG_MAX].rstrip("._-")
     if readable.split(".")[0].lower() in _RESERVED:
         readable = f"_{readable}"
-    digest = hashlib.sha1(nodeid.encode("utf-8")).hexdigest()[:10]
+    digest = hashlib.sha1(nodeid.encode("utf-8", "surrogatepass")).hexdigest()[:10]
     return f"{readable}-{digest}"
 
 
@@ -111,16 +119,18 @@ def baseline_path(root: Path, env_key: str, nodeid: str) -> Path:
 def other_environments(root: Path, env_key: str, nodeid: str) -> list[Path]:
     """Baseline files of the same test recorded in other environments."""
     name = f"{slug(nodeid)}.json"
-    root = Path(root)
-    if not root.is_dir():
+    try:
+        folders = [d for d in Path(root).iterdir() if d.is_dir() and d.name != env_key]
+    except OSError:  # no baseline folder yet, or one we may not list
         return []
-    return sorted(
-        d / name for d in root.iterdir() if d.is_dir() and d.name != env_key and (d / name).is_file()
-    )
+    return sorted(d / name for d in folders if (d / name).is_file())
 
 
 def iter_baselines(folder: Path) -> Iterator[Path]:
-    """Every baseline file under ``folder`` (one environment folder or the root)."""
+    """Every baseline file under ``folder`` (one environment folder or the root).
+
+    Temporary files of a save (``.<name>.json.<pid>-<random>.tmp``) are not baselines.
+    """
     yield from sorted(p for p in Path(folder).rglob("*.json") if not p.name.startswith("."))
 
 
@@ -128,14 +138,25 @@ def iter_baselines(folder: Path) -> Iterator[Path]:
 
 
 def load_baseline(path: Path, *, expected_nodeid: str | None = None) -> Baseline:
-    """Read and validate a baseline file; any problem is a :class:`BaselineError` naming it."""
+    """Read and validate a baseline file; any problem is a :class:`BaselineError` naming it.
+
+    The file is only read: a damaged baseline is never rewritten here.
+    """
     path = Path(path)
     try:
         raw = path.read_bytes()
     except FileNotFoundError:
-        raise BaselineError(f"{path}: no such baseline file; record one with --tprof-save") from None
+        raise BaselineError(
+            f"{path}: no such baseline file; record one with --tprof-save"
+        ) from None
+    except IsADirectoryError:
+        raise BaselineError(
+            f"{path}: is a folder, not a baseline file; move it away or re-record with --tprof-save"
+        ) from None
     except OSError as exc:
-        raise BaselineError(f"{path}: can't be read ({exc.strerror}); check its permissions") from None
+        raise BaselineError(
+            f"{path}: can't be read ({exc.strerror}); check its permissions"
+        ) from None
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -143,28 +164,55 @@ def load_baseline(path: Path, *, expected_nodeid: str | None = None) -> Baseline
     if not text.strip():
         raise BaselineError(f"{path}: empty file; {FIX}")
     for no, line in enumerate(text.splitlines(), 1):
-        if line.startswith(("<<<<<<< ", ">>>>>>> ")) or line == "=======" or line == "<<<<<<<":
+        if _CONFLICT.match(line):
             raise BaselineError(
                 f"{path}: git conflict marker at line {no}; resolve the merge by keeping one "
                 "side (or re-record with --tprof-save)"
             )
 
     def bad_constant(name: str) -> Any:
-        raise BaselineError(f"{path}: holds {name}, which is not a time; {FIX}")
+        found = _CONSTANT.search(text)
+        at = ""
+        if found is not None:
+            line, col = _line_col(text, found.start(1))
+            at = f" at line {line} col {col}"
+        raise BaselineError(f"{path}: holds {name}{at}; times must be finite numbers; {FIX}")
 
     try:
         data = json.loads(text, parse_constant=bad_constant)
+    except BaselineError:
+        raise
     except json.JSONDecodeError as exc:
-        what = "truncated JSON" if exc.pos >= len(text.rstrip()) else f"invalid JSON ({exc.msg})"
+        cut = exc.pos >= len(text.rstrip()) or exc.msg.startswith("Unterminated string")
+        what = "truncated JSON" if cut else f"invalid JSON ({exc.msg})"
         raise BaselineError(f"{path}: {what} at line {exc.lineno} col {exc.colno}; {FIX}") from None
+    except ValueError as exc:  # e.g. a number longer than Python's int digit limit
+        reason = str(exc).split(":")[0]
+        raise BaselineError(f"{path}: invalid JSON ({reason}); {FIX}") from None
     except RecursionError:
         raise BaselineError(f"{path}: JSON nested too deeply; {FIX}") from None
     return baseline_from_dict(data, path=path, expected_nodeid=expected_nodeid)
 
 
-def baseline_from_dict(
-    data: Any, *, path: Path, expected_nodeid: str | None = None
-) -> Baseline:
+def read_nodeid(path: Path) -> str | None:
+    """The node id a baseline file says it holds, or None if it can't tell; never raises.
+
+    For listing stale baselines, where one unreadable stray file must not stop the listing.
+    """
+    try:
+        data = json.loads(Path(path).read_bytes())
+    except (OSError, ValueError, RecursionError):
+        return None
+    nodeid = data.get("nodeid") if isinstance(data, dict) else None
+    return nodeid if isinstance(nodeid, str) and nodeid else None
+
+
+def _line_col(text: str, pos: int) -> tuple[int, int]:
+    line = text.count("\n", 0, pos) + 1
+    return line, pos - (text.rfind("\n", 0, pos) + 1) + 1
+
+
+def baseline_from_dict(data: Any, *, path: Path, expected_nodeid: str | None = None) -> Baseline:
     """Validate the parsed contents of a baseline file."""
     where = str(path)
 
@@ -172,46 +220,68 @@ def baseline_from_dict(
         return BaselineError(f"{where}: {msg}; {fix}")
 
     if not isinstance(data, dict):
-        raise fail(f"not a pytest-tprof baseline (top level is a JSON {_jtype(data)})")
+        raise fail(
+            f"not a pytest-tprof baseline (top level is a JSON {_jtype(data)})",
+            "move it out of the baseline folder",
+        )
     if data.get("schema") != SCHEMA:
         hint = " (it looks like a pytest-benchmark file)" if "benchmarks" in data else ""
         raise fail(
-            f"not a pytest-tprof baseline{hint}: 'schema' is {data.get('schema')!r}",
+            f"not a pytest-tprof baseline{hint}: 'schema' is {_short(data.get('schema'))}",
             "move it out of the baseline folder",
         )
     version = data.get("schema_version")
     if version is None:
         raise fail("'schema_version' is missing")
-    if not isinstance(version, int) or isinstance(version, bool):
-        raise fail(f"'schema_version' must be an integer (got {version!r})")
+    if not _is_int(version):
+        raise fail(f"'schema_version' must be an integer (got {_short(version)})")
     if version > SCHEMA_VERSION:
         raise fail(
-            f"written by a newer pytest-tprof (schema_version {version} > {SCHEMA_VERSION})",
+            f"written by a newer pytest-tprof "
+            f"(schema_version {_short(version)} > {SCHEMA_VERSION})",
             "upgrade pytest-tprof to read it",
         )
-    if version < 1:
-        raise fail(f"'schema_version' {version} is not one pytest-tprof ever wrote")
+    if version < SCHEMA_VERSION:
+        raise fail(
+            f"written in an older format (schema_version {_short(version)} < {SCHEMA_VERSION}) "
+            "that this pytest-tprof can't read",
+            "re-record it with --tprof-save",
+        )
     nodeid = data.get("nodeid")
-    if not isinstance(nodeid, str) or not nodeid:
-        raise fail("'nodeid' must be a non-empty string")
+    if not isinstance(nodeid, str) or not nodeid or not _unicode(nodeid):
+        raise fail(f"'nodeid' must be a non-empty string (got {_short(nodeid)})")
     if expected_nodeid is not None and nodeid != expected_nodeid:
         raise fail(
-            f"holds the baseline of {nodeid!r}, not of {expected_nodeid!r}",
+            f"holds the baseline of {_short(nodeid, 200)}, not of {expected_nodeid!r}",
             "re-record it with --tprof-save",
         )
     env = data.get("environment")
     if not isinstance(env, dict) or not isinstance(env.get("hard"), dict):
         raise fail("'environment.hard' must be an object")
+    if not isinstance(env.get("soft", {}), dict):
+        raise fail(f"'environment.soft' must be an object (got a JSON {_jtype(env['soft'])})")
     protocol = data.get("protocol")
     if not isinstance(protocol, dict):
-        raise fail("'protocol' must be an object")
+        raise fail(f"'protocol' must be an object (got a JSON {_jtype(protocol)})")
     rounds = protocol.get("rounds")
     if not _is_int(rounds) or rounds < 2:
-        raise fail(f"'protocol.rounds' must be an integer >= 2 (got {rounds!r})")
+        raise fail(f"'protocol.rounds' must be an integer >= 2 (got {_short(rounds)})")
+    iterations = protocol.get("iterations", 1)
+    if not _is_int(iterations) or not 1 <= iterations <= _MAX_ITERATIONS:
+        raise fail(
+            f"'protocol.iterations' must be an integer from 1 to {_MAX_ITERATIONS} "
+            f"(got {_short(iterations)})"
+        )
     sessions = data.get("sessions")
     if not isinstance(sessions, list) or not sessions:
         raise fail("'sessions' must be a non-empty list")
     parsed = tuple(_session(s, i, fail) for i, s in enumerate(sessions))
+    # The protocol is the latest save's, and a save appends its session last.
+    last = parsed[-1].table.rounds
+    if last != rounds:
+        raise fail(
+            f"'sessions[{len(parsed) - 1}]' has {last} rounds but 'protocol.rounds' is {rounds}"
+        )
     return Baseline(
         nodeid=nodeid,
         fingerprint=Fingerprint.from_dict(env),
@@ -233,14 +303,16 @@ def _session(s: Any, i: int, fail: Any) -> Session:
     _check_times(s.get("probe_cpu_us", [0.0] * n), f"{at}.probe_cpu_us", n, fail)
     has_device = s.get("has_device", False)
     if not isinstance(has_device, bool):
-        raise fail(f"'{at}.has_device' must be true or false (got {has_device!r})")
-    if has_device:
+        raise fail(f"'{at}.has_device' must be true or false (got {_short(has_device)})")
+    if has_device or "probe_device_us" in s:
         _check_times(s.get("probe_device_us", [0.0] * n), f"{at}.probe_device_us", n, fail)
     ops = s.get("ops")
     if not isinstance(ops, dict):
         raise fail(f"'{at}.ops' must be an object of op name → arrays")
     for name, entry in ops.items():
-        where = f"{at}.ops[{name!r}]"
+        where = f"{at}.ops[{_short(name, 80)}]"
+        if not _unicode(name):
+            raise fail(f"'{where}' is not a valid op name")
         if not isinstance(entry, dict):
             raise fail(f"'{where}' must be an object (got a JSON {_jtype(entry)})")
         calls = entry.get("calls")
@@ -248,16 +320,19 @@ def _session(s: Any, i: int, fail: Any) -> Session:
             raise fail(f"'{where}.calls' must be a list of {n} counts (got {_len(calls)})")
         for c in calls:
             if not _is_int(c) or c < 0:
-                raise fail(f"'{where}.calls' holds {c!r}; calls must be integers >= 0")
-        for metric in ("self_cpu_us", "total_cpu_us") + (
-            ("self_device_us", "total_device_us") if has_device else ()
-        ):
+                raise fail(f"'{where}.calls' holds {_short(c)}; calls must be integers >= 0")
+            if c > _MAX_CALLS:
+                raise fail(f"'{where}.calls' holds {_short(c)}; calls must be <= 10**12")
+        device = ("self_device_us", "total_device_us")
+        for metric in ("self_cpu_us", "total_cpu_us", *device):
             if metric not in entry:
+                if metric in device and not has_device:
+                    continue
                 raise fail(f"'{where}.{metric}' is missing")
             _check_times(entry[metric], f"{where}.{metric}", n, fail)
     warm = s.get("warmup_used", 0)
     if not _is_int(warm) or warm < 0:
-        raise fail(f"'{at}.warmup_used' must be an integer >= 0 (got {warm!r})")
+        raise fail(f"'{at}.warmup_used' must be an integer >= 0 (got {_short(warm)})")
     soft = s.get("soft", {})
     return Session(
         table=OpTable.from_dict(s),
@@ -274,14 +349,36 @@ def _check_times(values: Any, where: str, n: int | None, fail: Any) -> int:
         raise fail(f"'{where}' has {len(values)} values but the session has {n} rounds")
     for v in values:
         if isinstance(v, bool) or not isinstance(v, (int, float)):
-            raise fail(f"'{where}' holds {v!r}; times must be numbers")
-        if not math.isfinite(v) or v < 0:
-            raise fail(f"'{where}' holds {v!r}; times must be finite and >= 0")
+            raise fail(f"'{where}' holds {_short(v)}; times must be numbers")
+        if isinstance(v, float) and not math.isfinite(v):
+            raise fail(f"'{where}' holds {v!r}; times must be finite")
+        if v < 0:
+            raise fail(f"'{where}' holds {_short(v)}; times must be >= 0")
+        if v >= _MAX_US:  # exact for huge ints too, which math.isfinite can't take
+            raise fail(f"'{where}' holds {_short(v)}; times must be below 1e12 µs")
     return len(values)
 
 
-def _is_int(v: Any) -> bool:
+def _is_int(v: Any) -> TypeGuard[int]:
     return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _unicode(s: str) -> bool:
+    """Whether ``s`` can be written back as UTF-8 (JSON escapes can hold lone surrogates)."""
+    try:
+        s.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _short(v: Any, limit: int = 40) -> str:
+    """``repr`` of a value from a file, cut so a damaged file can't flood the message."""
+    try:
+        text = repr(v)
+    except ValueError:  # an int too long for str()
+        text = "a huge number"
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _len(v: Any) -> str:
@@ -334,15 +431,15 @@ def with_session(
 def _new(
     nodeid: str, fp: Fingerprint, protocol: Mapping[str, Any], sessions: Sequence[Session]
 ) -> Baseline:
-    return Baseline(nodeid=nodeid, fingerprint=fp, protocol=dict(protocol), sessions=tuple(sessions))
+    return Baseline(
+        nodeid=nodeid, fingerprint=fp, protocol=dict(protocol), sessions=tuple(sessions)
+    )
 
 
 def _structure(table: OpTable) -> dict[str, list[int]]:
     import numpy as np
 
-    return {
-        n: [int(np.median(table.calls[i]))] for i, n in enumerate(table.names)
-    }
+    return {n: [int(np.median(table.calls[i]))] for i, n in enumerate(table.names)}
 
 
 def dumps(data: Any) -> str:
@@ -365,36 +462,102 @@ def _dump(v: Any, level: int) -> str:
 
 
 def save_baseline(path: Path, baseline: Baseline) -> Path:
-    """Write atomically: a temp file in the same folder, fsync, then ``os.replace``."""
+    """Write atomically: a temp file in the same folder, fsync, then ``os.replace``.
+
+    Readers see the old file or the new one, never a part: a save killed at any point leaves
+    at most a temp file ``.<name>.<pid>-<random>.tmp`` beside it, which no reader takes for a
+    baseline and which the next save into that folder removes once its process is gone.
+    Any failure is a :class:`BaselineError` naming the path; the previous file stays intact.
+    """
     path = Path(path)
-    text = dumps(baseline.to_dict())
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        data = dumps(baseline.to_dict()).encode("utf-8")
+    except (TypeError, ValueError):  # NaN, a lone surrogate, a non-JSON value
+        raise BaselineError(
+            f"{path}: not saved, the baseline holds a value JSON can't store (NaN, infinity, "
+            "invalid Unicode or a non-JSON type); please report this as a pytest-tprof bug"
+        ) from None
+    folder = path.parent
+    if folder.exists() and not folder.is_dir():
+        raise BaselineError(
+            f"{path}: can't write the baseline: {folder} is a file, not a folder; move it away "
+            "and re-run with --tprof-save"
+        )
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        _remove_leftovers(folder)
+        fd, tmp = tempfile.mkstemp(
+            prefix=f".{path.name}.{os.getpid()}-", suffix=_TMP_SUFFIX, dir=folder
+        )
     except OSError as exc:
         raise BaselineError(
-            f"{path}: can't write the baseline ({exc.strerror}); make {path.parent} writable"
+            f"{path}: can't write the baseline ({exc.strerror}); make {folder} writable "
+            "and re-run with --tprof-save"
         ) from None
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
+        try:
+            _chmod_like_new_file(fd, path)
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
         os.replace(tmp, path)
     except OSError as exc:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise BaselineError(
-            f"{path}: can't write the baseline ({exc.strerror}); the previous file is intact"
+            f"{path}: can't write the baseline ({exc.strerror}); the previous baseline is "
+            f"unchanged; free space on or fix the permissions of {folder} and re-run with "
+            "--tprof-save"
         ) from None
-    except BaseException:
+    except BaseException:  # KeyboardInterrupt, SystemExit: leave no temp file behind
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
     with contextlib.suppress(OSError):  # make the rename durable where the platform allows
-        dfd = os.open(path.parent, os.O_RDONLY)
+        dfd = os.open(folder, os.O_RDONLY)
         try:
             os.fsync(dfd)
         finally:
             os.close(dfd)
     return path
+
+
+def _chmod_like_new_file(fd: int, path: Path) -> None:
+    """Give the temp file the mode a plain new file would get (mkstemp makes it 0600)."""
+    if not hasattr(os, "fchmod"):
+        return
+    try:
+        mode = path.stat().st_mode & 0o777
+    except OSError:
+        mask = os.umask(0)  # reading the umask means setting it; put it straight back
+        os.umask(mask)
+        mode = 0o666 & ~mask
+    os.fchmod(fd, mode)
+
+
+def _remove_leftovers(folder: Path) -> None:
+    """Delete temp files of saves whose process has ended (killed mid-save)."""
+    if os.name != "posix":  # os.kill(pid, 0) only probes on POSIX
+        return
+    for entry in folder.iterdir():
+        name = entry.name
+        if not (name.startswith(".") and name.endswith(_TMP_SUFFIX) and ".json." in name):
+            continue
+        pid_text = name.rsplit(".json.", 1)[1].split("-", 1)[0]
+        if not pid_text.isdigit() or int(pid_text) == os.getpid() or _running(int(pid_text)):
+            continue
+        with contextlib.suppress(OSError):
+            entry.unlink()
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # exists but isn't ours (EPERM), or can't tell: leave its file alone
+        return True
+    return True

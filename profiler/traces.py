@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -31,8 +32,6 @@ from profiler.records import (
     OpTable,
 )
 from profiler.reduce import FILTERED_NAMES, drop_leading_rounds, nesting, reduce_events
-
-# Events torch's own post-processing drops before it builds key_averages() (as capture.py).
 
 # Kineto activity categories (libkineto ActivityType names) that launch device work.
 _LAUNCH_CATEGORIES = frozenset(
@@ -317,3 +316,76 @@ def _recorded_warmup(data: TraceData, rounds_in_trace: int) -> int:
             f"{rounds_in_trace} ProfilerStep rounds; {_REEXPORT}"
         )
     return warmup
+
+
+_BASELINE_PID = 1_000_000
+_CURRENT_PID = 2_000_000
+
+
+def side_by_side(
+    baseline: str | Path,
+    current: str | Path,
+    out: str | Path,
+    *,
+    flagged: Mapping[str, str],
+    title: str = "",
+) -> Path:
+    """Write one Chrome trace holding the baseline run and the current run as two processes.
+
+    Both runs start at time 0; the events of ``flagged`` ops (op name → label such as
+    ``"regressed +41%"``) carry the label in ``args.tprof`` and a red colour, so one file in
+    Perfetto or chrome://tracing shows both runs with the regressed ops marked.
+    """
+    out = Path(out)
+    merged: list[dict[str, Any]] = []
+    for offset, label, path in (
+        (_BASELINE_PID, "baseline", Path(baseline)),
+        (_CURRENT_PID, "current", Path(current)),
+    ):
+        data = _load_json(path)
+        events = data.get("traceEvents") if isinstance(data, dict) else data
+        if not isinstance(events, list):
+            raise TraceError(f"{path}: no 'traceEvents' list at the top level; {_REEXPORT}")
+        starts = [
+            e["ts"] for e in events if isinstance(e, dict) and isinstance(e.get("ts"), (int, float))
+        ]
+        t0 = min(starts, default=0)
+        pids: dict[Any, int] = {}
+        for e in events:
+            if not isinstance(e, dict):
+                continue
+            e = dict(e)
+            pid = pids.setdefault(e.get("pid"), offset + len(pids))
+            e["pid"] = pid
+            if isinstance(e.get("ts"), (int, float)):
+                e["ts"] = round(e["ts"] - t0, 3)
+            if e.get("ph") == "X" and e.get("name") in flagged:
+                e["args"] = {**(e.get("args") or {}), "tprof": flagged[e["name"]]}
+                e["cname"] = "terrible"
+            if e.get("ph") == "M" and e.get("name") == "process_name":
+                name = (e.get("args") or {}).get("name", "")
+                e["args"] = {"name": f"{label}: {name}"}
+            merged.append(e)
+        for pid in pids.values():
+            merged.append(
+                {"ph": "M", "name": "process_sort_index", "pid": pid, "args": {"sort_index": pid}}
+            )
+            merged.append(
+                {
+                    "ph": "M",
+                    "name": "process_labels",
+                    "pid": pid,
+                    "args": {"labels": f"{label} ({path.name})"},
+                }
+            )
+    doc = {"traceEvents": merged, "displayTimeUnit": "ms", "tprof": {"side_by_side": title}}
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
+    try:
+        with gzip.open(tmp, "wt", encoding="utf-8") as f:
+            json.dump(doc, f)
+        os.replace(tmp, out)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+    return out

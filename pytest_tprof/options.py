@@ -107,6 +107,14 @@ _OPTIONS: tuple[tuple[str, str, str, Any, str], ...] = (
         "times per round so a round lasts at least this long (default: 1000)",
     ),
     (
+        "--tprof-save-trace",
+        "tprof_save_trace",
+        "bool",
+        False,
+        "with --tprof-save, keep each test's trace next to its baseline; a later regression "
+        "then writes both runs into one side-by-side trace (default: off, traces are large)",
+    ),
+    (
         "--tprof-threads",
         "tprof_threads",
         "int",
@@ -207,6 +215,7 @@ def read_settings(config: pytest.Config) -> Settings:
         min_round_us=values["tprof_min_round_us"],
         require_baseline=values["tprof_require_baseline"],
         threads=values["tprof_threads"],
+        save_trace=values["tprof_save_trace"],
     )
     return Settings(
         enabled=bool(values["tprof"] or values["tprof_save"]),

@@ -189,7 +189,7 @@ class TprofPlugin:
             if workeroutput is not None:
                 workeroutput["tprof"] = [r.to_dict() for r in self.results.values()]
             return
-        if self.settings.run.save:
+        if self.settings.run.save and session.exitstatus != pytest.ExitCode.INTERRUPTED:
             self._save()
             if self.save_failed:
                 session.exitstatus = pytest.ExitCode.TESTS_FAILED
@@ -219,18 +219,21 @@ class TprofPlugin:
                 self.save_failed = True
 
     def _stale(self) -> None:
+        """List baselines of tests that no longer exist: their test is gone from a collected
+        file, or their test file is gone from disk."""
         env_dir = self.runner.env_dir
         if not env_dir.is_dir():
             return
         known_slugs = {store.slug(n) for n in self.known}
+        root = self.settings.rootdir
         for path in store.iter_baselines(env_dir):
             if path.stem in known_slugs:
                 continue
-            try:
-                nodeid = json.loads(path.read_text(encoding="utf-8")).get("nodeid", "")
-            except (OSError, ValueError, AttributeError):
+            nodeid = store.read_nodeid(path)
+            if nodeid is None:
                 continue
-            if isinstance(nodeid, str) and nodeid.split("::", 1)[0] in self.collected_files:
+            test_file = nodeid.split("::", 1)[0]
+            if test_file in self.collected_files or not (root / test_file).exists():
                 self.messages.append(f"stale baseline (its test no longer exists): {path}")
 
     def _write_reports(self) -> None:
