@@ -26,7 +26,7 @@ import time
 from collections import Counter, defaultdict
 from pathlib import Path
 
-SUITE = '''
+SUITE = """
 import os
 import pytest
 import torch
@@ -114,7 +114,7 @@ def test_attention(tprof):
     x = torch.randn(4, 32, 64)
     with torch.no_grad():
         tprof(attn, x, x, x)
-'''
+"""
 
 EXPECTED = {
     "matmul25": ("test_encoder_step", "aten::addmm"),
@@ -130,19 +130,36 @@ def run(folder: Path, args: list[str], plant: str = "") -> dict[str, dict[str, o
     report = folder / "report.json"
     env = {**os.environ, "TPROF_PLANT": plant}
     cmd = [
-        sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_suite.py",
-        f"--tprof-baseline-dir={folder / 'baselines'}", f"--tprof-trace-dir={folder / 'traces'}",
-        f"--tprof-json={report}", *args,
-    ]  # fmt: skip
+        sys.executable,
+        "-m",
+        "pytest",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        "test_suite.py",
+        f"--tprof-baseline-dir={folder / 'baselines'}",
+        f"--tprof-trace-dir={folder / 'traces'}",
+        f"--tprof-json={report}",
+        *args,
+    ]
     done = subprocess.run(cmd, cwd=folder, env=env, capture_output=True, text=True, check=False)
     if done.returncode not in (0, 1):
-        sys.exit(f"pytest failed ({done.returncode}):\n{done.stdout[-3000:]}\n{done.stderr[-2000:]}")
+        sys.exit(
+            f"pytest failed ({done.returncode}):\n{done.stdout[-3000:]}\n{done.stderr[-2000:]}"
+        )
     doc = json.loads(report.read_text())
     out = {}
     for t in doc["tests"]:
         name = t["nodeid"].split("::")[-1]
-        flagged = [o["op"] for o in t["ops"] if o["verdict"] in ("regressed", "new", "calls-changed")]
-        out[name] = {"verdict": t["verdict"], "ops": flagged, "trace": t["trace"], "reason": t["reason"]}
+        flagged = [
+            o["op"] for o in t["ops"] if o["verdict"] in ("regressed", "new", "calls-changed")
+        ]
+        out[name] = {
+            "verdict": t["verdict"],
+            "ops": flagged,
+            "trace": t["trace"],
+            "reason": t["reason"],
+        }
     return out
 
 
@@ -152,8 +169,13 @@ def main() -> int:
     ap.add_argument("--unchanged", type=int, default=10, help="unchanged re-runs (default 10)")
     ap.add_argument("--plants", nargs="*", default=list(EXPECTED), help="plants to run")
     ap.add_argument("--plant-runs", type=int, default=1, help="runs per plant (default 1)")
-    ap.add_argument("--floor-check", type=int, default=0, help="also re-run unchanged after "
-                    "each extra save up to this many sessions, to see the floor settle")  # fmt: skip
+    ap.add_argument(
+        "--floor-check",
+        type=int,
+        default=0,
+        help="also re-run unchanged after "
+        "each extra save up to this many sessions, to see the floor settle",
+    )
     a = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="tprof-reruns-") as tmp:
         folder = Path(tmp)
@@ -185,16 +207,24 @@ def main() -> int:
                 res = run(folder, ["--tprof"], plant)
                 caught = res[target]["verdict"] == "regressed"
                 named = not op or op in res[target]["ops"]
-                collateral = [n for n, r in res.items() if n != target and r["verdict"] == "regressed"]
+                collateral = [
+                    n for n, r in res.items() if n != target and r["verdict"] == "regressed"
+                ]
                 rows.append((plant, target, caught, named, collateral, res[target]["reason"]))
         print(f"{'plant':<10} {'test':<24} {'caught':<7} {'op named':<9} collateral / reason")
         for plant, target, caught, named, coll, reason in rows:
-            print(f"{plant:<10} {target:<24} {caught!s:<7} {named!s:<9} {coll or ''} {reason[:110]}")
+            print(
+                f"{plant:<10} {target:<24} {caught!s:<7} {named!s:<9} {coll or ''} {reason[:110]}"
+            )
         caught_n = sum(1 for r in rows if r[2])
-        print(f"\ncaught {caught_n}/{len(rows)} planted regressions; "
-              f"collateral failures {sum(len(r[4]) for r in rows)}")  # fmt: skip
-        print(f"false failures {false_fail}/{total} unchanged test-runs "
-              f"with {a.sessions} baseline sessions")  # fmt: skip
+        print(
+            f"\ncaught {caught_n}/{len(rows)} planted regressions; "
+            f"collateral failures {sum(len(r[4]) for r in rows)}"
+        )
+        print(
+            f"false failures {false_fail}/{total} unchanged test-runs "
+            f"with {a.sessions} baseline sessions"
+        )
     return 0
 
 

@@ -383,7 +383,7 @@ def _compare_family(
     p_total = stats.mwu_greater(low_c, low_b * (1.0 + floor))
     p_total_less = stats.mwu_less(low_c, low_b * (1.0 - floor))
     delta_pct = (cur_total / base_total - 1.0) if base_total > 0 else 0.0
-    sigma = stats.log_spread(np.concatenate([low_b, low_c]))
+    sigma = stats.pooled_log_spread(low_b, low_c)
     mde = stats.min_detectable_effect(sigma, low_c.size, low_b.size, alpha=rule.alpha)
     timing_regressed = (
         timing
@@ -430,7 +430,7 @@ def _compare_family(
         if device_run and name in SYNC_OPS:
             continue
         lb, lc = rule.lower(b_vals), rule.lower(c_vals)
-        sig = stats.log_spread(np.concatenate([lb, lc]))
+        sig = stats.pooled_log_spread(lb, lc)
         row["mde"] = stats.min_detectable_effect(sig, lc.size, lb.size, alpha=rule.alpha)
         row["sigma"] = sig
         pvals.append(stats.mwu_greater(lc, lb * (1.0 + row["floor"])))
@@ -556,11 +556,12 @@ def _compare_family(
     elif improved:
         verdict = IMPROVED
         reasons.append(f"total op time {delta_pct:+.1%} (p={p_total_less:.2g})")
-    elif timing and (mde > floor or stats.min_attainable_p(n_c, n_b) > rule.alpha):
+    elif timing and (mde > floor or stats.min_attainable_p(low_c.size, low_b.size) > rule.alpha):
         verdict = INCONCLUSIVE
-        if stats.min_attainable_p(n_c, n_b) > rule.alpha:
+        if stats.min_attainable_p(low_c.size, low_b.size) > rule.alpha:
             reasons.append(
-                f"too few rounds ({n_c} current, {n_b} baseline) to reach α={rule.alpha}"
+                f"too few rounds ({n_c} current, {n_b} baseline; the tests use the faster "
+                f"{low_c.size} and {low_b.size}) to reach α={rule.alpha}"
             )
         else:
             need = stats.rounds_needed(sigma, floor, n_b, alpha=rule.alpha)

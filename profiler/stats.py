@@ -56,6 +56,19 @@ def log_spread(values: FloatArray) -> float:
     return float(MAD_TO_SD * np.median(np.abs(logs - np.median(logs))))
 
 
+def pooled_log_spread(a: FloatArray, b: FloatArray) -> float:
+    """Spread of log values within each sample, pooled: a shift between them doesn't count."""
+    la, lb = np.log(a[a > 0]), np.log(b[b > 0])
+    if la.size + lb.size < 3:
+        return 0.0
+    resid = (
+        np.concatenate([la - np.median(la), lb - np.median(lb)])
+        if la.size and lb.size
+        else (la - np.median(la) if la.size else lb - np.median(lb))
+    )
+    return float(MAD_TO_SD * np.median(np.abs(resid - np.median(resid))))
+
+
 def min_detectable_effect(
     sigma_log: float, n_current: int, n_baseline: int, *, alpha: float, power: float = 0.8
 ) -> float:

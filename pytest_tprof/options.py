@@ -149,14 +149,15 @@ MARKER_HELP = (
 def add_options(parser: pytest.Parser) -> None:
     group = parser.getgroup("tprof", "op-level performance regression testing (pytest-tprof)")
     for opt, ini, kind, default, help_text in _OPTIONS:
+        ini_help = help_text.replace("%%", "%")  # argparse unescapes %%; ini help is shown as is
         if kind == "bool":
             group.addoption(opt, action="store_true", default=None, dest=ini, help=help_text)
-            parser.addini(ini, help_text, type="bool", default=default)
+            parser.addini(ini, ini_help, type="bool", default=default)
         else:
             conv = {"int": int, "float": float, "path": str}[kind]
             group.addoption(opt, action="store", type=conv, default=None, dest=ini, help=help_text,
                             metavar=kind.upper())  # fmt: skip
-            parser.addini(ini, help_text, default=None if default is None else str(default))
+            parser.addini(ini, ini_help, default=None if default is None else str(default))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable, Generator, Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -16,8 +17,8 @@ import pytest
 
 from profiler import report as rpt
 from profiler import store
-from profiler.compare import ERROR, REGRESSED
-from profiler.errors import BaselineError, TprofError
+from profiler.compare import ERROR, REGRESSED, Rule
+from profiler.errors import BaselineError, ConfigError, TprofError
 from profiler.results import ProfiledTest
 from profiler.runner import Runner
 from pytest_tprof import terminal
@@ -59,6 +60,13 @@ def tprof(request: pytest.FixtureRequest) -> TprofFixture:
     plugin = request.config.stash.get(PLUGIN_KEY, None)
     item = request.node
     assert isinstance(item, pytest.Item)
+    problem = None
+    try:  # a mistyped marker keyword errors the test at setup, with or without --tprof
+        marker_overrides(item, Rule())
+    except ConfigError as exc:
+        problem = str(exc)
+    if problem is not None:
+        pytest.fail(problem, pytrace=False)
     return TprofFixture(item, plugin)
 
 
@@ -69,7 +77,7 @@ def pytest_report_teststatus(report: pytest.TestReport, config: pytest.Config) -
     if verdict == REGRESSED:
         return "failed", "R", ("REGRESSED", {"red": True})
     if verdict == ERROR:
-        return "failed", "E", ("TPROF-ERROR", {"red": True})
+        return "failed", "T", ("TPROF-ERROR", {"red": True})
     return None
 
 
@@ -80,6 +88,8 @@ class TprofPlugin:
         self.config = config
         self.settings = settings
         self.is_worker = hasattr(config, "workerinput")
+        workerinput = getattr(config, "workerinput", None) or {}
+        self.workers = int(workerinput.get("workercount", 1))
         self.results: dict[str, ProfiledTest] = {}
         self.known: set[str] = set()
         self.collected_files: set[str] = set()
@@ -119,6 +129,13 @@ class TprofPlugin:
             warmup=warmup if warmup is not None else counts.get("warmup"),
             rule=rule,
         )
+        if self.workers > 1:  # what the header promises under xdist
+            note = (
+                f"measured under xdist beside {self.workers - 1} other worker(s): "
+                "timings are noisier than in a serial run"
+            )
+            verdict = replace(result.verdict, notes=(*result.verdict.notes, note))
+            result = replace(result, verdict=verdict)
         return value, result
 
     # ------------------------------------------------------------------ hooks
@@ -151,6 +168,10 @@ class TprofPlugin:
             self.known.add(item.nodeid)
             self.collected_files.add(item.nodeid.split("::", 1)[0])
 
+    def pytest_deselected(self, items: list[pytest.Item]) -> None:
+        # Deselected (-k, -m, --deselect, --sw) tests still exist: their baselines aren't stale.
+        self.known.update(item.nodeid for item in items)
+
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_call(self, item: pytest.Item) -> None:
         if "benchmark" in getattr(item, "fixturenames", ()):
@@ -172,11 +193,15 @@ class TprofPlugin:
         self.results[item.nodeid] = result
         v = result.verdict
         top = rpt.top_op(v)
-        report.user_properties.append((PROPERTY, v.verdict))
+        props = [(PROPERTY, v.verdict)]
         if top is not None:
-            report.user_properties.append(("tprof_top_op", f"{top.op} {top.delta_pct:+.0f}%"))
+            props.append(("tprof_top_op", f"{top.op} {top.delta_pct:+.0f}%"))
         if result.trace:
-            report.user_properties.append(("tprof_trace", result.trace))
+            props.append(("tprof_trace", result.trace))
+        # The call report's for the status word; the item's because JUnit XML writes those of
+        # the teardown report, which copies the item's.
+        report.user_properties.extend(props)
+        item.user_properties.extend(props)
         if report.passed and v.verdict in (REGRESSED, ERROR) and not self.settings.run.save:
             report.outcome = "failed"
             verbose = self.config.get_verbosity() > 0
@@ -226,6 +251,11 @@ class TprofPlugin:
             return
         known_slugs = {store.slug(n) for n in self.known}
         root = self.settings.rootdir
+        # Tests named by node id, or --lf (which drops a file's passing tests while collecting
+        # it), leave collected files collected in part: their other tests still exist.
+        partial = bool(self.config.getoption("lf", False)) or any(
+            "::" in str(arg) for arg in self.config.args
+        )
         for path in store.iter_baselines(env_dir):
             if path.stem in known_slugs:
                 continue
@@ -233,7 +263,8 @@ class TprofPlugin:
             if nodeid is None:
                 continue
             test_file = nodeid.split("::", 1)[0]
-            if test_file in self.collected_files or not (root / test_file).exists():
+            gone = not (root / test_file).exists()
+            if gone or (test_file in self.collected_files and not partial):
                 self.messages.append(f"stale baseline (its test no longer exists): {path}")
 
     def _write_reports(self) -> None:
