@@ -210,6 +210,8 @@ def main() -> int:
                 collateral = [
                     n for n, r in res.items() if n != target and r["verdict"] == "regressed"
                 ]
+                for n in collateral:
+                    print(f"  collateral failure with {plant}: {n}: {res[n]['reason']}")
                 rows.append((plant, target, caught, named, collateral, res[target]["reason"]))
         print(f"{'plant':<10} {'test':<24} {'caught':<7} {'op named':<9} collateral / reason")
         for plant, target, caught, named, coll, reason in rows:
