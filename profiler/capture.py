@@ -25,6 +25,7 @@ from torch.profiler import ProfilerActivity, profile, record_function
 from profiler.errors import CaptureError, ConfigError
 from profiler.records import (
     KIND_ANNOTATION,
+    KIND_ASYNC,
     KIND_DEVICE,
     KIND_IGNORED,
     KIND_OP,
@@ -319,50 +320,54 @@ def _settled(table: OpTable, warmup: int) -> bool:
 
 
 def events_from_kineto(prof: profile) -> EventArrays:
-    """The session's raw kineto events as arrays (no FunctionEvent objects are built)."""
+    """The session's raw kineto events as arrays (no FunctionEvent objects are built).
+
+    Each attribute is read with one ``map`` of the unbound accessor over all events: the
+    pybind calls are the cost here, so no Python frame per event is added around them.
+    """
     events = prof.profiler.kineto_results.events()  # type: ignore[union-attr]
     n = len(events)
-    name_of: dict[str, int] = {}
-    names: list[str] = []
-    raw_names = [e.name() for e in events]
-    name_idx = np.empty(n, dtype=np.int64)
-    for i, nm in enumerate(raw_names):
-        j = name_of.get(nm)
-        if j is None:
-            j = name_of[nm] = len(names)
-            names.append(nm)
-        name_idx[i] = j
-    cpu_type = _CPU
-    is_cpu = np.fromiter((e.device_type() == cpu_type for e in events), dtype=bool, count=n)
-    is_async = np.fromiter(
-        (e.is_async() or e.start_thread_id() != e.end_thread_id() for e in events),
-        dtype=bool,
-        count=n,
-    )
-    is_annot = np.fromiter((e.is_user_annotation() for e in events), dtype=bool, count=n)
+    if n == 0:
+        empty = np.zeros(0, dtype=np.int64)
+        return EventArrays(names=(), name_idx=empty, start_ns=empty, end_ns=empty, thread=empty,
+                           kind=np.zeros(0, dtype=np.int8), corr=empty, link=empty)  # fmt: skip
+    ke = type(events[0])
+
+    def col(getter: Callable[[Any], Any], dtype: Any) -> Any:
+        return np.fromiter(map(getter, events), dtype=dtype, count=n)
+
+    raw_names = list(map(ke.name, events))
+    index = {nm: i for i, nm in enumerate(dict.fromkeys(raw_names))}
+    names = tuple(index)
+    name_idx = np.fromiter(map(index.__getitem__, raw_names), dtype=np.int64, count=n)
+    is_cpu = col(ke.device_type, object) == _CPU
+    thread = col(ke.start_thread_id, np.int64)
+    is_async = col(ke.is_async, bool) | (thread != col(ke.end_thread_id, np.int64))
+    is_annot = col(ke.is_user_annotation, bool)
     filtered = np.fromiter((nm in FILTERED_NAMES for nm in names), dtype=bool, count=len(names))
     kind = np.full(n, KIND_OP, dtype=np.int8)
     kind[is_annot] = KIND_ANNOTATION
+    kind[is_cpu & is_async] = KIND_ASYNC
     kind[~is_cpu] = KIND_DEVICE
     # GPU-side annotations mirror record_function ranges; torch leaves them out of device time.
     kind[~is_cpu & is_annot] = KIND_IGNORED
-    kind[is_cpu & (is_async | filtered[name_idx])] = KIND_IGNORED
-    hidden = getattr(events[0], "is_hidden_event", None) if n else None
-    if hidden is not None:
-        hid = np.fromiter((e.is_hidden_event() for e in events), dtype=bool, count=n)
-        kind[hid] = KIND_IGNORED
-    start = np.fromiter((e.start_ns() for e in events), dtype=np.int64, count=n)
-    corr = np.fromiter((e.correlation_id() for e in events), dtype=np.int64, count=n)
-    link = np.fromiter((e.linked_correlation_id() for e in events), dtype=np.int64, count=n)
-    end = np.fromiter((e.end_ns() for e in events), dtype=np.int64, count=n)
+    kind[is_cpu & filtered[name_idx]] = KIND_IGNORED
+    if hasattr(ke, "is_hidden_event"):
+        kind[col(ke.is_hidden_event, bool)] = KIND_IGNORED
+    corr = np.zeros(n, dtype=np.int64)
+    link = corr
+    if not is_cpu.all():  # correlation ids only matter when there is device work
+        corr = col(ke.correlation_id, np.int64)
+        link = col(ke.linked_correlation_id, np.int64)
+        corr = np.where(link > 0, 0, corr)  # runtime calls link to their op; only ops own kernels
     return EventArrays(
-        names=tuple(names),
+        names=names,
         name_idx=name_idx,
-        start_ns=start,
-        end_ns=end,
-        thread=np.fromiter((e.start_thread_id() for e in events), dtype=np.int64, count=n),
+        start_ns=col(ke.start_ns, np.int64),
+        end_ns=col(ke.end_ns, np.int64),
+        thread=thread,
         kind=kind,
-        corr=np.where(link > 0, 0, corr),  # runtime calls link to their op; only ops own kernels
+        corr=corr,
         link=link,
     )
 

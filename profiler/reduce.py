@@ -17,6 +17,7 @@ import numpy.typing as npt
 
 from profiler.records import (
     KIND_ANNOTATION,
+    KIND_ASYNC,
     KIND_DEVICE,
     KIND_OP,
     EventArrays,
@@ -123,7 +124,7 @@ def reduce_events(
     is_probe_name = _names_starting(names, PROBE_PREFIX)
     is_marker_name = is_round_name | is_probe_name
 
-    cpu = (ev.kind == KIND_OP) | (ev.kind == KIND_ANNOTATION)
+    cpu = (ev.kind == KIND_OP) | (ev.kind == KIND_ANNOTATION) | (ev.kind == KIND_ASYNC)
     annotation = ev.kind == KIND_ANNOTATION
     round_starts, round_ends = _intervals(ev, annotation & is_round_name[ev.name_idx])
     probe_starts, probe_ends = _intervals(ev, annotation & is_probe_name[ev.name_idx])
@@ -137,12 +138,15 @@ def reduce_events(
     c_start = ev.start_ns[cpu_idx]
     c_end = ev.end_ns[cpu_idx]
     c_dur = (c_end - c_start).astype(np.float64)
-    parent, depth = nesting(ev.thread[cpu_idx], c_start, c_end)
+    # Async ops (torch: start and end threads differ) nest with nothing and have no self time.
+    c_async = ev.kind[cpu_idx] == KIND_ASYNC
+    c_thread = np.where(c_async, -1 - np.arange(cpu_idx.size), ev.thread[cpu_idx])
+    parent, depth = nesting(c_thread, c_start, c_end)
     has_parent = parent >= 0
     child_sum = np.bincount(
         parent[has_parent], weights=c_dur[has_parent], minlength=c_dur.size
     ).astype(np.float64)
-    self_cpu = c_dur - child_sum
+    self_cpu = np.where(c_async, 0.0, c_dur - child_sum)
 
     # Device time: kernels → launching CPU op by correlation id.
     dev_idx = np.flatnonzero(ev.kind == KIND_DEVICE)
@@ -198,7 +202,13 @@ def reduce_events(
     probe_cpu = np.bincount(c_round[probe_ev], weights=self_cpu[probe_ev], minlength=n_rounds)
     probe_dev = np.bincount(c_round[probe_ev], weights=self_dev[probe_ev], minlength=n_rounds)
 
-    used_names, op_of = np.unique(c_name[counted], return_inverse=True)
+    used, op_of = np.unique(c_name[counted], return_inverse=True)
+    # Ops in name order, as the fallback and the trace reader give them.
+    by_name = np.argsort(np.asarray([names[i] for i in used.tolist()], dtype=object), kind="stable")
+    rank = np.empty_like(by_name)
+    rank[by_name] = np.arange(by_name.size)
+    op_of = rank[op_of]
+    used_names = used[by_name]
     n_ops = used_names.size
     flat = op_of * n_rounds + c_round[counted]
     size = n_ops * n_rounds

@@ -6,7 +6,6 @@ import math
 from collections.abc import Sequence
 
 import numpy as np
-from scipy import stats as _st
 
 from profiler.records import FloatArray
 
@@ -19,6 +18,8 @@ def mwu_greater(current: FloatArray, baseline: FloatArray) -> float:
         return 1.0
     if np.all(current == current[0]) and np.all(baseline == current[0]):
         return 1.0
+    from scipy import stats as _st  # imported on first use: plugin start-up stays light
+
     res = _st.mannwhitneyu(current, baseline, alternative="greater", method="auto")
     return float(res.pvalue)
 
@@ -79,7 +80,7 @@ def min_detectable_effect(
     """
     if n_current == 0 or n_baseline == 0:
         return math.inf
-    z = float(_st.norm.ppf(1 - alpha) + _st.norm.ppf(power))
+    z = _z(alpha, power)
     effect = z * sigma_log * math.sqrt(1 / n_current + 1 / n_baseline) * math.sqrt(math.pi / 3)
     return math.expm1(effect)
 
@@ -90,6 +91,13 @@ def rounds_needed(
     """Current rounds needed (same count in the baseline) to see ``target`` relative effect."""
     if target <= 0 or sigma_log <= 0:
         return None
-    z = float(_st.norm.ppf(1 - alpha) + _st.norm.ppf(power))
+    z = _z(alpha, power)
     per_side = 2 * (z * sigma_log * math.sqrt(math.pi / 3) / math.log1p(target)) ** 2
     return max(2, math.ceil(per_side))
+
+
+def _z(alpha: float, power: float) -> float:
+    from statistics import NormalDist
+
+    nd = NormalDist()
+    return nd.inv_cdf(1 - alpha) + nd.inv_cdf(power)
