@@ -1,15 +1,16 @@
 """`make demo`: record baselines for the example suite, then catch a planted matmul slowdown.
 
-Everything is written under a temporary folder; the demo exits 0 when the planted
+Everything is written under ``.tprof/demo/`` (git-ignored, emptied at the start), so the trace
+named in the failure is still there to open afterwards; the demo exits 0 when the planted
 slowdown was caught, as it should be.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -23,32 +24,30 @@ def pytest(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[
 
 
 def main() -> int:
-    with tempfile.TemporaryDirectory(prefix="tprof-demo-") as tmp:
-        base = Path(tmp) / "baselines"
-        traces = Path(tmp) / "traces"
-        common = [f"--tprof-baseline-dir={base}", f"--tprof-trace-dir={traces}"]
-        env = {k: v for k, v in os.environ.items() if k != "TPROF_SLOW_MATMUL"}
-        print("1) Recording baselines: three --tprof-save sessions of the example suite\n")
-        for _ in range(3):
-            done = pytest(["-q", "--tprof-save", *common], env)
-            if done.returncode != 0:
-                print(done.stdout[-4000:], done.stderr[-2000:])
-                return done.returncode
-        print(f"\n   baselines under {base}\n")
-        print("2) Planting a 50% wider matmul in test_mlp_training_step and re-running\n")
-        slow = pytest(["-q", "-rf", "--tprof", *common], {**env, "TPROF_SLOW_MATMUL": "0.5"})
-        print(_without_profiler_noise(slow.stdout))
-        caught = (
-            slow.returncode == 1 and "REGRESSED" in slow.stdout and "aten::addmm" in slow.stdout
-        )
-        if caught:
-            print(
-                "The planted slowdown was caught: the test failed naming aten::addmm and its trace."
-            )
-            print("Open the trace above in https://ui.perfetto.dev or chrome://tracing.")
-            return 0
-        print("The planted slowdown was NOT caught (see the output above).")
-        return 1
+    scratch = ROOT / ".tprof" / "demo"
+    shutil.rmtree(scratch, ignore_errors=True)
+    scratch.mkdir(parents=True)
+    base = scratch / "baselines"
+    traces = scratch / "traces"
+    common = [f"--tprof-baseline-dir={base}", f"--tprof-trace-dir={traces}"]
+    env = {k: v for k, v in os.environ.items() if k != "TPROF_SLOW_MATMUL"}
+    print("1) Recording baselines: three --tprof-save --tprof-save-trace sessions of examples/\n")
+    for _ in range(3):
+        done = pytest(["-q", "--tprof-save", "--tprof-save-trace", *common], env)
+        if done.returncode != 0:
+            print(done.stdout[-4000:], done.stderr[-2000:])
+            return done.returncode
+    print(f"\n   baselines under {base}\n")
+    print("2) Planting a 50% wider matmul in test_mlp_training_step and re-running\n")
+    slow = pytest(["-q", "-rf", "--tprof", *common], {**env, "TPROF_SLOW_MATMUL": "0.5"})
+    print(_without_profiler_noise(slow.stdout))
+    caught = slow.returncode == 1 and "REGRESSED" in slow.stdout and "aten::addmm" in slow.stdout
+    if caught:
+        print("The planted slowdown was caught: the test failed naming aten::addmm and its trace.")
+        print("Open the trace above in https://ui.perfetto.dev or chrome://tracing.")
+        return 0
+    print("The planted slowdown was NOT caught (see the output above).")
+    return 1
 
 
 def _without_profiler_noise(text: str) -> str:
