@@ -42,6 +42,8 @@ NOT_GATED = "not-gated"
 NOISY = "too-noisy"
 
 # Ops that wait for the device rather than work: reported, never gated (on device runs).
+ROUNDS_KEPT = 5  # flagged ops per family whose per-round samples go into reports
+
 SYNC_OPS = frozenset(
     {
         "cudaDeviceSynchronize",
@@ -212,6 +214,7 @@ class TestVerdict:
             "timing_compared": self.timing_compared,
             "families": [f.to_dict() for f in self.families],
             "ops": [o.to_dict() for o in self.ops],
+            "round_samples": list(self.extra.get("round_samples", [])),
         }
 
 
@@ -322,10 +325,12 @@ def compare(
         notes.append("the baseline has no CUDA times: CUDA was not compared")
     elif not current.has_device:
         notes.append("CUDA was not profiled (no GPU): CPU times only")
+    rounds: list[dict[str, Any]] = []
     for fam in families:
-        res, fam_ops = _compare_family(baseline, current, fam, rule, timing=timing)
+        res, fam_ops, fam_rounds = _compare_family(baseline, current, fam, rule, timing=timing)
         results.append(res)
         ops.extend(fam_ops)
+        rounds.extend(fam_rounds)
 
     uniform, probe_shift = _shifts(baseline, current, rule)
     verdict, reason = _combine(results, timing)
@@ -339,6 +344,7 @@ def compare(
         sessions=len(baseline),
         notes=tuple(notes),
         timing_compared=timing,
+        extra={"round_samples": rounds},
     )
 
 
@@ -358,7 +364,7 @@ def _compare_family(
     rule: Rule,
     *,
     timing: bool,
-) -> tuple[FamilyResult, list[OpVerdict]]:
+) -> tuple[FamilyResult, list[OpVerdict], list[dict[str, Any]]]:
     _, probe_attr = _metric(family)
     pooled_probe = np.concatenate([getattr(b, probe_attr) for b in baseline])
     reference = rule.center(pooled_probe)
@@ -573,6 +579,19 @@ def _compare_family(
         verdict = UNCHANGED
     order = {REGRESSED: 0, NEW: 1, CALLS_CHANGED: 1, REMOVED: 2}
     out.sort(key=lambda o: (order.get(o.verdict, 3), -o.delta_us))
+    # Per-round samples of the ops a report will show first, for distribution plots.
+    shown = [o.op for o in out if o.verdict in (REGRESSED, NEW, CALLS_CHANGED, REMOVED)][
+        :ROUNDS_KEPT
+    ]
+    rounds = [
+        {
+            "op": name,
+            "family": family,
+            "baseline_us": _rounded(base.per_op.get(name)),
+            "current_us": _rounded(cur.per_op.get(name)),
+        }
+        for name in shown
+    ]
     return (
         FamilyResult(
             family=family,
@@ -591,7 +610,12 @@ def _compare_family(
             reasons=tuple(reasons),
         ),
         out,
+        rounds,
     )
+
+
+def _rounded(values: FloatArray | None) -> list[float]:
+    return [] if values is None else [round(float(v), 3) for v in values]
 
 
 def _demote(o: OpVerdict, total_delta: float, rule: Rule) -> OpVerdict:

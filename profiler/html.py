@@ -100,8 +100,8 @@ def html_report(doc: Mapping[str, Any], *, link_base: Path | None = None) -> str
         for i, t in enumerate(tests):
             body += _section(i, t, link_base)
     body.append(
-        "<footer>Times are medians per round in drift-probe units (µs). Baseline → current "
-        "distributions per round are not in the JSON report, so the charts show medians.</footer>"
+        "<footer>Times are per round in drift-probe units (µs): medians in the tables, and "
+        "per-round distributions for the flagged ops.</footer>"
     )
     return _PAGE.format(style=_STYLE, body="\n".join(body))
 
@@ -174,9 +174,13 @@ def _section(i: int, t: Mapping[str, Any], link_base: Path | None) -> list[str]:
     chart = _delta_chart(ops, totals, str(t.get("nodeid", "")))
     if chart:
         out.append(chart)
-    medians = _medians_chart([o for o in ops if o.get("verdict") in FLAGGED])
-    if medians:
-        out.append(medians)
+    rounds = [r for r in t.get("round_samples", []) if isinstance(r, Mapping)]
+    if rounds:
+        out.append(_rounds_chart(rounds))
+    else:
+        medians = _medians_chart([o for o in ops if o.get("verdict") in FLAGGED])
+        if medians:
+            out.append(medians)
     if ops:
         out += _op_table(ops_by_interest(ops))
     out.append("</section>")
@@ -329,6 +333,37 @@ def _medians_chart(flagged: Sequence[Mapping[str, Any]]) -> str:
     handles = [Patch(color=BASELINE, label="baseline"), Patch(color=colours[0], label="current")]
     fig.legend(handles=handles, loc="outside lower center", ncols=2, frameon=False)
     return _img(fig, "baseline vs current medians of the flagged ops")
+
+
+def _rounds_chart(rounds: Sequence[Mapping[str, Any]]) -> str:
+    """Per-round distributions of the flagged ops: baseline rounds vs current rounds."""
+    from matplotlib.figure import Figure
+
+    rows = [r for r in rounds if r.get("baseline_us") or r.get("current_us")][:CHART_OPS]
+    if not rows:
+        return ""
+    fig = Figure(figsize=(8.0, 0.75 * len(rows) + 1.3), layout="constrained")
+    ax = fig.subplots()
+    data: list[list[float]] = []
+    positions: list[float] = []
+    for i, r in enumerate(rows):
+        data += [list(r.get("baseline_us") or [0.0]), list(r.get("current_us") or [0.0])]
+        positions += [i - 0.18, i + 0.18]
+    parts = ax.boxplot(data, positions=positions, orientation="horizontal", widths=0.3,
+                       patch_artist=True, showfliers=True, manage_ticks=False)  # fmt: skip
+    for k, box in enumerate(parts["boxes"]):
+        box.set_facecolor(BASELINE if k % 2 == 0 else COLOURS.get("regressed", OTHER))
+    labels = [f"{_label(str(r.get('op')))} ({FAMILY.get(str(r.get('family')), '')})" for r in rows]
+    ax.set_yticks(list(range(len(rows))), labels)
+    ax.invert_yaxis()
+    ax.set_xlabel(
+        "self time per round, drift-probe units (µs); upper box: baseline, lower: current"
+    )
+    ax.set_title("Flagged ops: per-round distributions")
+    ax.grid(axis="x", color="#e0e0e0", linewidth=0.6)
+    for side in ("top", "right"):
+        ax.spines[side].set_visible(False)
+    return _img(fig, "per-round distributions of the flagged ops, baseline vs current")
 
 
 def _img(fig: Figure, alt: str) -> str:

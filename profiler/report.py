@@ -163,6 +163,8 @@ def _test_json(t: ProfiledTest) -> dict[str, Any]:
         "notes": v["notes"],
         "differences": v["differences"],
         "ops": [{k: o[k] for k in keep} for o in v["ops"]],
+        # per-round samples (probe units, µs) of the first flagged ops, for distribution plots
+        "round_samples": v["round_samples"],
     }
 
 

@@ -111,4 +111,5 @@ def verdict_from_dict(d: Mapping[str, Any]) -> TestVerdict:
         differences=tuple(d.get("differences", [])),
         notes=tuple(d.get("notes", [])),
         timing_compared=bool(d.get("timing_compared", True)),
+        extra={"round_samples": list(d.get("round_samples", []))},
     )

@@ -96,6 +96,10 @@ def test_a_doubled_op_fails_the_test_naming_the_op() -> None:
     )
     assert 90 < top.delta_pct < 110
     assert top.p_value is not None and top.p_value < 0.01
+    samples = v.to_dict()["round_samples"]
+    assert [(r["op"], len(r["baseline_us"]), len(r["current_us"])) for r in samples] == [
+        ("aten::addmm", 3 * ROUNDS, ROUNDS)
+    ]
 
 
 def test_an_op_regression_fails_even_when_the_total_stays_under_its_floor() -> None:

@@ -194,11 +194,11 @@ def test_html_is_one_self_contained_file(page: str) -> None:
 def test_html_has_a_section_and_a_delta_chart_for_each_test_regressed_first(page: str) -> None:
     sections = re.findall(r"<section id='t\d+'><h2><code>(.*?)</code>", page)
     assert sections == [REGRESSED, IMPROVED, UNCHANGED]
-    # One delta chart per test, plus the baseline-vs-current chart of the regressed op.
+    # One delta chart per test, plus the per-round distributions of the regressed op.
     svgs = charts(page)
     assert len(svgs) == 4
     assert "CPU: per-op deltas" in svgs[0]
-    assert "Flagged ops: baseline vs current" in svgs[1]
+    assert "Flagged ops: per-round distributions" in svgs[1]
     assert "aten::mm (CPU)" in svgs[1]
     assert all("aten::mm" in svg for svg in svgs)
 
