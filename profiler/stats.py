@@ -100,4 +100,5 @@ def _z(alpha: float, power: float) -> float:
     from statistics import NormalDist
 
     nd = NormalDist()
-    return nd.inv_cdf(1 - alpha) + nd.inv_cdf(power)
+    clamp = min(max(1 - alpha, 1e-12), 1 - 1e-12)  # alpha = 1 (a test switched off) stays finite
+    return nd.inv_cdf(clamp) + nd.inv_cdf(min(max(power, 1e-12), 1 - 1e-12))

@@ -1,0 +1,522 @@
+"""Seeded simulation of the decision rule: false failures and power, next to two simpler gates.
+
+Builds real :class:`profiler.records.OpTable` objects from a noise model (design.md §5) and runs
+the project's own :func:`profiler.compare.compare` on them.  On the same samples it also scores
+a threshold-only gate ("median of the test total +10 %", as pytest-benchmark gates) and a
+two-sided Mann-Whitney U gate on the test total (p < 0.05, as google-benchmark's compare.py
+reports).  Run ``python -m benchmarks.detection.simulate --help``; README.md says what the
+model is and what the last run printed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import inspect
+import math
+import multiprocessing
+import os
+import sys
+import time
+import zlib
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import numpy as np
+from scipy import stats as _st
+
+from profiler import compare as _compare_module
+from profiler.compare import REGRESSED, Rule, compare
+from profiler.records import FloatArray, OpTable
+
+SEED = 20240611
+SLOWDOWNS = (0.05, 0.10, 0.15, 0.25)
+OP_TARGETS = ("largest", "~10%")  # which op is slowed in the power trials
+
+# Fixed parts of the noise model (the scenario grid varies the rest).
+MIN_OP_US = 10.0
+MAX_OP_US = 2000.0
+ROUND_SIGMA = 0.02  # shared per-round factor (log SD) hitting every op of a round
+OUTLIER_RATE = 0.01  # share of op samples hit by an outlier
+OUTLIER_FACTOR = 3.0
+PROBE_US = 1000.0
+PROBE_NOISE = 0.03  # the probe's own per-round log SD
+PROBE_ROUND_SHARE = 0.5  # part of the round factor the probe sees (it runs just before the body)
+PROBE_TRACKING = 0.5  # the probe follows the machine factor with a log error of SD drift × this
+HEAVY_PROB = 0.3  # heavy family: chance that a session runs in the slow memory-bound mode
+HEAVY_FACTOR = 1.6
+HEAVY_PROBE_SHARE = 0.5  # the probe sees HEAVY_FACTOR ** this of the slow mode (1.26×)
+THRESHOLD = 0.10  # the threshold-only gate
+MWU_P = 0.05  # the two-sided U gate
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Scenario:
+    """One cell of the grid: a test's shape, its noise, and how many trials to run."""
+
+    ops: int = 8
+    cv: float = 0.05  # per-op per-round coefficient of variation
+    drift: float = 0.02  # per-session machine factor, log SD
+    rounds: int = 20
+    sessions: int = 3  # baseline sessions (each its own drift); the current run is one more
+    heavy: bool = False  # memory-bound family: sessions bimodal ~1.0× / ~1.6×
+    unchanged_trials: int = 2000
+    power_trials: int = 200  # per slowdown and op; the first trials of the unchanged ones
+
+    @property
+    def key(self) -> str:
+        """Names the sample stream: the same scenario draws the same samples in every run."""
+        return (
+            f"K{self.ops} cv{self.cv:g} d{self.drift:g} n{self.rounds} S{self.sessions}"
+            f" heavy{int(self.heavy)}"
+        )
+
+    @property
+    def label(self) -> str:
+        drift = "heavy" if self.heavy else f"{self.drift:.0%}"
+        shape = f"K={self.ops:<2} CV {self.cv:.0%} drift {drift:<5}"
+        return f"{shape} n={self.rounds} S={self.sessions}"
+
+
+@dataclass(frozen=True, slots=True)
+class Layout:
+    """The test's ops: per-op base µs per round, log-spaced from MIN_OP_US to MAX_OP_US."""
+
+    base_us: FloatArray
+    names: tuple[str, ...]
+
+    @classmethod
+    def for_ops(cls, k: int) -> Layout:
+        base = np.exp(np.linspace(math.log(MIN_OP_US), math.log(MAX_OP_US), k))
+        return cls(base_us=base, names=tuple(f"aten::op{i:02d}" for i in range(k)))
+
+    @property
+    def shares(self) -> FloatArray:
+        shares: FloatArray = self.base_us / self.base_us.sum()
+        return shares
+
+    def target(self, which: str) -> int:
+        """Index of the slowed op: the largest one, or the one carrying closest to 10 %."""
+        if which == "largest":
+            return int(np.argmax(self.base_us))
+        return int(np.argmin(np.abs(self.shares - 0.10)))
+
+
+@dataclass(frozen=True, slots=True)
+class Session:
+    """One profiled session's raw samples: op µs (ops × rounds) and probe µs per round."""
+
+    op_us: FloatArray
+    probe_us: FloatArray
+
+
+def draw_session(rng: np.random.Generator, scen: Scenario, layout: Layout) -> Session:
+    """Samples of one session under the model (see the module constants and README.md)."""
+    k, n = scen.ops, scen.rounds
+    machine = rng.normal(0.0, scen.drift)
+    tracking = rng.normal(0.0, scen.drift * PROBE_TRACKING)
+    heavy = math.log(HEAVY_FACTOR) if scen.heavy and rng.random() < HEAVY_PROB else 0.0
+    per_round = rng.normal(0.0, ROUND_SIGMA, n)
+    sigma = math.sqrt(math.log1p(scen.cv**2))
+    log_ops = machine + heavy + per_round[None, :] + rng.normal(0.0, sigma, (k, n))
+    op_us = layout.base_us[:, None] * np.exp(log_ops)
+    op_us[rng.random((k, n)) < OUTLIER_RATE] *= OUTLIER_FACTOR
+    log_probe = (
+        machine
+        + tracking
+        + HEAVY_PROBE_SHARE * heavy
+        + PROBE_ROUND_SHARE * per_round
+        + rng.normal(0.0, PROBE_NOISE, n)
+    )
+    return Session(op_us=op_us, probe_us=PROBE_US * np.exp(log_probe))
+
+
+def to_table(session: Session, layout: Layout) -> OpTable:
+    """A real OpTable: calls constant (1 per op per round), CPU only."""
+    k, n = session.op_us.shape
+    zeros = np.zeros((k, n))
+    return OpTable(
+        names=layout.names,
+        calls=np.ones((k, n), dtype=np.int64),
+        self_cpu_us=session.op_us,
+        total_cpu_us=session.op_us,
+        self_device_us=zeros,
+        total_device_us=zeros,
+        wall_us=session.op_us.sum(axis=0) + session.probe_us,
+        probe_cpu_us=session.probe_us,
+        probe_device_us=np.zeros(n),
+    )
+
+
+def slowed(session: Session, op: int, factor: float) -> Session:
+    """The same session with one op's times scaled by ``factor`` (the probe untouched)."""
+    op_us = session.op_us.copy()
+    op_us[op] *= factor
+    return Session(op_us=op_us, probe_us=session.probe_us)
+
+
+# --- the gates ------------------------------------------------------------------------------
+
+Gate = Callable[[Sequence[Session], Session, Layout], bool]
+
+
+def rule_gate(rule: Rule) -> Gate:
+    """Our decision code, unmodified: regressed or not."""
+
+    def gate(baseline: Sequence[Session], current: Session, layout: Layout) -> bool:
+        tables = [to_table(s, layout) for s in baseline]
+        return compare(tables, to_table(current, layout), rule).verdict == REGRESSED
+
+    return gate
+
+
+def threshold_gate(baseline: Sequence[Session], current: Session, layout: Layout) -> bool:
+    """Median of the test total (raw µs) more than THRESHOLD above the pooled baseline's."""
+    base = np.concatenate([s.op_us.sum(axis=0) for s in baseline])
+    cur = current.op_us.sum(axis=0)
+    return bool(np.median(cur) > (1.0 + THRESHOLD) * np.median(base))
+
+
+def mwu_gate(baseline: Sequence[Session], current: Session, layout: Layout) -> bool:
+    """Two-sided U test on the test total (raw µs), p < MWU_P, in the slower direction."""
+    base = np.concatenate([s.op_us.sum(axis=0) for s in baseline])
+    cur = current.op_us.sum(axis=0)
+    p = float(_st.mannwhitneyu(cur, base, alternative="two-sided").pvalue)
+    return p < MWU_P and bool(np.median(cur) > np.median(base))
+
+
+@dataclass(frozen=True, slots=True)
+class Variant:
+    """A named gate: a rule, a changed rule, or one of the simpler gates."""
+
+    name: str
+    gate: Gate
+
+
+BASELINE_VARIANTS = (
+    Variant("tprof", rule_gate(Rule())),
+    Variant(f"median+{THRESHOLD:.0%}", threshold_gate),
+    Variant(f"MWU2 p<{MWU_P:g}", mwu_gate),
+)
+
+
+def rule_variants() -> tuple[Variant, ...]:
+    """Changes of the default rule: Rule(...) parameters, and the U test's shift patched."""
+    return (
+        Variant("tprof", rule_gate(Rule())),
+        Variant("quantile 0.5", rule_gate(Rule(quantile=0.5))),
+        Variant("alpha 0.05", rule_gate(Rule(alpha=0.05))),
+        Variant("U unshifted", rule_gate(Rule(shift_share=0.0))),
+        Variant("U shift = floor", rule_gate(Rule(shift_share=1.0))),
+        previous(),
+    )
+
+
+def previous() -> Variant:
+    """The rule before this simulation's recommendation: U shifted by the whole floor, 5 % min."""
+    return Variant("shift 1, min 5%", rule_gate(Rule(shift_share=1.0, min_rel_floor=0.05)))
+
+
+# --- running --------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class Counts:
+    """Regressed verdicts per gate: unchanged trials, and per (op target, slowdown)."""
+
+    trials: int = 0
+    false: dict[str, int] = field(default_factory=dict)
+    power_trials: int = 0
+    hits: dict[tuple[str, str, float], int] = field(default_factory=dict)
+
+    def add(self, other: Counts) -> None:
+        self.trials += other.trials
+        self.power_trials += other.power_trials
+        for k, v in other.false.items():
+            self.false[k] = self.false.get(k, 0) + v
+        for hk, hv in other.hits.items():
+            self.hits[hk] = self.hits.get(hk, 0) + hv
+
+
+def trial_rng(seed: int, scen: Scenario, trial: int) -> np.random.Generator:
+    stream = zlib.crc32(scen.key.encode())
+    return np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(stream, trial)))
+
+
+def count_regressed(
+    scen: Scenario,
+    gates: Sequence[Variant],
+    trials: int,
+    *,
+    slowdown: float = 0.0,
+    which: str = "largest",
+    seed: int = SEED,
+) -> dict[str, int]:
+    """Regressed verdicts per gate in ``trials`` trials, one op slowed by ``slowdown``.
+
+    Trial ``t`` draws the same samples as trial ``t`` of :func:`run_trials`.
+    """
+    layout = Layout.for_ops(scen.ops)
+    op = layout.target(which)
+    hits = {g.name: 0 for g in gates}
+    for trial in range(trials):
+        rng = trial_rng(seed, scen, trial)
+        baseline = [draw_session(rng, scen, layout) for _ in range(scen.sessions)]
+        current = draw_session(rng, scen, layout)
+        if slowdown:
+            current = slowed(current, op, 1.0 + slowdown)
+        for g in gates:
+            hits[g.name] += g.gate(baseline, current, layout)
+    return hits
+
+
+def run_trials(
+    scen: Scenario, start: int, stop: int, variants: Sequence[Variant], seed: int
+) -> Counts:
+    """Trials ``start``..``stop`` of one scenario; the same trial draws the same samples."""
+    layout = Layout.for_ops(scen.ops)
+    targets = {which: layout.target(which) for which in OP_TARGETS}
+    out = Counts()
+    for trial in range(start, stop):
+        rng = trial_rng(seed, scen, trial)
+        baseline = [draw_session(rng, scen, layout) for _ in range(scen.sessions)]
+        current = draw_session(rng, scen, layout)
+        out.trials += 1
+        for v in variants:
+            out.false[v.name] = out.false.get(v.name, 0) + v.gate(baseline, current, layout)
+        if trial >= scen.power_trials:
+            continue
+        out.power_trials += 1
+        for which, op in targets.items():
+            for slow in SLOWDOWNS:
+                cur = slowed(current, op, 1.0 + slow)
+                for v in variants:
+                    hk = (v.name, which, slow)
+                    out.hits[hk] = out.hits.get(hk, 0) + v.gate(baseline, cur, layout)
+    return out
+
+
+_VARIANTS: tuple[Variant, ...] = BASELINE_VARIANTS
+
+
+def _work(task: tuple[int, Scenario, int, int, int]) -> tuple[int, Counts]:
+    idx, scen, start, stop, seed = task
+    return idx, run_trials(scen, start, stop, _VARIANTS, seed)
+
+
+def _init(variants: tuple[Variant, ...]) -> None:
+    global _VARIANTS
+    _VARIANTS = variants
+
+
+def run_grid(
+    grid: Sequence[Scenario],
+    variants: tuple[Variant, ...],
+    seed: int,
+    processes: int,
+    chunk: int = 50,
+) -> list[Counts]:
+    """Every scenario's counts, split into chunks over ``processes`` worker processes."""
+    tasks = [
+        (i, scen, lo, min(lo + chunk, scen.unchanged_trials), seed)
+        for i, scen in enumerate(grid)
+        for lo in range(0, scen.unchanged_trials, chunk)
+    ]
+    # Power chunks (the first trials) are the slow ones: start them first.
+    tasks.sort(key=lambda t: (t[2] >= t[1].power_trials, t[0], t[2]))
+    results = [Counts() for _ in grid]
+    if processes <= 1:
+        _init(variants)
+        for task in tasks:
+            idx, counts = _work(task)
+            results[idx].add(counts)
+        return results
+    ctx = multiprocessing.get_context("fork")
+    with ctx.Pool(processes, initializer=_init, initargs=(variants,)) as pool:
+        for idx, counts in pool.imap_unordered(_work, tasks):
+            results[idx].add(counts)
+    return results
+
+
+# --- grids ----------------------------------------------------------------------------------
+
+
+def default_grid() -> list[Scenario]:
+    """One factor at a time around K=8, CV 5 %, drift 2 %, n=20, S=3, plus the hard families."""
+    c = Scenario(unchanged_trials=1000, power_trials=150)
+    return [
+        replace(c, sessions=1, unchanged_trials=2000, power_trials=200),
+        replace(c, sessions=3, unchanged_trials=2000, power_trials=200),
+        replace(c, sessions=10, unchanged_trials=2000, power_trials=200),
+        replace(c, rounds=10),
+        replace(c, rounds=30),
+        replace(c, drift=0.0),
+        replace(c, drift=0.05),
+        replace(c, drift=0.05, sessions=10),
+        replace(c, cv=0.10, sessions=1),
+        replace(c, cv=0.10),
+        replace(c, cv=0.10, sessions=10),
+        replace(c, ops=30, unchanged_trials=500, power_trials=100),
+        replace(c, heavy=True, sessions=1, unchanged_trials=600, power_trials=100),
+        replace(c, heavy=True, unchanged_trials=600, power_trials=100),
+        replace(c, heavy=True, sessions=10, unchanged_trials=600, power_trials=100),
+    ]
+
+
+def quick_grid() -> list[Scenario]:
+    """A few cells of the default grid with few trials: a smoke run, not stated rates."""
+    c = Scenario(unchanged_trials=250, power_trials=30)
+    return [
+        replace(c, sessions=1),
+        replace(c, sessions=3),
+        replace(c, sessions=10),
+        replace(c, cv=0.10),
+        replace(c, heavy=True),
+    ]
+
+
+def variant_grid() -> list[Scenario]:
+    """Where the default rule misses or is at its edge, to weigh changes of it."""
+    c = Scenario(unchanged_trials=600, power_trials=80)
+    return [
+        replace(c, sessions=1),
+        replace(c, sessions=3),
+        replace(c, sessions=10),
+        replace(c, cv=0.10),
+        replace(c, drift=0.05),
+        replace(c, heavy=True, sessions=10),
+    ]
+
+
+def rule_version() -> str:
+    """Which decision code ran: a hash of profiler/compare.py (it changes under this script)."""
+    path = inspect.getsourcefile(_compare_module)
+    if path is None:
+        return "profiler/compare.py (source not found)"
+    digest = hashlib.sha256(Path(path).read_bytes()).hexdigest()[:12]
+    return f"profiler/compare.py sha256 {digest}; {Rule()!r}"
+
+
+def measure_cost(ops: int, sessions: int = 3, calls: int = 20) -> float:
+    """Seconds per compare() call on one simulated test of ``ops`` ops."""
+    scen = Scenario(ops=ops, sessions=sessions)
+    layout = Layout.for_ops(scen.ops)
+    rng = np.random.default_rng(0)
+    base = [to_table(draw_session(rng, scen, layout), layout) for _ in range(sessions)]
+    cur = to_table(draw_session(rng, scen, layout), layout)
+    compare(base, cur, Rule())
+    t0 = time.perf_counter()
+    for _ in range(calls):
+        compare(base, cur, Rule())
+    return (time.perf_counter() - t0) / calls
+
+
+def planned_calls(grid: Sequence[Scenario], variants: Sequence[Variant]) -> dict[int, int]:
+    """compare() calls the grid will make, per op count."""
+    rules = sum(1 for v in variants if v.gate not in (threshold_gate, mwu_gate))
+    out: dict[int, int] = {}
+    for s in grid:
+        n = s.unchanged_trials + s.power_trials * len(OP_TARGETS) * len(SLOWDOWNS)
+        out[s.ops] = out.get(s.ops, 0) + n * rules
+    return out
+
+
+# --- output ---------------------------------------------------------------------------------
+
+
+def _pct(hits: int, n: int) -> str:
+    return f"{100.0 * hits / n:3.0f}" if n else "  -"
+
+
+def format_table(
+    grid: Sequence[Scenario], results: Sequence[Counts], variants: Sequence[Variant]
+) -> Iterator[str]:
+    width = max(len(s.label) for s in grid)
+    vw = max(len(v.name) for v in variants)
+    slow_head = " ".join(f"{s:>+4.0%}".replace("%", "") for s in SLOWDOWNS)
+    yield (
+        f"{'scenario':<{width}}  {'gate':<{vw}}  {'false failures':<16}"
+        f"  {'largest op: power %':<19}  {'~10% op: power %':<19}  power n"
+    )
+    yield f"{'':<{width}}  {'':<{vw}}  {'':<16}  {slow_head:<19}  {slow_head:<19}"
+    for scen, counts in zip(grid, results, strict=True):
+        layout = Layout.for_ops(scen.ops)
+        shares = "/".join(f"{layout.shares[layout.target(w)]:.0%}" for w in OP_TARGETS)
+        for j, v in enumerate(variants):
+            f = counts.false.get(v.name, 0)
+            false = f"{f}/{counts.trials} ({100.0 * f / max(counts.trials, 1):.1f}%)"
+            cells = []
+            for which in OP_TARGETS:
+                row = [
+                    _pct(counts.hits.get((v.name, which, s), 0), counts.power_trials)
+                    for s in SLOWDOWNS
+                ]
+                cells.append(" ".join(f"{x:>4}" for x in row))
+            left = scen.label if j == 0 else (f"  (op shares {shares})" if j == 1 else "")
+            tail = str(counts.power_trials) if j == 0 else ""
+            yield (
+                f"{left:<{width}}  {v.name:<{vw}}  {false:<16}"
+                f"  {cells[0]:<19}  {cells[1]:<19}  {tail}"
+            )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="small grid, < 60 s (default: off)")
+    parser.add_argument(
+        "--variants",
+        action="store_true",
+        help="run changes of the rule instead of the comparison with other gates (default: off)",
+    )
+    parser.add_argument(
+        "--previous",
+        action="store_true",
+        help="run the previous rule (shift 1, min 5%%) beside the default (default: off)",
+    )
+    parser.add_argument("--seed", type=int, default=SEED, help=f"base seed (default: {SEED})")
+    parser.add_argument(
+        "--processes",
+        type=int,
+        default=min(2, os.cpu_count() or 1),
+        help="worker processes (default: min(2, CPUs))",
+    )
+    args = parser.parse_args(argv)
+    if args.variants:
+        grid, variants = variant_grid(), rule_variants()
+    elif args.previous:
+        grid, variants = (quick_grid() if args.quick else default_grid()), (previous(),)
+    else:
+        grid, variants = (quick_grid() if args.quick else default_grid()), BASELINE_VARIANTS
+    if args.quick and args.variants:
+        grid = [replace(s, unchanged_trials=300, power_trials=40) for s in grid]
+    print(
+        f"seed {args.seed}; {args.processes} processes; model: ops log-spaced "
+        f"{MIN_OP_US:g}-{MAX_OP_US:g} µs, round factor {ROUND_SIGMA:.0%}, outliers "
+        f"{OUTLIER_RATE:.0%}×{OUTLIER_FACTOR:g}, probe {PROBE_US:g} µs (tracking error "
+        f"drift×{PROBE_TRACKING:g}, noise {PROBE_NOISE:.0%}), heavy: p={HEAVY_PROB:g} of "
+        f"{HEAVY_FACTOR:g}× (probe sees {HEAVY_FACTOR**HEAVY_PROBE_SHARE:.2f}×)"
+    )
+    print(f"rule: {rule_version()}")
+    costs = {k: measure_cost(k) for k in sorted({s.ops for s in grid})}
+    plan = planned_calls(grid, variants)
+    cpu_s = sum(plan[k] * costs[k] for k in plan)
+    print(
+        "compare() per call: "
+        + ", ".join(f"K={k} {1e3 * c:.1f} ms" for k, c in costs.items())
+        + f"; {sum(plan.values())} calls planned ≈ {cpu_s:.0f} CPU s"
+        + f" ≈ {cpu_s / args.processes / 60:.1f} min on {args.processes} cores at that speed"
+    )
+    t0 = time.perf_counter()
+    results = run_grid(grid, variants, args.seed, args.processes)
+    for line in format_table(grid, results, variants):
+        print(line)
+    print(
+        f"power = % of power trials (first trials of each scenario, same samples) that a gate "
+        f"fails; {time.perf_counter() - t0:.0f} s"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

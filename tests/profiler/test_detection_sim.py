@@ -1,0 +1,118 @@
+"""The decision rule on seeded simulated tests: stated false-failure rates and power.
+
+The samples come from benchmarks/detection/simulate.py (its model is described in the README
+beside it); every verdict is the real ``profiler.compare.compare``.  Rates are asserted with
+margins around what the seeded run gives, so a broken rule fails them and a retuned one need not.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from dataclasses import replace
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+
+from profiler.compare import Rule, compare
+from profiler.records import OpTable
+
+SIMULATE = Path(__file__).parents[2] / "benchmarks" / "detection" / "simulate.py"
+
+
+def _load() -> ModuleType:
+    # benchmarks/ is not an installed package: load the script by path.
+    spec = importlib.util.spec_from_file_location("tprof_detection_simulate", SIMULATE)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+sim = _load()
+
+CENTRE = sim.Scenario(ops=8, cv=0.05, drift=0.02, rounds=20, sessions=3)
+TPROF = sim.Variant("tprof", sim.rule_gate(Rule()))
+# Nothing holds this rule back: any upward wobble past a coin-flip p is a "regression".
+BROKEN = sim.Variant(
+    "broken",
+    sim.rule_gate(Rule(alpha=0.5, rel_floor=0.0, abs_floor_us=0.0)),
+)
+MWU2 = sim.Variant("mwu2", sim.mwu_gate)
+THRESHOLD = sim.Variant("threshold", sim.threshold_gate)
+
+
+def test_the_simulated_tables_are_real_op_tables_that_compare_accepts() -> None:
+    layout = sim.Layout.for_ops(8)
+    rng = np.random.default_rng(0)
+    table = sim.to_table(sim.draw_session(rng, CENTRE, layout), layout)
+    assert isinstance(table, OpTable)
+    assert table.self_cpu_us.shape == (8, 20)
+    assert (table.calls == 1).all()
+    assert abs(float(np.median(table.probe_cpu_us)) / 1000.0 - 1.0) < 0.1
+    assert float(layout.shares.max()) > 0.5  # one op carries most of the time
+    verdict = compare([table], table)
+    assert verdict.verdict == "unchanged"
+
+
+def test_a_trial_draws_the_same_samples_every_time_and_other_trials_other_samples() -> None:
+    layout = sim.Layout.for_ops(8)
+
+    def draw(scen: Any, trial: int, seed: int = sim.SEED) -> Any:
+        return sim.draw_session(sim.trial_rng(seed, scen, trial), scen, layout).op_us
+
+    assert np.array_equal(draw(CENTRE, 7), draw(CENTRE, 7))
+    assert not np.array_equal(draw(CENTRE, 7), draw(CENTRE, 8))
+    assert not np.array_equal(draw(CENTRE, 7), draw(CENTRE, 7, sim.SEED + 1))
+    assert not np.array_equal(draw(CENTRE, 7), draw(replace(CENTRE, cv=0.1), 7))
+
+
+def test_ten_sessions_give_no_false_failure_in_150_unchanged_trials() -> None:
+    scen = replace(CENTRE, sessions=10)
+    hits = sim.count_regressed(scen, [TPROF, MWU2], 150)
+    assert hits["tprof"] == 0  # the seeded default grid gives 0/2000 here
+    assert hits["mwu2"] >= 15  # a total-only U test is sure of the drift
+
+
+def test_three_sessions_almost_never_false_fail_and_a_rule_without_floors_often() -> None:
+    hits = sim.count_regressed(CENTRE, [TPROF, BROKEN, MWU2], 150)
+    # The target is <= 0.1 % (the seeded default grid gives 0/2000); a broken rule is far off.
+    assert hits["tprof"] <= 1
+    assert hits["broken"] >= 50  # 92/150
+    assert hits["mwu2"] >= 15  # 29/150
+
+
+def test_a_25_percent_slowdown_of_the_largest_op_is_caught() -> None:
+    hits = sim.count_regressed(CENTRE, [TPROF, THRESHOLD], 40, slowdown=0.25)
+    assert hits["tprof"] >= 36  # 40/40 in the seeded run (99 % over 200 trials)
+    # The op carries 53 % of the round, so the total moves +13 %: the threshold gate sees it too.
+    assert hits["threshold"] >= 25  # 36/40
+
+
+def test_a_25_percent_slowdown_of_an_op_with_a_tenth_of_the_round_is_caught() -> None:
+    hits = sim.count_regressed(CENTRE, [TPROF, THRESHOLD], 40, slowdown=0.25, which="~10%")
+    assert hits["tprof"] >= 36  # 39/40 in the seeded run (98 % over 200 trials)
+    assert hits["threshold"] == 0  # the total moves +3 %: a total-only gate can't see it
+
+
+def test_a_2_percent_slowdown_is_not_called_a_regression() -> None:
+    hits = sim.count_regressed(CENTRE, [TPROF], 40, slowdown=0.02)
+    assert hits["tprof"] <= 2
+
+
+def test_one_session_keeps_its_conservative_floor_for_a_10_percent_slowdown() -> None:
+    # design.md §5: one session can't show drift, so its floors are 15 % / 20 %.
+    hits = sim.count_regressed(replace(CENTRE, sessions=1), [TPROF], 40, slowdown=0.10)
+    assert hits["tprof"] <= 2
+
+
+def test_shifting_the_u_test_by_more_of_the_floor_catches_fewer_10_percent_slowdowns() -> None:
+    # The U test's shift is the lever the simulation found: half the floor (the default)
+    # catches more than the whole floor, and no shift more still.
+    full = sim.Variant("full", sim.rule_gate(Rule(shift_share=1.0)))
+    none = sim.Variant("unshifted", sim.rule_gate(Rule(shift_share=0.0)))
+    hits = sim.count_regressed(CENTRE, [TPROF, full, none], 25, slowdown=0.10)
+    assert hits["full"] < hits["tprof"] <= hits["unshifted"]
