@@ -22,7 +22,7 @@ import numpy as np
 
 from profiler import compare as cmp
 from profiler import store
-from profiler.environment import STRUCTURE_KEYS, Fingerprint, differences, protocol_differences
+from profiler.environment import Fingerprint, comparability
 from profiler.errors import ConfigError, TprofError
 from profiler.records import FloatArray, OpTable
 from profiler.report import failure_text, json_report, summary_line
@@ -135,16 +135,11 @@ def judge(baseline: Source, current: Source, rule: cmp.Rule) -> cmp.TestVerdict:
     """
     notes: list[str] = []
     diffs: list[str] = []
+    structure: list[str] = []
     if baseline.fingerprint is not None and current.fingerprint is not None:
-        structure = differences(baseline.fingerprint, current.fingerprint, STRUCTURE_KEYS)
-        if structure:
-            return cmp.TestVerdict(
-                verdict=cmp.INCOMPARABLE,
-                reason="calls and timings not comparable: " + ", ".join(structure),
-                differences=tuple(structure),
-            )
-        diffs = differences(baseline.fingerprint, current.fingerprint)
-        diffs += protocol_differences(baseline.protocol, current.protocol)
+        structure, diffs = comparability(
+            baseline.fingerprint, current.fingerprint, baseline.protocol, current.protocol
+        )
     else:
         if (
             baseline.kind == current.kind == "trace"
@@ -161,19 +156,12 @@ def judge(baseline: Source, current: Source, rule: cmp.Rule) -> cmp.TestVerdict:
         current_table = per_iteration(current_table, ic)
         diffs = [d for d in diffs if not d.startswith("iterations ")]
         notes.append(f"rounds of {ib} and {ic} iterations: compared per iteration")
-    timing = not diffs
-    verdict = cmp.compare(base_tables, current_table, rule, timing=timing)
     if len(current.tables) > 1:
         notes.append(f"current: the last of the {len(current.tables)} sessions in {current.path}")
-    if diffs:
-        notes.append("timings not compared: " + ", ".join(diffs))
-    if notes or diffs:
-        verdict = replace(
-            verdict,
-            differences=tuple(diffs) or verdict.differences,
-            notes=(*verdict.notes, *notes),
-        )
-    return verdict
+    return cmp.compare_across(
+        base_tables, current_table, rule, structure_diffs=structure, timing_diffs=diffs,
+        notes=notes,
+    )  # fmt: skip
 
 
 def _iterations(source: Source) -> int | None:

@@ -353,6 +353,39 @@ def compare(
     )
 
 
+def compare_across(
+    baseline: Sequence[OpTable],
+    current: OpTable,
+    rule: Rule | None = None,
+    *,
+    structure_diffs: Sequence[str] = (),
+    timing_diffs: Sequence[str] = (),
+    notes: Sequence[str] = (),
+) -> TestVerdict:
+    """:func:`compare` under the comparability rule, given what differs between the runs.
+
+    Differing structure keys (torch, device) make the pair incomparable; any other difference
+    leaves only the calls compared, and the verdict says which keys kept timings out.
+    """
+    if structure_diffs:
+        return TestVerdict(
+            verdict=INCOMPARABLE,
+            reason="calls and timings not comparable: " + ", ".join(structure_diffs),
+            differences=tuple(structure_diffs),
+        )
+    verdict = compare(baseline, current, rule, timing=not timing_diffs)
+    extra = list(notes)
+    if timing_diffs:
+        extra.append("timings not compared: " + ", ".join(timing_diffs))
+    if not extra:
+        return verdict
+    return replace(
+        verdict,
+        differences=tuple(timing_diffs) or verdict.differences,
+        notes=(*verdict.notes, *extra),
+    )
+
+
 def _combine(results: Sequence[FamilyResult], timing: bool) -> tuple[str, str]:
     order = (REGRESSED, CHANGED, IMPROVED, INCONCLUSIVE, UNCHANGED)
     worst = min(results, key=lambda r: order.index(r.verdict))

@@ -122,3 +122,15 @@ def _show(v: Any) -> str:
     if isinstance(v, list):
         return "[" + ", ".join(map(str, v)) + "]" if v else "none"
     return "none" if v is None else str(v)
+
+
+def comparability(
+    base: Fingerprint,
+    current: Fingerprint,
+    base_protocol: Mapping[str, Any],
+    current_protocol: Mapping[str, Any],
+) -> tuple[list[str], list[str]]:
+    """What differs for calls (structure keys) and what differs for timings (the rest)."""
+    structure = differences(base, current, STRUCTURE_KEYS)
+    timing = differences(base, current) + protocol_differences(base_protocol, current_protocol)
+    return structure, timing

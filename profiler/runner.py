@@ -15,12 +15,7 @@ from typing import Any
 
 from profiler import compare as cmp
 from profiler import store
-from profiler.environment import (
-    STRUCTURE_KEYS,
-    Fingerprint,
-    differences,
-    protocol_differences,
-)
+from profiler.environment import Fingerprint, comparability, differences
 from profiler.errors import BaselineError, TprofError
 from profiler.results import ProfiledTest
 
@@ -250,24 +245,12 @@ class Runner:
                     verdict=cmp.ERROR, reason=f"{reason} (--tprof-require-baseline)"
                 )
             return cmp.TestVerdict(verdict=cmp.NO_BASELINE, reason=reason)
-        structure_diffs = differences(baseline.fingerprint, self.fingerprint, STRUCTURE_KEYS)
-        if structure_diffs:
-            return cmp.TestVerdict(
-                verdict=cmp.INCOMPARABLE,
-                reason="calls and timings not comparable: " + ", ".join(structure_diffs),
-                differences=tuple(structure_diffs),
-            )
-        hard = differences(baseline.fingerprint, self.fingerprint)
-        proto = protocol_differences(baseline.protocol, protocol)
-        timing = not hard and not proto
-        verdict = cmp.compare(baseline.tables, table, rule, timing=timing)
-        if not timing:
-            verdict = replace(
-                verdict,
-                differences=tuple(hard + proto),
-                notes=(*verdict.notes, "timings not compared: " + ", ".join(hard + proto)),
-            )
-        return verdict
+        structure, timing = comparability(
+            baseline.fingerprint, self.fingerprint, baseline.protocol, protocol
+        )
+        return cmp.compare_across(
+            baseline.tables, table, rule, structure_diffs=structure, timing_diffs=timing
+        )
 
     def save(self, test: ProfiledTest) -> ProfiledTest:
         """Record the test's table as a new session of its baseline (atomic write)."""
