@@ -155,8 +155,11 @@ def test_self_cpu_totals_are_within_one_percent_of_key_averages(profiled: Profil
     totals = profiled.raw.session_totals()
     checked = 0
     off: dict[str, tuple[float, float]] = {}
+    # Every op above 100 µs, and at least the three largest whatever the machine's speed.
+    third = sorted(profiled.torch_self_cpu_us.values(), reverse=True)[:3][-1]
+    threshold = min(SELF_CPU_MIN_US, third)
     for name, theirs in profiled.torch_self_cpu_us.items():
-        if theirs < SELF_CPU_MIN_US or name not in totals:
+        if theirs < threshold or name not in totals:
             continue
         checked += 1
         ours = totals[name]["self_cpu_us"]
