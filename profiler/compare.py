@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
+from fnmatch import fnmatchcase
 from typing import Any, ClassVar
 
 import numpy as np
@@ -253,8 +254,6 @@ def _scale(table: OpTable, probe_attr: str, reference: float, rule: Rule) -> flo
 
 
 def _ignored(name: str, patterns: Sequence[str]) -> bool:
-    from fnmatch import fnmatchcase
-
     return any(fnmatchcase(name, p) for p in patterns)
 
 
@@ -661,10 +660,7 @@ def _rounded(values: FloatArray | None) -> list[float]:
 def _demote(o: OpVerdict, total_delta: float, rule: Rule) -> OpVerdict:
     if o.delta_us >= rule.attribution_share * total_delta:
         return o
-    fields = {k: getattr(o, k) for k in o.__dataclass_fields__}
-    fields["verdict"] = UNCHANGED
-    fields["note"] = "slower, but carries little of the total's delta"
-    return OpVerdict(**fields)
+    return replace(o, verdict=UNCHANGED, note="slower, but carries little of the total's delta")
 
 
 def _shifts(

@@ -19,8 +19,6 @@ from profiler.environment import Fingerprint, comparability, differences
 from profiler.errors import BaselineError, TprofError
 from profiler.results import ProfiledTest
 
-PROBE_ID = "cpu-mm96x4-v1"
-
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RunConfig:
@@ -82,7 +80,7 @@ class Runner:
             "iterations": iterations,
             "activities": ["cpu", "cuda"] if self.facts["cuda_available"] else ["cpu"],
             "record_shapes": self.config.record_shapes,
-            "probe": PROBE_ID if self.config.probe else None,
+            "probe": self._capture.PROBE_VERSION if self.config.probe else None,
         }
 
     def load(self, nodeid: str) -> tuple[store.Baseline | None, str | None]:

@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeGuard
 
+import numpy as np
+
 from profiler import __version__
 from profiler.environment import Fingerprint
 from profiler.errors import BaselineError
@@ -436,10 +438,9 @@ def _new(
     )
 
 
-def _structure(table: OpTable) -> dict[str, list[int]]:
-    import numpy as np
-
-    return {n: [int(np.median(table.calls[i]))] for i, n in enumerate(table.names)}
+def _structure(table: OpTable) -> dict[str, int]:
+    """Op name → median calls per round: what a session's code does, whatever its timing."""
+    return {n: int(np.median(table.calls[i])) for i, n in enumerate(table.names)}
 
 
 def dumps(data: Any) -> str:

@@ -8,6 +8,7 @@ summary is put in the benchmark's ``extra_info["tprof"]`` so ``--benchmark-json`
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -63,7 +64,7 @@ def wrap(item: pytest.Item, plugin: TprofPlugin) -> None:
         setup: Callable[[], Any] | None,
     ) -> None:
         _, result = plugin.profile(item, fn, args, kwargs, setup=setup, rounds=None, warmup=None)
-        result = _as_benchmark(result)
+        result = replace(result, benchmark=True)
         item.stash[RESULT_KEY] = result
         info = getattr(fixture, "extra_info", None)
         if isinstance(info, dict):
@@ -88,9 +89,3 @@ def wrap(item: pytest.Item, plugin: TprofPlugin) -> None:
             return value
 
     fixture.__class__ = ProfilingBenchmark
-
-
-def _as_benchmark(result: ProfiledTest) -> ProfiledTest:
-    from dataclasses import replace
-
-    return replace(result, benchmark=True)

@@ -19,6 +19,7 @@ from profiler import report as rpt
 from profiler import store
 from profiler.compare import ERROR, REGRESSED, Rule
 from profiler.errors import BaselineError, ConfigError, TprofError
+from profiler.markdown import markdown_summary
 from profiler.results import ProfiledTest
 from profiler.runner import Runner
 from pytest_tprof import terminal
@@ -279,10 +280,6 @@ class TprofPlugin:
         md_target = self.settings.markdown_path
         step_summary = os.environ.get("GITHUB_STEP_SUMMARY")
         if md_target is not None or (step_summary and tests):
-            try:
-                from profiler.markdown import markdown_summary
-            except ImportError:  # pragma: no cover - the module ships with the package
-                return
             text = markdown_summary(tests)
             if md_target is not None:
                 _write_text(md_target, text)
