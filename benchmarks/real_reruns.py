@@ -1,18 +1,24 @@
 """Real reruns: false alarms over unchanged runs and catches of planted regressions.
 
-Writes a suite of six realistic CPU workloads (not the project's examples) into a temporary
-folder, records baselines with several ``--tprof-save`` sessions, then runs ``pytest --tprof``
-repeatedly: unchanged, and with regressions planted through ``TPROF_PLANT``:
+Copies a suite into a temporary folder, records baselines with several ``--tprof-save``
+sessions, then runs ``pytest --tprof`` on it repeatedly: unchanged, and with regressions
+planted through environment variables.  Two suites:
 
-- ``matmul25``: the encoder layer's feed-forward 60 % wider: same ops, its matmuls (``aten::mm``
-  and ``aten::addmm``, attention projections included) ≈ 25 % slower in all
-- ``copy``: an extra copy of the embedding table in the embedding-bag test
-- ``layernorm``: a hand-written layer norm (six small new ops) in the layer-norm test
-- ``mlp10`` / ``mlp25`` / ``mlp50``: the MLP's hidden matmul 10 / 25 / 50 % wider
+- ``examples`` (default): the project's own ``examples/`` (MLP training step, conv block,
+  attention), planted with ``TPROF_SLOW_MATMUL``: the MLP's hidden layer 10 / 25 / 50 % wider,
+  so the same matmul ops (``aten::addmm``, ``aten::mm``; same calls) do that much more work.
+- ``six``: six realistic CPU workloads written by this script, planted through ``TPROF_PLANT``:
+  ``matmul25`` (the encoder layer's feed-forward 60 % wider: its matmuls ≈ 25 % slower),
+  ``copy`` (an extra copy of the embedding table), ``layernorm`` (a hand-written layer norm: six
+  small new ops), ``mlp10`` / ``mlp25`` / ``mlp50`` (the MLP's hidden matmul wider).
 
-Prints, per test, the verdicts of every run and a table of false failures and catches.
+Prints the verdicts of every run and a table of false failures and catches.  With
+``--settle N`` it first grows the baseline one session at a time up to N, running unchanged
+re-runs after each save, and prints the floors that applied: how many sessions the learned
+floor needs to settle.
 
-    python benchmarks/real_reruns.py [--sessions 3] [--unchanged 10] [--plants ...]
+    python benchmarks/real_reruns.py [--suite examples] [--sessions 3] [--unchanged 10]
+                                     [--plant-runs 2] [--settle 5]
 """
 
 from __future__ import annotations
@@ -117,19 +123,40 @@ def test_attention(tprof):
         tprof(attn, x, x, x)
 """
 
-EXPECTED = {
-    "matmul25": ("test_encoder_step", "aten::addmm"),
-    "copy": ("test_embedding_bag_topk", "aten::clone"),
-    "layernorm": ("test_layer_norm", ""),
-    "mlp10": ("test_mlp", "aten::addmm"),
-    "mlp25": ("test_mlp", "aten::addmm"),
-    "mlp50": ("test_mlp", "aten::addmm"),
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+
+# plant → (test, op that must be named, environment that plants it), per suite.
+PLANTS: dict[str, dict[str, tuple[str, str, dict[str, str]]]] = {
+    "examples": {
+        f"slow{p}": ("test_mlp_training_step", "aten::addmm", {"TPROF_SLOW_MATMUL": f"{p / 100}"})
+        for p in (10, 25, 50)
+    },
+    "six": {
+        "matmul25": ("test_encoder_step", "aten::addmm", {"TPROF_PLANT": "matmul25"}),
+        "copy": ("test_embedding_bag_topk", "aten::clone", {"TPROF_PLANT": "copy"}),
+        "layernorm": ("test_layer_norm", "", {"TPROF_PLANT": "layernorm"}),
+        "mlp10": ("test_mlp", "aten::addmm", {"TPROF_PLANT": "mlp10"}),
+        "mlp25": ("test_mlp", "aten::addmm", {"TPROF_PLANT": "mlp25"}),
+        "mlp50": ("test_mlp", "aten::addmm", {"TPROF_PLANT": "mlp50"}),
+    },
 }
 
 
-def run(folder: Path, args: list[str], plant: str = "") -> dict[str, dict[str, object]]:
+def write_suite(folder: Path, suite: str) -> None:
+    """The suite's files in ``folder``, which becomes pytest's rootdir."""
+    if suite == "examples":
+        for name in ("test_models.py", "conftest.py"):
+            (folder / name).write_text((EXAMPLES / name).read_text())
+    else:
+        (folder / "test_suite.py").write_text(SUITE)
+    (folder / "pytest.ini").write_text("[pytest]\n")
+
+
+def run(
+    folder: Path, args: list[str], plant: dict[str, str] | None = None
+) -> dict[str, dict[str, object]]:
     report = folder / "report.json"
-    env = {**os.environ, "TPROF_PLANT": plant}
+    env = {**os.environ, "TPROF_PLANT": "", "TPROF_SLOW_MATMUL": "0", **(plant or {})}
     cmd = [
         sys.executable,
         "-m",
@@ -137,7 +164,6 @@ def run(folder: Path, args: list[str], plant: str = "") -> dict[str, dict[str, o
         "-q",
         "-p",
         "no:cacheprovider",
-        "test_suite.py",
         f"--tprof-baseline-dir={folder / 'baselines'}",
         f"--tprof-trace-dir={folder / 'traces'}",
         f"--tprof-json={report}",
@@ -155,37 +181,78 @@ def run(folder: Path, args: list[str], plant: str = "") -> dict[str, dict[str, o
         flagged = [
             o["op"] for o in t["ops"] if o["verdict"] in ("regressed", "new", "calls-changed")
         ]
+        cpu = next((f for f in t.get("families", []) if f["family"] == "cpu"), None)
+        largest = max(
+            (o for o in t["ops"] if o["family"] == "cpu" and o.get("floor_pct") is not None),
+            key=lambda o: o.get("share") or 0.0,
+            default=None,
+        )
         out[name] = {
             "verdict": t["verdict"],
             "ops": flagged,
             "trace": t["trace"],
             "reason": t["reason"],
+            "floor": cpu["floor_pct"] if cpu else None,
+            "op_floor": (largest["op"], largest["floor_pct"]) if largest else None,
         }
     return out
 
 
+def settle(folder: Path, upto: int, reruns: int) -> None:
+    """Grow the baseline a session at a time; after each save, unchanged re-runs and floors."""
+    print(f"floor settling: 1..{upto} sessions, {reruns} unchanged re-runs after each save")
+    print(f"{'sessions':<9} {'test':<26} {'test floor':>10}  largest op floor      false fails")
+    for n in range(1, upto + 1):
+        run(folder, ["--tprof-save"])
+        fails: Counter[str] = Counter()
+        floors: dict[str, tuple[object, object]] = {}
+        for _ in range(reruns):
+            for name, r in run(folder, ["--tprof"]).items():
+                fails[name] += r["verdict"] == "regressed"
+                floors[name] = (r["floor"], r["op_floor"])
+        for name in sorted(floors):
+            floor, op = floors[name]
+            op_text = f"{op[0]} {op[1]:.0f}%" if isinstance(op, tuple) else "-"
+            floor_text = f"{floor:.0f}%" if isinstance(floor, float | int) else "-"
+            print(f"{n:<9} {name:<26} {floor_text:>10}  {op_text:<21} {fails[name]}/{reruns}")
+    print()
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument(
+        "--suite", choices=sorted(PLANTS), default="examples", help="suite (default examples)"
+    )
     ap.add_argument("--sessions", type=int, default=3, help="baseline sessions (default 3)")
     ap.add_argument("--unchanged", type=int, default=10, help="unchanged re-runs (default 10)")
-    ap.add_argument("--plants", nargs="*", default=list(EXPECTED), help="plants to run")
-    ap.add_argument("--plant-runs", type=int, default=1, help="runs per plant (default 1)")
+    ap.add_argument("--plants", nargs="*", default=None, help="plants to run (default all)")
+    ap.add_argument("--plant-runs", type=int, default=2, help="runs per plant (default 2)")
     ap.add_argument(
-        "--floor-check",
+        "--settle",
         type=int,
         default=0,
-        help="also re-run unchanged after "
-        "each extra save up to this many sessions, to see the floor settle",
+        help="first grow the baseline from 1 to this many sessions, with unchanged re-runs "
+        "after each save, to see the floor settle (default 0: off)",
+    )
+    ap.add_argument(
+        "--settle-reruns", type=int, default=3, help="re-runs per step of --settle (default 3)"
     )
     a = ap.parse_args()
+    plants = PLANTS[a.suite]
+    chosen = a.plants if a.plants is not None else list(plants)
+    unknown = [p for p in chosen if p not in plants]
+    if unknown:
+        ap.error(f"unknown plant(s) {unknown} for suite {a.suite}; choose from {list(plants)}")
     with tempfile.TemporaryDirectory(prefix="tprof-reruns-") as tmp:
         folder = Path(tmp)
-        (folder / "test_suite.py").write_text(SUITE)
-        (folder / "pytest.ini").write_text("[pytest]\n")
+        write_suite(folder, a.suite)
         t0 = time.time()
-        for _ in range(a.sessions):
+        if a.settle:
+            settle(folder, a.settle, a.settle_reruns)
+        for _ in range(max(0, a.sessions - a.settle)):
             run(folder, ["--tprof-save"])
-        print(f"recorded {a.sessions} baseline sessions in {time.time() - t0:.0f} s\n")
+        sessions = max(a.sessions, a.settle)
+        print(f"suite {a.suite}: {sessions} baseline sessions ({time.time() - t0:.0f} s so far)\n")
         verdicts: dict[str, list[str]] = defaultdict(list)
         false_fail = 0
         total = 0
@@ -202,10 +269,10 @@ def main() -> int:
             print(f"  {name:<26} {dict(Counter(vs))}")
         print(f"false failures: {false_fail}/{total} test-runs\n")
         rows = []
-        for plant in a.plants:
-            target, op = EXPECTED[plant]
+        for plant in chosen:
+            target, op, env = plants[plant]
             for _ in range(a.plant_runs):
-                res = run(folder, ["--tprof"], plant)
+                res = run(folder, ["--tprof"], env)
                 caught = res[target]["verdict"] == "regressed"
                 named = not op or op in res[target]["ops"]
                 collateral = [
@@ -226,7 +293,7 @@ def main() -> int:
         )
         print(
             f"false failures {false_fail}/{total} unchanged test-runs "
-            f"with {a.sessions} baseline sessions"
+            f"with {sessions} baseline sessions; {time.time() - t0:.0f} s in all"
         )
     return 0
 

@@ -80,6 +80,16 @@ class Rule:
     ignore: tuple[str, ...] = ()  # fnmatch patterns of ops to leave out
     probe: bool = True  # compare in drift-probe units
 
+    # Each material op is also compared with the rest of its own test (its time over the other
+    # ops' time, round by round).  Drift that moves the whole test cancels there, and the floor
+    # learned for that ratio is the op's own sampling noise rather than the machine's mood:
+    # simulated power for a 10 % op slowdown with 3 sessions went from 68 % to ~90 %.  Used only
+    # while the rest of the test holds steady in probe units, so a faster rest can't read as a
+    # slower op.
+    peer: bool = True
+    peer_min_rest: float = 0.2  # the rest must carry this share of the round to compare against
+    peer_shift_share: float = 0.25  # as ``shift_share``, for the op-over-rest ratio
+
     floor_z: float = 3.0  # how far out a new session's drift may fall before it counts
     # Where a side's time is read: a lower quantile, since contention on a shared machine only
     # ever adds time (a preempted op reads 10x slower), and the U tests use the rounds below
@@ -267,6 +277,7 @@ class _Side:
     totals: FloatArray  # per-round total op time
     session_total_medians: list[float]
     raw_op_medians: dict[str, float]  # not probe-normalised, for the uniform shift
+    sessions: list[tuple[dict[str, FloatArray], FloatArray]]  # per session: op → rounds, totals
 
 
 def _side(tables: Sequence[OpTable], family: str, reference: float, rule: Rule) -> _Side:
@@ -277,6 +288,7 @@ def _side(tables: Sequence[OpTable], family: str, reference: float, rule: Rule) 
     calls: dict[str, list[FloatArray]] = {}
     totals: list[FloatArray] = []
     session_totals: list[float] = []
+    session_rows: list[tuple[dict[str, FloatArray], FloatArray]] = []
     for t in tables:
         s = _scale(t, probe_attr, reference, rule)
         values = getattr(t, metric)
@@ -284,6 +296,7 @@ def _side(tables: Sequence[OpTable], family: str, reference: float, rule: Rule) 
         round_total = values[keep].sum(axis=0) * s if keep else np.zeros(t.rounds)
         totals.append(round_total)
         session_totals.append(rule.center(round_total))
+        session_rows.append(({t.names[i]: values[i] * s for i in keep}, round_total))
         for i in keep:
             name = t.names[i]
             per_op.setdefault(name, []).append(values[i] * s)
@@ -297,7 +310,45 @@ def _side(tables: Sequence[OpTable], family: str, reference: float, rule: Rule) 
         totals=np.concatenate(totals) if totals else np.zeros(0),
         session_total_medians=session_totals,
         raw_op_medians={k: rule.center(np.concatenate(v)) for k, v in raw.items()},
+        sessions=session_rows,
     )
+
+
+def _peer(side: _Side, name: str, rule: Rule) -> tuple[FloatArray, list[float], FloatArray]:
+    """The op's time over the rest of its test, round by round.
+
+    Returns the pooled per-round ratios, each session's median ratio (for the learned floor)
+    and the rest's per-round time (probe units) on the same rounds.  A session without the op
+    contributes nothing.
+    """
+    ratios: list[FloatArray] = []
+    centres: list[float] = []
+    rests: list[FloatArray] = []
+    for ops, totals in side.sessions:
+        op = ops.get(name)
+        if op is None or totals.size == 0:
+            continue
+        rest = totals - op
+        # Every round: contention that slows the whole round cancels in the ratio, and what
+        # slows one side of it is an outlier either way, which the median and U shrug off.
+        keep = rest > 0
+        if not keep.any():
+            continue
+        r = op[keep] / rest[keep]
+        ratios.append(r)
+        centres.append(_ratio_centre(r))
+        rests.append(rest[keep])
+    if not ratios:
+        return np.zeros(0), [], np.zeros(0)
+    return np.concatenate(ratios), centres, np.concatenate(rests)
+
+
+def _ratio_centre(ratios: FloatArray) -> float:
+    """Geometric mean of the ratios with the highest and lowest fifth left out."""
+    logs = np.sort(np.log(ratios))
+    cut = int(0.2 * logs.size)
+    kept = logs[cut : logs.size - cut] if logs.size - 2 * cut > 0 else logs
+    return float(np.exp(kept.mean()))
 
 
 def _families(baseline: Sequence[OpTable], current: OpTable) -> list[str]:
@@ -481,6 +532,8 @@ def _compare_family(
         tested.append(name)
     for name, p_adj in zip(tested, stats.holm(pvals), strict=True):
         rows[name]["p"] = p_adj
+    if timing and rule.peer:
+        _peer_tests(rows, tested, base, cur, floor, rule)
 
     op_gate: list[str] = []
     added = 0.0
@@ -513,9 +566,15 @@ def _compare_family(
         else:
             p = row["p"]
             sig_up = p < rule.alpha and pct > row["floor"] and delta >= rule.abs_floor_us
-            if sig_up and row["share"] >= rule.material_share:
+            peer_up = row.get("peer_up", False)
+            if (sig_up or peer_up) and row["share"] >= rule.material_share:
                 verdict = REGRESSED
                 op_gate.append(name)
+                if peer_up and not sig_up:
+                    note = (
+                        f"{row['peer_pct']:+.0%} against the rest of the test, "
+                        f"floor {row['peer_floor']:.0%}, p={row['peer_p']:.2g}"
+                    )
             elif sig_up and timing_regressed:
                 verdict = REGRESSED  # carries part of a regressed total
             elif stats.mwu_less(
@@ -578,7 +637,8 @@ def _compare_family(
     for name in op_gate:
         o = next(v for v in out if v.op == name)
         reasons.append(
-            f"{name} {o.delta_pct:+.0f}% ({o.share:.0%} of the round, p={o.p_value:.2g})"
+            f"{name} {o.delta_pct:+.0f}% ({o.share:.0%} of the round, p={o.p_value:.2g}"
+            + (f"; {o.note})" if o.note else ")")
         )
     if structure_changes:
         what = ", ".join(
@@ -651,6 +711,52 @@ def _compare_family(
         out,
         rounds,
     )
+
+
+def _peer_tests(
+    rows: dict[str, dict[str, Any]],
+    tested: Sequence[str],
+    base: _Side,
+    cur: _Side,
+    test_floor: float,
+    rule: Rule,
+) -> None:
+    """Each material op against the rest of its test: sets ``peer_up`` and its figures in rows.
+
+    Regressed on this route when the op's share of the test grew beyond the floor learned for
+    that ratio, significantly (one-sided U on the per-round ratios against the baseline's
+    shifted by part of the floor, Holm across the ops tried), by at least the absolute floor,
+    while the op itself did not get faster and the rest did not get clearly faster in probe
+    units (a faster rest would otherwise read as a slower op).
+    """
+    names: list[str] = []
+    pvals: list[float] = []
+    for name in tested:
+        row = rows[name]
+        if row["share"] < rule.material_share or 1.0 - row["share"] < rule.peer_min_rest:
+            continue
+        rb, centres, rest_b = _peer(base, name, rule)
+        rc, _, rest_c = _peer(cur, name, rule)
+        if rb.size < 2 or rc.size < 2:
+            continue
+        mb, mc = _ratio_centre(rb), _ratio_centre(rc)
+        if mb <= 0:
+            continue
+        row["peer_floor"] = rule.floor_for(centres, op=True)
+        row["peer_pct"] = mc / mb - 1.0
+        rest_pct = float(np.median(rest_c)) / float(np.median(rest_b)) - 1.0
+        row["peer_ok"] = row["c_med"] >= row["b_med"] and rest_pct > -rule.shift_share * test_floor
+        names.append(name)
+        pvals.append(stats.mwu_greater(rc, rb * (1.0 + rule.peer_shift_share * row["peer_floor"])))
+    for name, p_adj in zip(names, stats.holm(pvals), strict=True):
+        row = rows[name]
+        row["peer_p"] = p_adj
+        row["peer_up"] = bool(
+            row["peer_ok"]
+            and p_adj < rule.alpha
+            and row["peer_pct"] > row["peer_floor"]
+            and row["b_med"] * row["peer_pct"] >= rule.abs_floor_us
+        )
 
 
 def _rounded(values: FloatArray | None) -> list[float]:

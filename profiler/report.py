@@ -142,7 +142,8 @@ def _test_json(t: ProfiledTest) -> dict[str, Any]:
     v = t.verdict.to_dict()
     keep = (
         "op", "family", "verdict", "baseline_median_us", "current_median_us", "delta_us",
-        "delta_pct", "p_value", "calls_baseline", "calls_current", "mde_pct", "floor_pct", "note",
+        "delta_pct", "p_value", "calls_baseline", "calls_current", "share", "mde_pct", "floor_pct",
+        "note",
     )  # fmt: skip
     return {
         "nodeid": t.nodeid,

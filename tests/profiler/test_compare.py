@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -130,6 +131,55 @@ def test_a_uniform_machine_slowdown_is_absorbed_by_the_probe() -> None:
 def test_without_the_probe_a_uniform_slowdown_regresses() -> None:
     v = compare(baseline(), table(OPS, seed=7, scale=1.6), Rule(probe=False))
     assert v.verdict == REGRESSED
+
+
+def ops_drifted(t: OpTable, factor: float) -> OpTable:
+    """The session with every op ``factor`` slower and its probe untouched: drift it missed."""
+    return replace(
+        t,
+        self_cpu_us=t.self_cpu_us * factor,
+        total_cpu_us=t.total_cpu_us * factor,
+        wall_us=t.wall_us * factor,
+    )
+
+
+# Three sessions the probe did not keep level: the whole test read 0.9x, 1.0x and 1.15x.
+UNTRACKED = [
+    ops_drifted(table(OPS, seed=100 + i, cv=0.02), f) for i, f in enumerate((0.9, 1.0, 1.15))
+]
+
+
+def test_an_op_that_outgrew_the_rest_of_its_test_fails_despite_untracked_drift() -> None:
+    slow = {**OPS, "aten::addmm": (800.0 * 1.15, 6)}
+    current = ops_drifted(table(slow, seed=7, cv=0.02), 0.95)
+    v = compare(UNTRACKED, current)
+    assert v.verdict == REGRESSED
+    assert v.families[0].op_gate == ("aten::addmm",)
+    top = v.flagged_ops()[0]
+    # In probe units addmm moved by about 9 %, well inside a floor learned from sessions
+    # that disagree by 25 %; against the rest of its test it moved by 15 %.
+    assert top.floor_pct > 30
+    assert "against the rest of the test" in top.note
+    assert "against the rest of the test" in v.reason
+    # The same samples without that comparison pass.
+    assert compare(UNTRACKED, current, Rule(peer=False)).verdict == UNCHANGED
+
+
+def test_the_same_drift_without_a_slower_op_is_unchanged() -> None:
+    for seed in range(7, 17):
+        for f in (0.9, 1.1):
+            assert compare(UNTRACKED, ops_drifted(table(OPS, seed=seed, cv=0.02), f)).verdict == (
+                UNCHANGED
+            ), (seed, f)
+
+
+def test_a_faster_rest_of_the_test_does_not_read_as_a_slower_op() -> None:
+    # Every op but addmm got 20 % faster in the code: addmm's share of the test grew by
+    # ~25 %, but addmm itself did not move.
+    faster = {n: (us * (1.0 if n == "aten::addmm" else 0.8), c) for n, (us, c) in OPS.items()}
+    v = compare(baseline(cv=0.02), table(faster, seed=7, cv=0.02))
+    assert v.verdict != REGRESSED
+    assert not v.families[0].op_gate
 
 
 def test_a_new_op_adding_material_time_fails_on_structure() -> None:

@@ -110,9 +110,27 @@ def test_one_session_keeps_its_conservative_floor_for_a_10_percent_slowdown() ->
 
 
 def test_shifting_the_u_test_by_more_of_the_floor_catches_fewer_10_percent_slowdowns() -> None:
-    # The U test's shift is the lever the simulation found: half the floor (the default)
-    # catches more than the whole floor, and no shift more still.
-    full = sim.Variant("full", sim.rule_gate(Rule(shift_share=1.0)))
-    none = sim.Variant("unshifted", sim.rule_gate(Rule(shift_share=0.0)))
-    hits = sim.count_regressed(CENTRE, [TPROF, full, none], 25, slowdown=0.10)
-    assert hits["full"] < hits["tprof"] <= hits["unshifted"]
+    # In probe units the U test's shift is the lever: half the floor catches far more than the
+    # whole floor (16 vs 3 of 25 in the seeded run).
+    half = sim.Variant("half", sim.rule_gate(Rule(peer=False)))
+    full = sim.Variant("full", sim.rule_gate(Rule(peer=False, shift_share=1.0)))
+    hits = sim.count_regressed(CENTRE, [half, full], 25, slowdown=0.10)
+    assert hits["full"] + 5 <= hits["half"]
+
+
+def test_a_10_percent_slowdown_of_one_op_is_caught_with_three_sessions() -> None:
+    # The #4 target: >= 85 % at CV 5 %, 2 % drift, n = 20 (the seeded default grid: 92 % and 88 %
+    # over 200 trials).  Judging the op against the rest of its test is what gets it there.
+    for which in ("largest", "~10%"):
+        hits = sim.count_regressed(CENTRE, [TPROF, sim.previous()], 40, slowdown=0.10, which=which)
+        assert hits["tprof"] >= 31, which  # 37 and 35 of 40 in the seeded run
+        assert hits["tprof"] > hits["no peer route"], which  # 28 and 24
+
+
+def test_the_rest_of_the_test_sees_through_drift_the_probe_misses() -> None:
+    # Heavy family: sessions at 1.0x or 1.6x, the probe seeing only 1.26x of it.  In probe units
+    # a 25 % op slowdown drowns in the learned floor; against the rest of the test it doesn't.
+    heavy = replace(CENTRE, heavy=True)
+    hits = sim.count_regressed(heavy, [TPROF, sim.previous()], 40, slowdown=0.25)
+    assert hits["tprof"] >= 32  # 38 of 40 in the seeded run
+    assert hits["no peer route"] <= 24  # 16
