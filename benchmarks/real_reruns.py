@@ -193,7 +193,9 @@ def run(
             "trace": t["trace"],
             "reason": t["reason"],
             "floor": cpu["floor_pct"] if cpu else None,
-            "op_floor": (largest["op"], largest["floor_pct"]) if largest else None,
+            "op_floor": (largest["op"], largest["floor_pct"], largest.get("peer_floor_pct"))
+            if largest
+            else None,
         }
     return out
 
@@ -201,7 +203,10 @@ def run(
 def settle(folder: Path, upto: int, reruns: int) -> None:
     """Grow the baseline a session at a time; after each save, unchanged re-runs and floors."""
     print(f"floor settling: 1..{upto} sessions, {reruns} unchanged re-runs after each save")
-    print(f"{'sessions':<9} {'test':<26} {'test floor':>10}  largest op floor      false fails")
+    print(
+        f"{'sessions':<9} {'test':<26} {'test floor':>10}  {'largest op: floor, against rest':<44}"
+        " false fails"
+    )
     for n in range(1, upto + 1):
         run(folder, ["--tprof-save"])
         fails: Counter[str] = Counter()
@@ -212,9 +217,12 @@ def settle(folder: Path, upto: int, reruns: int) -> None:
                 floors[name] = (r["floor"], r["op_floor"])
         for name in sorted(floors):
             floor, op = floors[name]
-            op_text = f"{op[0]} {op[1]:.0f}%" if isinstance(op, tuple) else "-"
+            op_text = "-"
+            if isinstance(op, tuple):
+                peer = f"{op[2]:.0f}%" if op[2] is not None else "-"
+                op_text = f"{op[0]} {op[1]:.0f}%, {peer}"
             floor_text = f"{floor:.0f}%" if isinstance(floor, float | int) else "-"
-            print(f"{n:<9} {name:<26} {floor_text:>10}  {op_text:<21} {fails[name]}/{reruns}")
+            print(f"{n:<9} {name:<26} {floor_text:>10}  {op_text:<44} {fails[name]}/{reruns}")
     print()
 
 

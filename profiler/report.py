@@ -143,7 +143,7 @@ def _test_json(t: ProfiledTest) -> dict[str, Any]:
     keep = (
         "op", "family", "verdict", "baseline_median_us", "current_median_us", "delta_us",
         "delta_pct", "p_value", "calls_baseline", "calls_current", "share", "mde_pct", "floor_pct",
-        "note",
+        "peer_pct", "peer_floor_pct", "note",
     )  # fmt: skip
     return {
         "nodeid": t.nodeid,

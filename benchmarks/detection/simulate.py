@@ -214,15 +214,15 @@ def rule_variants() -> tuple[Variant, ...]:
     return (
         Variant("tprof", rule_gate(Rule())),
         previous(),
-        Variant("peer, rest ≥ 50%", rule_gate(Rule(peer_min_rest=0.5))),
-        Variant("peer, alpha 0.001", rule_gate(Rule(alpha=0.001))),
-        Variant("peer, min 5%", rule_gate(Rule(min_rel_floor=0.05))),
+        Variant("peer shift ½ floor", rule_gate(Rule(peer_shift_share=0.5))),
+        Variant("peer unshifted", rule_gate(Rule(peer_shift_share=0.0))),
+        Variant("min floor 7%", rule_gate(Rule(min_rel_floor=0.07))),
     )
 
 
 def previous() -> Variant:
-    """The rule before the peer route: each op judged in probe units only."""
-    return Variant("no peer route", rule_gate(Rule(peer=False)))
+    """The rule before the peer route: each op judged in probe units only, 7 % minimum floor."""
+    return Variant("no peer route", rule_gate(Rule(peer=False, min_rel_floor=0.07)))
 
 
 # --- running --------------------------------------------------------------------------------
