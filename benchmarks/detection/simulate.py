@@ -486,7 +486,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--previous",
         action="store_true",
-        help="run the previous rule (no peer route) beside the default (default: off)",
+        help="also run the previous rule (no peer route) on the same samples (default: off)",
     )
     parser.add_argument("--seed", type=int, default=SEED, help=f"base seed (default: {SEED})")
     parser.add_argument(
@@ -499,7 +499,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.variants:
         grid, variants = variant_grid(), rule_variants()
     elif args.previous:
-        grid, variants = (quick_grid() if args.quick else default_grid()), (previous(),)
+        grid = quick_grid() if args.quick else default_grid()
+        variants = (BASELINE_VARIANTS[0], previous(), *BASELINE_VARIANTS[1:])
     else:
         grid, variants = (quick_grid() if args.quick else default_grid()), BASELINE_VARIANTS
     if args.quick and args.variants:
