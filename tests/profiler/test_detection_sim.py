@@ -134,3 +134,24 @@ def test_the_rest_of_the_test_sees_through_drift_the_probe_misses() -> None:
     hits = sim.count_regressed(heavy, [TPROF, sim.previous()], 40, slowdown=0.25)
     assert hits["tprof"] >= 32  # 38 of 40 in the seeded run
     assert hits["no peer route"] <= 24  # 16
+
+
+def test_the_target_check_names_a_missed_target() -> None:
+    counts = sim.Counts(trials=2000, false={"tprof": 3}, power_trials=200)
+    for which in sim.OP_TARGETS:
+        counts.hits[("tprof", which, 0.10)] = 180  # 90 %
+    lines = sim.check_targets([CENTRE], [counts])
+    assert lines[0].endswith("false 3/2000 <= 0.1 %: MISSED")
+    assert all(line.endswith(": met") for line in lines[1:]) and len(lines) == 3
+    noisy = replace(CENTRE, cv=0.10)
+    counts.hits[("tprof", "largest", 0.25)] = 188  # 94 %
+    counts.hits[("tprof", "~10%", 0.25)] = 200
+    assert [line.rsplit(": ", 1)[1] for line in sim.check_targets([noisy], [counts])] == [
+        "MISSED",
+        "met",
+    ]
+    # Cells that state no target are not checked.
+    assert (
+        sim.check_targets([replace(CENTRE, sessions=1), replace(CENTRE, heavy=True)], [counts] * 2)
+        == []
+    )
