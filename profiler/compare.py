@@ -649,10 +649,16 @@ def _compare_family(
         )
     for name in op_gate:
         o = next(v for v in out if v.op == name)
-        reasons.append(
-            f"{name} {o.delta_pct:+.0f}% ({o.share:.0%} of the round, p={o.p_value:.2g}"
-            + (f"; {o.note})" if o.note else ")")
-        )
+        if o.note and o.peer_pct is not None:  # caught against the rest of the test only
+            reasons.append(
+                f"{name} {o.peer_pct:+.0f}% against the rest of the test ({o.share:.0%} of the "
+                f"round, floor {o.peer_floor_pct:.0f}%, p={rows[name]['peer_p']:.2g}; "
+                f"{o.delta_pct:+.0f}% in probe units, floor {o.floor_pct:.0f}%)"
+            )
+        else:
+            reasons.append(
+                f"{name} {o.delta_pct:+.0f}% ({o.share:.0%} of the round, p={o.p_value:.2g})"
+            )
     if structure_changes:
         what = ", ".join(
             f"{o.op} {o.calls_baseline}→{o.calls_current}" for o in structure_changes[:6]
