@@ -219,7 +219,8 @@ def test_the_json_report_and_the_summary_list_every_profiled_test(
     assert isinstance(slow["uniform_shift"], float)
     keys = {
         "op", "family", "verdict", "baseline_median_us", "current_median_us", "delta_us",
-        "delta_pct", "p_value", "calls_baseline", "calls_current", "mde_pct", "floor_pct", "note",
+        "delta_pct", "p_value", "calls_baseline", "calls_current", "share", "mde_pct", "floor_pct",
+        "peer_pct", "peer_floor_pct", "note",
     }  # fmt: skip
     for t in tests.values():
         assert t["ops"]
