@@ -245,6 +245,30 @@ def test_the_cuda_family_gates_on_device_time() -> None:
     assert all(o.verdict != REGRESSED for o in v.ops if o.family == "cpu")
 
 
+def test_a_kernel_that_outgrew_the_rest_of_the_device_time_fails_despite_gpu_drift() -> None:
+    # Device sessions at 0.9x, 1.0x and 1.15x (clocks, another tenant) that the device probe
+    # did not follow; the current run's addmm kernels 15 % slower against the other kernels.
+    dev = {"aten::addmm": 400.0, "aten::relu": 60.0, "aten::add_": 50.0, "aten::copy_": 40.0}
+
+    def gpu_drifted(t: OpTable, factor: float) -> OpTable:
+        return replace(
+            t, self_device_us=t.self_device_us * factor, total_device_us=t.total_device_us * factor
+        )
+
+    base = [
+        gpu_drifted(table(OPS, seed=i, cv=0.02, device=dev), f)
+        for i, f in enumerate((0.9, 1.0, 1.15))
+    ]
+    slow = gpu_drifted(table(OPS, seed=9, cv=0.02, device={**dev, "aten::addmm": 460.0}), 1.05)
+    v = compare(base, slow)
+    assert v.verdict == REGRESSED
+    cuda = next(f for f in v.families if f.family == "cuda")
+    assert cuda.op_gate == ("aten::addmm",)
+    assert "against the rest of the test" in v.reason
+    steady = gpu_drifted(table(OPS, seed=9, cv=0.02, device=dev), 1.1)
+    assert compare(base, steady).verdict == UNCHANGED
+
+
 def test_sync_ops_are_reported_not_gated_on_device_runs() -> None:
     ops = {**OPS, "cudaDeviceSynchronize": (400.0, 1)}
     dev = {"aten::addmm": 400.0}
