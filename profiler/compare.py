@@ -95,6 +95,9 @@ class Rule:
     peer_min_rest: float = 0.2  # the rest must carry this share of the round to compare against
     peer_shift_share: float = 0.25  # as ``shift_share``, for the op-over-rest ratio
     peer_min_rel_floor: float = 0.07  # the ratio's minimum floor (the drift cancels there)
+    # The op's own change in probe units must carry this share of its ratio's change: a ratio
+    # that grew because the rest of the test got faster is the rest's doing, not the op's.
+    peer_own_share: float = 0.5
 
     floor_z: float = 3.0  # how far out a new session's drift may fall before it counts
     # Where a side's time is read: a lower quantile, since contention on a shared machine only
@@ -764,7 +767,11 @@ def _peer_tests(
         row["peer_floor"] = rule.floor_for(centres, op=True, minimum=rule.peer_min_rel_floor)
         row["peer_pct"] = mc / mb - 1.0
         rest_pct = float(np.median(rest_c)) / float(np.median(rest_b)) - 1.0
-        row["peer_ok"] = row["c_med"] >= row["b_med"] and rest_pct > -rule.shift_share * test_floor
+        own_pct = row["c_med"] / row["b_med"] - 1.0 if row["b_med"] > 0 else 0.0
+        row["peer_ok"] = (
+            own_pct >= rule.peer_own_share * row["peer_pct"]
+            and rest_pct > -rule.shift_share * test_floor
+        )
         names.append(name)
         pvals.append(stats.mwu_greater(rc, rb * (1.0 + rule.peer_shift_share * row["peer_floor"])))
     for name, p_adj in zip(names, stats.holm(pvals), strict=True):
