@@ -40,7 +40,7 @@ def main() -> int:
     print(f"\n   baselines under {base}\n")
     # Twice the hidden width: on a shared machine some ops of this small test run at one of
     # two speeds per process, and floors learned from three sessions can reach 30-100 %, so a
-    # 50 % plant is caught only most of the time (6 of 7 runs measured); 2x always stands out.
+    # 50 % plant is caught only most of the time (10 of 11 runs measured); 2x stands out.
     print("2) Planting a twice-as-wide hidden matmul in test_mlp_training_step and re-running\n")
     slow = pytest(["-q", "-rf", "--tprof", *common], {**env, "TPROF_SLOW_MATMUL": "1.0"})
     print(_without_profiler_noise(slow.stdout))
