@@ -7,7 +7,9 @@ See design.md §5.  Per family (CPU self time; CUDA self device time when presen
    (learned from the baseline's sessions) and an absolute floor.
 3. Op level: per-op one-sided U with Holm across the test's ops; an op carrying a material
    share of the round that regressed significantly beyond its floor fails the test alone.
-4. Structure: calls are exact; time added by new and more-called ops, net of what removed
+4. Op against the rest of its test: a material op's time over the other ops' time, round by
+   round, with its own learned floor; drift that moves the whole test cancels in it.
+5. Structure: calls are exact; time added by new and more-called ops, net of what removed
    and less-called ops saved, fails the test past a share of the round; otherwise "changed".
 """
 
