@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from collections.abc import Callable, Generator, Mapping
 from dataclasses import replace
 from pathlib import Path
@@ -17,12 +18,12 @@ import pytest
 
 from profiler import report as rpt
 from profiler import store
-from profiler.compare import ERROR, REGRESSED, Rule
+from profiler.compare import ERROR, INCONCLUSIVE, REGRESSED, Rule
 from profiler.errors import BaselineError, ConfigError, TprofError
 from profiler.markdown import markdown_summary
 from profiler.results import ProfiledTest
 from profiler.runner import Runner
-from pytest_tprof import terminal
+from pytest_tprof import fresh, terminal
 from pytest_tprof.fixture import RESULT_KEY, TprofFixture
 from pytest_tprof.options import MARKER_HELP, Settings, add_options, marker_overrides, read_settings
 
@@ -120,6 +121,7 @@ class TprofPlugin:
         warmup: int | None,
     ) -> tuple[Any, ProfiledTest]:
         counts, rule = marker_overrides(item, self.settings.run.rule)
+        started = time.monotonic()
         value, result = self.runner.profile(
             item.nodeid,
             fn,
@@ -130,6 +132,8 @@ class TprofPlugin:
             warmup=warmup if warmup is not None else counts.get("warmup"),
             rule=rule,
         )
+        if self._confirm_fresh(result):
+            result = self._fresh(item.nodeid, result, time.monotonic() - started)
         if self.workers > 1:  # what the header promises under xdist
             note = (
                 f"measured under xdist beside {self.workers - 1} other worker(s): "
@@ -138,6 +142,39 @@ class TprofPlugin:
             verdict = replace(result.verdict, notes=(*result.verdict.notes, note))
             result = replace(result, verdict=verdict)
         return value, result
+
+    def _confirm_fresh(self, result: ProfiledTest) -> bool:
+        v = result.verdict
+        return (
+            v.regressed
+            and v.timing_regressed
+            and not any(f.structure_regressed for f in v.families)
+            and self.settings.run.confirm
+            and not fresh.in_child()
+        )
+
+    def _fresh(self, nodeid: str, result: ProfiledTest, elapsed: float) -> ProfiledTest:
+        """Re-run a timing regression in a new process; it fails only if it repeats there."""
+        v = result.verdict
+        child, why = fresh.verdict_in_fresh_process(
+            self.config, self.settings.run, nodeid, timeout=60.0 + 5.0 * elapsed
+        )
+        if child == REGRESSED:
+            verdict = replace(v, notes=(*v.notes, "confirmed in a fresh process"))
+        elif child is None:
+            verdict = replace(v, notes=(*v.notes, f"not re-run in a fresh process: {why}"))
+        else:
+            verdict = replace(
+                v,
+                verdict=INCONCLUSIVE,
+                reason=f"slower in this process, not in a fresh one ({child} there): {v.reason}",
+                notes=(
+                    *v.notes,
+                    "this test's speed depends on the process; record more sessions "
+                    "(--tprof-save) so its floor learns that",
+                ),
+            )
+        return replace(result, verdict=verdict)
 
     # ------------------------------------------------------------------ hooks
 

@@ -1,0 +1,79 @@
+"""A timing regression must repeat in a fresh pytest process to fail the test."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+# As in test_flow: 8x the matmul work against a 100 % floor, so the machine's own swings
+# can't pass for the slowdown, and rounds long enough that preemption can't either.
+FAST = (
+    "-p", "no:cacheprovider", "--tprof-rounds=12", "--tprof-warmup=1", "--tprof-floor=1.0",
+    "--tprof-min-round-us=2000",
+)  # fmt: skip
+NODEID = "test_modes.py::test_matmul"
+
+SUITE = """
+from pathlib import Path
+
+import torch
+
+HERE = Path(__file__).parent
+# "once.txt": this process (only) runs in a slow mode, like an op whose speed belongs to the
+# process; "always.txt": the code itself got slower, in every process.
+ONCE = HERE / "once.txt"
+SLOW = ONCE.exists() or (HERE / "always.txt").exists()
+ONCE.unlink(missing_ok=True)
+
+
+def test_matmul(tprof):
+    k = 8 * 128 if SLOW else 128
+    a = torch.randn(128, k)
+    b = torch.randn(k, 128)
+    assert tprof(lambda: a @ b).shape == (128, 128)
+"""
+
+
+def _report(pytester: pytest.Pytester) -> dict[str, object]:
+    doc = json.loads((pytester.path / "report.json").read_text())
+    (test,) = doc["tests"]
+    assert test["nodeid"] == NODEID
+    return dict(test)
+
+
+@pytest.fixture
+def suite(pytester: pytest.Pytester) -> pytest.Pytester:
+    pytester.makepyfile(test_modes=SUITE)
+    pytester.runpytest(*FAST, "--tprof-save").assert_outcomes(passed=1)
+    return pytester
+
+
+def test_a_slowdown_only_this_process_shows_does_not_fail(suite: pytest.Pytester) -> None:
+    (suite.path / "once.txt").write_text("")
+    result = suite.runpytest(*FAST, "--tprof", "--tprof-json=report.json")
+    result.assert_outcomes(passed=1)
+    test = _report(suite)
+    assert test["verdict"] == "inconclusive"
+    assert str(test["reason"]).startswith(
+        "slower in this process, not in a fresh one (unchanged there): CPU: "
+    )
+    assert test["confirmed"]  # the in-process re-measurement repeated it
+
+
+def test_a_slowdown_every_process_shows_fails_confirmed(suite: pytest.Pytester) -> None:
+    (suite.path / "always.txt").write_text("")
+    result = suite.runpytest(*FAST, "--tprof", "--tprof-json=report.json")
+    result.assert_outcomes(failed=1)
+    test = _report(suite)
+    assert test["verdict"] == "regressed"
+    assert "confirmed in a fresh process" in test["notes"]  # type: ignore[operator]
+
+
+def test_without_confirmation_no_fresh_process_runs(suite: pytest.Pytester) -> None:
+    (suite.path / "once.txt").write_text("")
+    result = suite.runpytest(*FAST, "--tprof", "--tprof-no-confirm", "--tprof-json=report.json")
+    result.assert_outcomes(failed=1)
+    test = _report(suite)
+    assert test["verdict"] == "regressed"
+    assert not any("fresh" in n for n in test["notes"])  # type: ignore[attr-defined]
