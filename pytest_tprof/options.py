@@ -95,8 +95,8 @@ _OPTIONS: tuple[tuple[str, str, str, Any, str], ...] = (
         "tprof_no_confirm",
         "bool",
         False,
-        "don't re-measure a test whose "
-        "timing regressed before failing it (default: re-measure once)",
+        "don't re-measure a test whose timing regressed before failing it (default: "
+        "re-measure once in the same process, then once in a fresh pytest process)",
     ),
     (
         "--tprof-min-round-us",
