@@ -15,8 +15,10 @@ FAST = (
 NODEID = "test_modes.py::test_matmul"
 
 SUITE = """
+import os
 from pathlib import Path
 
+import pytest
 import torch
 
 HERE = Path(__file__).parent
@@ -28,6 +30,8 @@ ONCE.unlink(missing_ok=True)
 
 
 def test_matmul(tprof):
+    if os.environ.get("TPROF_FRESH_PROCESS") and (HERE / "skip_fresh.txt").exists():
+        pytest.skip("needs something only the first process has")
     k = 8 * 128 if SLOW else 128
     a = torch.randn(128, k)
     b = torch.randn(k, 128)
@@ -77,3 +81,15 @@ def test_without_confirmation_no_fresh_process_runs(suite: pytest.Pytester) -> N
     test = _report(suite)
     assert test["verdict"] == "regressed"
     assert not any("fresh" in n for n in test["notes"])  # type: ignore[attr-defined]
+
+
+def test_a_fresh_process_without_a_verdict_leaves_the_regression_standing(
+    suite: pytest.Pytester,
+) -> None:
+    (suite.path / "always.txt").write_text("")
+    (suite.path / "skip_fresh.txt").write_text("")
+    result = suite.runpytest(*FAST, "--tprof", "--tprof-json=report.json")
+    result.assert_outcomes(failed=1)
+    test = _report(suite)
+    assert test["verdict"] == "regressed"
+    assert "not re-run in a fresh process: the fresh process did not run the test" in test["notes"]  # type: ignore[operator]
