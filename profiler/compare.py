@@ -587,6 +587,7 @@ def _compare_family(
                 verdict = REGRESSED
                 op_gate.append(name)
                 if peer_up and not sig_up:
+                    row["peer_only"] = True
                     note = (
                         f"{row['peer_pct']:+.0%} against the rest of the test, "
                         f"floor {row['peer_floor']:.0%}, p={row['peer_p']:.2g}"
@@ -654,7 +655,7 @@ def _compare_family(
         )
     for name in op_gate:
         o = next(v for v in out if v.op == name)
-        if o.note and o.peer_pct is not None:  # caught against the rest of the test only
+        if rows[name].get("peer_only"):  # caught against the rest of the test only
             reasons.append(
                 f"{name} {o.peer_pct:+.0f}% against the rest of the test ({o.share:.0%} of the "
                 f"round, floor {o.peer_floor_pct:.0f}%, p={rows[name]['peer_p']:.2g}; "
@@ -763,9 +764,7 @@ def _peer_tests(
         rc, _, rest_c = _peer(cur, name, rule)
         if rb.size < 2 or rc.size < 2:
             continue
-        mb, mc = _ratio_centre(rb), _ratio_centre(rc)
-        if mb <= 0:
-            continue
+        mb, mc = _ratio_centre(rb), _ratio_centre(rc)  # geometric means: always > 0
         row["peer_floor"] = rule.floor_for(centres, op=True, minimum=rule.peer_min_rel_floor)
         row["peer_pct"] = mc / mb - 1.0
         rest_pct = float(np.median(rest_c)) / float(np.median(rest_b)) - 1.0

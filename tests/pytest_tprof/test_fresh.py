@@ -53,11 +53,19 @@ def suite(pytester: pytest.Pytester) -> pytest.Pytester:
     return pytester
 
 
+def _run(
+    suite: pytest.Pytester, flags: tuple[str, ...], *args: str
+) -> tuple[pytest.RunResult, dict[str, object]]:
+    """Drop the flag files in the suite, compare with --tprof: the run and the test's JSON row."""
+    for flag in flags:
+        (suite.path / flag).write_text("")
+    result = suite.runpytest(*FAST, "--tprof", "--tprof-json=report.json", *args)
+    return result, _report(suite)
+
+
 def test_a_slowdown_only_this_process_shows_does_not_fail(suite: pytest.Pytester) -> None:
-    (suite.path / "once.txt").write_text("")
-    result = suite.runpytest(*FAST, "--tprof", "--tprof-json=report.json")
+    result, test = _run(suite, ("once.txt",))
     result.assert_outcomes(passed=1)
-    test = _report(suite)
     assert test["verdict"] == "inconclusive"
     assert str(test["reason"]).startswith(
         "slower in this process, not in a fresh one (unchanged there): CPU: "
@@ -66,19 +74,15 @@ def test_a_slowdown_only_this_process_shows_does_not_fail(suite: pytest.Pytester
 
 
 def test_a_slowdown_every_process_shows_fails_confirmed(suite: pytest.Pytester) -> None:
-    (suite.path / "always.txt").write_text("")
-    result = suite.runpytest(*FAST, "--tprof", "--tprof-json=report.json")
+    result, test = _run(suite, ("always.txt",))
     result.assert_outcomes(failed=1)
-    test = _report(suite)
     assert test["verdict"] == "regressed"
     assert "confirmed in a fresh process" in test["notes"]  # type: ignore[operator]
 
 
 def test_without_confirmation_no_fresh_process_runs(suite: pytest.Pytester) -> None:
-    (suite.path / "once.txt").write_text("")
-    result = suite.runpytest(*FAST, "--tprof", "--tprof-no-confirm", "--tprof-json=report.json")
+    result, test = _run(suite, ("once.txt",), "--tprof-no-confirm")
     result.assert_outcomes(failed=1)
-    test = _report(suite)
     assert test["verdict"] == "regressed"
     assert not any("fresh" in n for n in test["notes"])  # type: ignore[attr-defined]
 
@@ -86,10 +90,8 @@ def test_without_confirmation_no_fresh_process_runs(suite: pytest.Pytester) -> N
 def test_a_fresh_process_without_a_verdict_leaves_the_regression_standing(
     suite: pytest.Pytester,
 ) -> None:
-    (suite.path / "always.txt").write_text("")
-    (suite.path / "skip_fresh.txt").write_text("")
-    result = suite.runpytest(*FAST, "--tprof", "--tprof-json=report.json")
+    result, test = _run(suite, ("always.txt", "skip_fresh.txt"))
     result.assert_outcomes(failed=1)
-    test = _report(suite)
     assert test["verdict"] == "regressed"
-    assert "not re-run in a fresh process: the fresh process did not run the test" in test["notes"]  # type: ignore[operator]
+    why = "not re-run in a fresh process: the fresh process did not run the test"
+    assert why in test["notes"]  # type: ignore[operator]
