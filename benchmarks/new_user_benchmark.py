@@ -12,7 +12,7 @@ profiler events:
   once beforehand (so the timed run captures, reduces, writes the gzipped trace and compares);
   ``--tprof-no-confirm`` so a noisy verdict doesn't re-measure and ``--tprof-min-round-us=0``
   so calibration doesn't change the event count.  tprof profiles its 3 warm-up rounds too
-  (23 rounds in the session, the warm-up dropped from the table) and runs its ≈1 ms drift
+  (23 rounds in the session, the warm-up dropped from the table) and runs its ≈200 µs drift
   probe in every round.
 * ``tprof-save``: the same test with ``--tprof-save`` (writes the baseline instead of comparing).
   Both run with ``--tprof-threads=0`` (torch's own intra-op threads, as the hand-written test),

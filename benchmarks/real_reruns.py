@@ -193,7 +193,7 @@ def run(
             "trace": t["trace"],
             "reason": t["reason"],
             "floor": cpu["floor_pct"] if cpu else None,
-            "op_floor": (largest["op"], largest["floor_pct"], largest.get("peer_floor_pct"))
+            "op_floor": (largest["op"], largest["floor_pct"], largest.get("vs_rest_floor_pct"))
             if largest
             else None,
         }

@@ -10,7 +10,6 @@ import contextlib
 import gzip
 import json
 import math
-import os
 import shutil
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -19,9 +18,11 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 import torch
 from torch.profiler import ProfilerActivity, profile, record_function
 
+from profiler import files
 from profiler.errors import CaptureError, ConfigError
 from profiler.records import (
     KIND_ANNOTATION,
@@ -30,6 +31,8 @@ from profiler.records import (
     KIND_IGNORED,
     KIND_OP,
     EventArrays,
+    FloatArray,
+    IntArray,
     OpTable,
 )
 from profiler.reduce import (
@@ -41,6 +44,7 @@ from profiler.reduce import (
 )
 
 _CPU = torch.autograd.DeviceType.CPU  # type: ignore[attr-defined]
+_BoolArray = npt.NDArray[np.bool_]
 MAX_WARMUP = 50  # bound on the automatic warm-up extension
 PROBE_VERSION = "cpu-mm96x4-v1"
 
@@ -58,6 +62,7 @@ class CaptureResult:
     capture_s: float
     reduce_s: float
     cuda: bool
+    warmup_settled: bool  # the last warm-up round called the ops of the first measured one
     meta: Mapping[str, Any] = field(default_factory=dict)
 
 
@@ -114,7 +119,7 @@ REDUCTION_PATH = "raw-events" if raw_events_supported() else "key_averages"
 
 
 class _Probe:
-    """A fixed small CPU workload (≈1 ms) timed inside every round to track machine drift."""
+    """A fixed CPU workload (≈200 µs single-threaded) timed in every round to track drift."""
 
     def __init__(self, cuda: bool) -> None:
         g = torch.Generator().manual_seed(0)
@@ -203,8 +208,7 @@ def capture(
             trace_path=trace_path, record_shapes=record_shapes, cuda=cuda, probe=probe,
             trace_metadata=trace_metadata,
         )  # fmt: skip
-        settled = result.meta.get("warmup_settled", True)
-        if settled or warm >= MAX_WARMUP or (warm == 0 and warmup == 0):
+        if result.warmup_settled or warm >= MAX_WARMUP or (warm == 0 and warmup == 0):
             return result
         warm = min(MAX_WARMUP, max(2 * warm, warm + 2))
 
@@ -224,16 +228,65 @@ def _capture_once(
     probe: bool,
     trace_metadata: Mapping[str, Any] | None,
 ) -> CaptureResult:
+    drift_probe = _Probe(cuda) if probe else None
+    metadata = _trace_metadata(warmup, rounds, iterations, trace_metadata)
+    t_start = time.perf_counter()
+    prof, wall_us, value = _profile_rounds(
+        fn, args, kwargs, rounds=warmup + rounds, setup=setup, iterations=iterations, cuda=cuda,
+        drift_probe=drift_probe, record_shapes=record_shapes, metadata=metadata,
+    )  # fmt: skip
+    capture_s = time.perf_counter() - t_start
+
+    t_reduce = time.perf_counter()
+    if REDUCTION_PATH == "raw-events":
+        table = reduce_events(events_from_kineto(prof), wall_us=wall_us)
+    else:
+        table = table_from_function_events(prof, wall_us=wall_us)
+    settled = _settled(table, warmup)
+    table = drop_leading_rounds(table, warmup)
+    reduce_s = time.perf_counter() - t_reduce
+
+    written = None if trace_path is None else _write_trace(prof, Path(trace_path))
+    return CaptureResult(
+        table=table,
+        value=value,
+        warmup_used=warmup,
+        iterations=iterations,
+        trace_path=written,
+        reduction=REDUCTION_PATH,
+        capture_s=capture_s,
+        reduce_s=reduce_s,
+        cuda=cuda,
+        warmup_settled=settled,
+        meta={"events": table.meta.get("events", 0)},
+    )
+
+
+def _profile_rounds(
+    fn: Callable[..., Any],
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    *,
+    rounds: int,
+    setup: Callable[[], Any] | None,
+    iterations: int,
+    cuda: bool,
+    drift_probe: _Probe | None,
+    record_shapes: bool,
+    metadata: Mapping[str, Any],
+) -> tuple[profile, FloatArray, Any]:
+    """Run ``rounds`` rounds in one profiler session.
+
+    Returns the session, each round's wall time in µs and the body's last value;
+    ``metadata`` goes into the session's trace, one JSON value per key.
+    """
     activities = [ProfilerActivity.CPU]
     if cuda:
         activities.append(ProfilerActivity.CUDA)
-    drift_probe = _Probe(cuda) if probe else None
-    total = warmup + rounds
-    wall_us = np.zeros(total)
+    wall_us = np.zeros(rounds)
     value: Any = None
-    t_start = time.perf_counter()
     with profile(activities=activities, record_shapes=record_shapes) as prof:
-        for r in range(total):
+        for r in range(rounds):
             call_args, call_kwargs = args, kwargs
             if setup is not None:
                 prepared = setup()
@@ -249,54 +302,37 @@ def _capture_once(
                     value = fn(*call_args, **call_kwargs)
                 _sync(cuda)
                 wall_us[r] = (time.perf_counter_ns() - t0) / 1000.0
-        meta = {
-            "tprof": {"warmup": warmup, "rounds": rounds, "iterations": iterations},
-            "distributedInfo": {"rank": 0, "world_size": 1},
-        }
-        if trace_metadata:
-            meta["tprof_test"] = dict(trace_metadata)
-        for key, val in meta.items():
+        for key, val in metadata.items():
             prof.add_metadata_json(key, json.dumps(val, sort_keys=True))
-    capture_s = time.perf_counter() - t_start
+    return prof, wall_us, value
 
-    t_reduce = time.perf_counter()
-    if REDUCTION_PATH == "raw-events":
-        table = reduce_events(events_from_kineto(prof), wall_us=wall_us)
-    else:
-        table = table_from_function_events(prof, wall_us=wall_us)
-    settled = _settled(table, warmup)
-    table = drop_leading_rounds(table, warmup)
-    reduce_s = time.perf_counter() - t_reduce
 
-    written: Path | None = None
-    if trace_path is not None:
-        written = Path(trace_path)
-        written.parent.mkdir(parents=True, exist_ok=True)
-        plain = written.with_name(f".{written.name}.{os.getpid()}.tmp.json")
-        tmp = written.with_name(f".{written.name}.{os.getpid()}.tmp")
-        try:
-            # torch gzips its export line by line in Python (3.2 s for 105k events); the
-            # native export plus one gzip pass costs a tenth of that.
-            prof.export_chrome_trace(str(plain))
-            with open(plain, "rb") as src, gzip.open(tmp, "wb", compresslevel=6) as dst:
-                shutil.copyfileobj(src, dst, 1 << 20)
-            os.replace(tmp, written)
-        finally:
-            for leftover in (plain, tmp):
-                if leftover.exists():
-                    leftover.unlink()
-    return CaptureResult(
-        table=table,
-        value=value,
-        warmup_used=warmup,
-        iterations=iterations,
-        trace_path=written,
-        reduction=REDUCTION_PATH,
-        capture_s=capture_s,
-        reduce_s=reduce_s,
-        cuda=cuda,
-        meta={"warmup_settled": settled, "events": table.meta.get("events", 0)},
-    )
+def _trace_metadata(
+    warmup: int, rounds: int, iterations: int, test: Mapping[str, Any] | None
+) -> dict[str, Any]:
+    """The trace's top-level keys that say how it was recorded (and of which test)."""
+    meta: dict[str, Any] = {
+        "tprof": {"warmup": warmup, "rounds": rounds, "iterations": iterations},
+        "distributedInfo": {"rank": 0, "world_size": 1},
+    }
+    if test:
+        meta["tprof_test"] = dict(test)
+    return meta
+
+
+def _write_trace(prof: profile, path: Path) -> Path:
+    """Write the session's Chrome trace to ``path``, gzipped, atomically."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    # torch gzips its export line by line in Python (3.2 s for 105k events); the native
+    # export plus one gzip pass costs a tenth of that.
+    with (
+        files.scratch_path(path) as plain,
+        files.atomic_path(path, mode_like_existing=False) as tmp,
+    ):
+        prof.export_chrome_trace(str(plain))
+        with open(plain, "rb") as src, gzip.open(tmp, "wb", compresslevel=6) as dst:
+            shutil.copyfileobj(src, dst, 1 << 20)
+    return path
 
 
 def _split_setup(prepared: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:
@@ -342,18 +378,14 @@ def events_from_kineto(prof: profile) -> EventArrays:
     name_idx = np.fromiter(map(index.__getitem__, raw_names), dtype=np.int64, count=n)
     is_cpu = col(ke.device_type, object) == _CPU
     thread = col(ke.start_thread_id, np.int64)
-    is_async = col(ke.is_async, bool) | (thread != col(ke.end_thread_id, np.int64))
-    is_annot = col(ke.is_user_annotation, bool)
-    filtered = np.fromiter((nm in FILTERED_NAMES for nm in names), dtype=bool, count=len(names))
-    kind = np.full(n, KIND_OP, dtype=np.int8)
-    kind[is_annot] = KIND_ANNOTATION
-    kind[is_cpu & is_async] = KIND_ASYNC
-    kind[~is_cpu] = KIND_DEVICE
-    # GPU-side annotations mirror record_function ranges; torch leaves them out of device time.
-    kind[~is_cpu & is_annot] = KIND_IGNORED
-    kind[is_cpu & filtered[name_idx]] = KIND_IGNORED
-    if hasattr(ke, "is_hidden_event"):
-        kind[col(ke.is_hidden_event, bool)] = KIND_IGNORED
+    kind = _kineto_kinds(
+        names,
+        name_idx,
+        is_cpu=is_cpu,
+        is_async=col(ke.is_async, bool) | (thread != col(ke.end_thread_id, np.int64)),
+        is_annotation=col(ke.is_user_annotation, bool),
+        is_hidden=col(ke.is_hidden_event, bool) if hasattr(ke, "is_hidden_event") else None,
+    )
     corr = np.zeros(n, dtype=np.int64)
     link = corr
     if not is_cpu.all():  # correlation ids only matter when there is device work
@@ -372,6 +404,29 @@ def events_from_kineto(prof: profile) -> EventArrays:
     )
 
 
+def _kineto_kinds(
+    names: tuple[str, ...],
+    name_idx: IntArray,
+    *,
+    is_cpu: _BoolArray,
+    is_async: _BoolArray,
+    is_annotation: _BoolArray,
+    is_hidden: _BoolArray | None,
+) -> npt.NDArray[np.int8]:
+    """Each kineto event's ``KIND_*`` code."""
+    filtered = np.fromiter((nm in FILTERED_NAMES for nm in names), dtype=bool, count=len(names))
+    kind = np.full(name_idx.shape[0], KIND_OP, dtype=np.int8)
+    kind[is_annotation] = KIND_ANNOTATION
+    kind[is_cpu & is_async] = KIND_ASYNC
+    kind[~is_cpu] = KIND_DEVICE
+    # GPU-side annotations mirror record_function ranges; torch leaves them out of device time.
+    kind[~is_cpu & is_annotation] = KIND_IGNORED
+    kind[is_cpu & filtered[name_idx]] = KIND_IGNORED
+    if is_hidden is not None:
+        kind[is_hidden] = KIND_IGNORED
+    return kind
+
+
 def table_from_function_events(prof: profile, *, wall_us: Any) -> OpTable:
     """Fallback reduction through torch's own FunctionEvents (slow, but any torch has it)."""
     fevents = prof.events()
@@ -380,12 +435,46 @@ def table_from_function_events(prof: profile, *, wall_us: Any) -> OpTable:
     probes = sorted(
         (e for e in fevents if e.name.startswith(PROBE_PREFIX)), key=lambda e: e.time_range.start
     )
-    r_start = np.asarray([e.time_range.start for e in rounds])
-    r_end = np.asarray([e.time_range.end for e in rounds])
-    p_start = np.asarray([e.time_range.start for e in probes])
-    p_end = np.asarray([e.time_range.end for e in probes])
-    n_rounds = len(rounds)
-    acc: dict[str, np.ndarray] = {}
+    acc, probe_cpu, probe_dev, has_device = _sum_function_events(
+        fevents, _time_ranges(rounds), _time_ranges(probes)
+    )
+    names = tuple(sorted(acc))
+    stack = np.stack([acc[n] for n in names], axis=1) if names else np.zeros((5, 0, len(rounds)))
+    return OpTable(
+        names=names,
+        calls=stack[0].astype(np.int64),
+        self_cpu_us=stack[1],
+        total_cpu_us=stack[2],
+        self_device_us=stack[3],
+        total_device_us=stack[4],
+        wall_us=np.asarray(wall_us, dtype=np.float64),
+        probe_cpu_us=probe_cpu,
+        probe_device_us=probe_dev,
+        has_device=has_device,
+        meta={"events": len(fevents)},
+    )
+
+
+def _time_ranges(events: list[Any]) -> tuple[Any, Any]:
+    """Start and end times (µs) of ``events``, as arrays."""
+    return (
+        np.asarray([e.time_range.start for e in events]),
+        np.asarray([e.time_range.end for e in events]),
+    )
+
+
+def _sum_function_events(
+    fevents: Any, rounds: tuple[Any, Any], probes: tuple[Any, Any]
+) -> tuple[dict[str, FloatArray], FloatArray, FloatArray, bool]:
+    """FunctionEvents summed per op and round, the probe's apart.
+
+    Returns per op a 5 × rounds array (calls, self CPU, total CPU, self device, total
+    device µs), the probe's self CPU and device µs per round, and whether any event ran on
+    a device.
+    """
+    (r_start, r_end), (p_start, p_end) = rounds, probes
+    n_rounds = len(r_start)
+    acc: dict[str, FloatArray] = {}
     probe_cpu = np.zeros(n_rounds)
     probe_dev = np.zeros(n_rounds)
     has_device = False
@@ -417,21 +506,7 @@ def table_from_function_events(prof: profile, *, wall_us: Any) -> OpTable:
             continue
         row = acc.setdefault(e.name, np.zeros((5, n_rounds)))
         row[:, r] += vals
-    names = tuple(sorted(acc))
-    stack = np.stack([acc[n] for n in names], axis=1) if names else np.zeros((5, 0, n_rounds))
-    return OpTable(
-        names=names,
-        calls=stack[0].astype(np.int64),
-        self_cpu_us=stack[1],
-        total_cpu_us=stack[2],
-        self_device_us=stack[3],
-        total_device_us=stack[4],
-        wall_us=np.asarray(wall_us, dtype=np.float64),
-        probe_cpu_us=probe_cpu,
-        probe_device_us=probe_dev,
-        has_device=has_device,
-        meta={"events": len(fevents)},
-    )
+    return acc, probe_cpu, probe_dev, has_device
 
 
 def torch_facts() -> dict[str, Any]:

@@ -1,6 +1,6 @@
 """The ``tprof`` command: show, diff and render stored baselines, Chrome traces and reports.
 
-``tprof diff`` judges with the same engine as the pytest plugin (:func:`profiler.compare.compare`),
+``tprof diff`` judges with the same engine as the pytest plugin (:mod:`profiler.judge`),
 so a comparison made in CI can be repeated from the shell on the files it left behind.
 Exit status: 0 nothing regressed, 1 something regressed, 2 a usage error or unreadable input.
 """
@@ -14,19 +14,22 @@ import math
 import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple, TextIO
 
 import numpy as np
 
-from profiler import compare as cmp
-from profiler import store
-from profiler.environment import Fingerprint, comparability
+from profiler import files, store
+from profiler import judge as judging
+from profiler.checks import is_count
+from profiler.environment import Fingerprint
 from profiler.errors import ConfigError, TprofError
 from profiler.records import FloatArray, OpTable
 from profiler.report import failure_text, json_report, summary_line
 from profiler.results import ProfiledTest
+from profiler.rule import Rule
+from profiler.verdicts import CHANGED, REGRESSED, TestVerdict, verdict_rank
 
 EXIT_OK = 0
 EXIT_REGRESSED = 1
@@ -127,71 +130,24 @@ def load_folder(folder: Path) -> tuple[list[Source], list[str]]:
 # --------------------------------------------------------------------------- judging
 
 
-def judge(baseline: Source, current: Source, rule: cmp.Rule) -> cmp.TestVerdict:
+def judge(baseline: Source, current: Source, rule: Rule) -> TestVerdict:
     """The verdict on ``current``'s last table against all of ``baseline``'s tables.
 
-    Comparability follows the plugin: different structure keys (torch, device) make the
-    pair incomparable; other differing hard keys or protocol keys leave only calls compared.
+    The plugin's judging path (:func:`profiler.judge.judge`), on what the files hold.
     """
-    notes: list[str] = []
-    diffs: list[str] = []
-    structure: list[str] = []
-    if baseline.fingerprint is not None and current.fingerprint is not None:
-        structure, diffs = comparability(
-            baseline.fingerprint, current.fingerprint, baseline.protocol, current.protocol
-        )
-    else:
-        if (
-            baseline.kind == current.kind == "trace"
-            and baseline.device_names != current.device_names
-        ):
-            diffs = [f"gpus {_names(baseline.device_names)} → {_names(current.device_names)}"]
-        notes.append("a trace carries no environment fingerprint: comparability was not checked")
-    base_tables, current_table = list(baseline.tables), current.tables[-1]
-    ib, ic = _iterations(baseline), _iterations(current)
-    if ib is not None and ic is not None and ib != ic:
-        # Folders recorded apart calibrate their own iterations per round: compare per
-        # iteration rather than call every op "called 5x as often".
-        base_tables = [per_iteration(t, ib) for t in base_tables]
-        current_table = per_iteration(current_table, ic)
-        diffs = [d for d in diffs if not d.startswith("iterations ")]
-        notes.append(f"rounds of {ib} and {ic} iterations: compared per iteration")
+    notes = []
     if len(current.tables) > 1:
         notes.append(f"current: the last of the {len(current.tables)} sessions in {current.path}")
-    return cmp.compare_across(
-        base_tables, current_table, rule, structure_diffs=structure, timing_diffs=diffs,
-        notes=notes,
-    )  # fmt: skip
+    return judging.judge(_recorded(baseline), _recorded(current), rule, notes=notes)
 
 
-def _iterations(source: Source) -> int | None:
-    n = source.protocol.get("iterations")
-    return n if isinstance(n, int) and not isinstance(n, bool) and n >= 1 else None
-
-
-def per_iteration(table: OpTable, iterations: int) -> OpTable:
-    """``table`` with per-round calls and op times divided by the iterations per round.
-
-    The probe runs once per round and keeps its time.  Calls are rounded, and an op called
-    at all keeps at least one call (a once-per-round synchronize stays visible).
-    """
-    if iterations == 1:
-        return table
-    calls = np.rint(table.calls / iterations).astype(np.int64)
-    calls = np.where(table.calls > 0, np.maximum(calls, 1), 0)
-    return replace(
-        table,
-        calls=calls,
-        self_cpu_us=table.self_cpu_us / iterations,
-        total_cpu_us=table.total_cpu_us / iterations,
-        self_device_us=table.self_device_us / iterations,
-        total_device_us=table.total_device_us / iterations,
-        wall_us=table.wall_us / iterations,
+def _recorded(source: Source) -> judging.Recorded:
+    return judging.Recorded(
+        tables=source.tables,
+        fingerprint=source.fingerprint,
+        protocol=source.protocol,
+        device_names=source.device_names if source.kind == "trace" else None,
     )
-
-
-def _names(names: Sequence[str]) -> str:
-    return "[" + ", ".join(names) + "]" if names else "none"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -255,69 +211,47 @@ def show_lines(
     if sort not in SORT_KEYS:
         raise ConfigError(f"'sort' must be one of {', '.join(SORT_KEYS)} (got {sort!r})")
     tables = source.tables
-    device = all(t.has_device for t in tables)
-    rounds = sum(t.rounds for t in tables)
-    ops = _pooled(tables)
+    total_cpu = _median_round_total(tables, "self_cpu_us")
+    total_dev = None
+    if all(t.has_device for t in tables):
+        total_dev = _median_round_total(tables, "self_device_us")
+    lines = _show_heading(source, total_cpu, total_dev)
+    if sort == "self_cuda" and total_dev is None:
+        lines.append("  (no CUDA times in this table: sorted by self CPU)")
+        sort = "self_cpu"
+    rows = sorted(_op_rows(tables), key=_ROW_ORDER[sort])
+    shown = rows if not limit else rows[:limit]
+    lines += _row_lines(shown, total_cpu, total_dev)
+    if not rows:
+        lines.append("  (no ops)")
+    if len(shown) < len(rows):
+        lines.append(f"  ... {len(rows) - len(shown)} more ops (--limit 0 shows all)")
+    return lines
+
+
+def _median_round_total(tables: Sequence[OpTable], metric: str) -> float:
+    """Median over the pooled rounds of one metric's sum over ops (µs per round)."""
+    return _median(np.concatenate([getattr(t, metric).sum(axis=0) for t in tables]))
+
+
+def _show_heading(source: Source, total_cpu: float, total_dev: float | None) -> list[str]:
+    """The lines above the table: what was read, its rounds and totals, where it ran."""
+    tables = source.tables
     lines = [f"{source.label}  ({source.path})"]
     what = "Chrome trace" if source.kind == "trace" else "baseline"
     if source.kind == "baseline" and len(tables) > 1:
         per = "/".join(str(t.rounds) for t in tables)
         span = f"{len(tables)} sessions of {per} rounds, pooled"
     else:
-        span = f"{rounds} rounds"
-    total_cpu = _median(np.concatenate([t.self_cpu_us.sum(axis=0) for t in tables]))
+        span = f"{sum(t.rounds for t in tables)} rounds"
     head = f"  {what}, {span}; self CPU {total_cpu:,.1f} µs per round"
-    if device:
-        total_dev = _median(np.concatenate([t.self_device_us.sum(axis=0) for t in tables]))
+    if total_dev is not None:
         head += f", self CUDA {total_dev:,.1f} µs per round"
     lines.append(head)
     if source.device_names:
         lines.append(f"  devices: {', '.join(source.device_names)}")
     if source.fingerprint is not None:
         lines.append(f"  environment: {source.fingerprint.key}")
-    if sort == "self_cuda" and not device:
-        lines.append("  (no CUDA times in this table: sorted by self CPU)")
-        sort = "self_cpu"
-
-    rows = [
-        _Row(
-            name=name,
-            calls=_median(m["calls"]),
-            calls_text=_calls(m["calls"]),
-            cpu=_median(m["self_cpu_us"]),
-            cpu_iqr=_iqr(m["self_cpu_us"]),
-            cuda=_median(m["self_device_us"]),
-            cuda_iqr=_iqr(m["self_device_us"]),
-        )
-        for name, m in ops.items()
-    ]
-    key: Callable[[_Row], Any] = {
-        "self_cpu": lambda r: (-r.cpu, r.name),
-        "self_cuda": lambda r: (-r.cuda, -r.cpu, r.name),
-        "calls": lambda r: (-r.calls, r.name),
-        "name": lambda r: r.name,
-    }[sort]
-    rows.sort(key=key)
-    shown = rows if not limit else rows[:limit]
-    header = ["op", "calls/round", "self CPU µs", "IQR", "% CPU"]
-    if device:
-        header += ["self CUDA µs", "IQR", "% CUDA"]
-    cells = [header]
-    for r in shown:
-        row = [r.name, r.calls_text, f"{r.cpu:,.1f}", f"{r.cpu_iqr:,.1f}", _share(r.cpu, total_cpu)]
-        if device:
-            row += [f"{r.cuda:,.1f}", f"{r.cuda_iqr:,.1f}", _share(r.cuda, total_dev)]
-        cells.append(row)
-    widths = [max(len(c[i]) for c in cells) for i in range(len(header))]
-    for c in cells:
-        text = c[0].ljust(widths[0]) + "".join(
-            "  " + v.rjust(w) for v, w in zip(c[1:], widths[1:], strict=True)
-        )
-        lines.append("  " + text.rstrip())
-    if not rows:
-        lines.append("  (no ops)")
-    if len(shown) < len(rows):
-        lines.append(f"  ... {len(rows) - len(shown)} more ops (--limit 0 shows all)")
     return lines
 
 
@@ -329,6 +263,51 @@ class _Row(NamedTuple):
     cpu_iqr: float
     cuda: float
     cuda_iqr: float
+
+
+_ROW_ORDER: dict[str, Callable[[_Row], Any]] = {
+    "self_cpu": lambda r: (-r.cpu, r.name),
+    "self_cuda": lambda r: (-r.cuda, -r.cpu, r.name),
+    "calls": lambda r: (-r.calls, r.name),
+    "name": lambda r: r.name,
+}
+
+
+def _op_rows(tables: Sequence[OpTable]) -> list[_Row]:
+    """One row per op, its rounds of every table pooled."""
+    return [
+        _Row(
+            name=name,
+            calls=_median(m["calls"]),
+            calls_text=_calls(m["calls"]),
+            cpu=_median(m["self_cpu_us"]),
+            cpu_iqr=_iqr(m["self_cpu_us"]),
+            cuda=_median(m["self_device_us"]),
+            cuda_iqr=_iqr(m["self_device_us"]),
+        )
+        for name, m in _pooled(tables).items()
+    ]
+
+
+def _row_lines(rows: Sequence[_Row], total_cpu: float, total_dev: float | None) -> list[str]:
+    """The table of ``rows`` with its header, columns aligned; CUDA columns with device times."""
+    header = ["op", "calls/round", "self CPU µs", "IQR", "% CPU"]
+    if total_dev is not None:
+        header += ["self CUDA µs", "IQR", "% CUDA"]
+    cells = [header]
+    for r in rows:
+        row = [r.name, r.calls_text, f"{r.cpu:,.1f}", f"{r.cpu_iqr:,.1f}", _share(r.cpu, total_cpu)]
+        if total_dev is not None:
+            row += [f"{r.cuda:,.1f}", f"{r.cuda_iqr:,.1f}", _share(r.cuda, total_dev)]
+        cells.append(row)
+    widths = [max(len(c[i]) for c in cells) for i in range(len(header))]
+    lines = []
+    for c in cells:
+        text = c[0].ljust(widths[0]) + "".join(
+            "  " + v.rjust(w) for v, w in zip(c[1:], widths[1:], strict=True)
+        )
+        lines.append("  " + text.rstrip())
+    return lines
 
 
 def _pooled(tables: Sequence[OpTable]) -> dict[str, dict[str, FloatArray]]:
@@ -404,30 +383,53 @@ def _cmd_diff(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     for p in (a, b):
         if not p.exists():
             raise TprofError(f"{p}: no such file or folder; check the path")
-    rule = cmp.Rule(rel_floor=args.floor, strict_calls=args.strict)
-    errors: list[str] = []
+    rule = Rule(rel_floor=args.floor, strict_calls=args.strict)
+    pairing, errors = _paired_sources(a, b)
+    tests = _judge_pairs(pairing, rule, out, verbose=args.verbose)
+    for s in pairing.only_baseline:
+        print(f"only in {a}: {s.label} ({s.path})", file=out)
+    for s in pairing.only_current:
+        print(f"only in {b}: {s.label} ({s.path})", file=out)
+    for message in errors:
+        print(f"tprof: error: {message}", file=err)
+    print(_diff_summary(tests, pairing, a, b), file=out)
+    if args.json is not None:
+        _write_diff_report(Path(args.json), tests, pairing, a, b)
+        print(f"JSON report: {args.json}", file=out)
+    if errors:
+        return EXIT_ERROR
+    if not tests:
+        raise TprofError(
+            f"no test is in both {a} and {b}, so nothing was compared; "
+            "pass folders recorded from the same test suite"
+        )
+    return EXIT_REGRESSED if any(t.verdict.regressed for t in tests) else EXIT_OK
+
+
+def _paired_sources(a: Path, b: Path) -> tuple[Pairing, list[str]]:
+    """The tests of two folders paired (and a message per unreadable file), or two files."""
     if a.is_dir() and b.is_dir():
         sa, ea = load_folder(a)
         sb, eb = load_folder(b)
-        errors = ea + eb
         for folder, found, errs in ((a, sa, ea), (b, sb, eb)):
             if not found and not errs:
                 raise TprofError(
                     f"{folder}: no baseline files (*.json) or traces (*.json.gz) in this folder; "
                     "pass a folder written by pytest --tprof-save or --tprof-trace-dir"
                 )
-        pairing = pair_sources(sa, sb)
-    elif a.is_dir() or b.is_dir():
+        return pair_sources(sa, sb), ea + eb
+    if a.is_dir() or b.is_dir():
         folder, file = (a, b) if a.is_dir() else (b, a)
         raise ConfigError(
             f"{folder} is a folder but {file} is a file; "
             "pass two baseline folders, or two files (baselines or traces)"
         )
-    else:
-        pairing = Pairing(
-            pairs=[(load_source(a), load_source(b))], only_baseline=[], only_current=[]
-        )
+    pair = (load_source(a), load_source(b))
+    return Pairing(pairs=[pair], only_baseline=[], only_current=[]), []
 
+
+def _judge_pairs(pairing: Pairing, rule: Rule, out: TextIO, *, verbose: bool) -> list[ProfiledTest]:
+    """Judge each pair, printing its result as soon as it is known."""
     tests: list[ProfiledTest] = []
     for base, cur in pairing.pairs:
         verdict = judge(base, cur, rule)
@@ -440,18 +442,23 @@ def _cmd_diff(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             rounds=cur.tables[-1].rounds,
         )
         tests.append(test)
-        print(summary_line(test), file=out)
-        if args.verbose or verdict.verdict in (cmp.REGRESSED, cmp.CHANGED):
-            print(_indent(failure_text(test, verbose=args.verbose)), file=out)
-            if cur.kind == "baseline":
-                print(f"      current: {cur.path}", file=out)
-    for s in pairing.only_baseline:
-        print(f"only in {a}: {s.label} ({s.path})", file=out)
-    for s in pairing.only_current:
-        print(f"only in {b}: {s.label} ({s.path})", file=out)
-    for message in errors:
-        print(f"tprof: error: {message}", file=err)
+        for line in _pair_lines(test, cur, verbose=verbose):
+            print(line, file=out)
+    return tests
 
+
+def _pair_lines(test: ProfiledTest, current: Source, *, verbose: bool) -> list[str]:
+    """A judged pair's summary line, and its per-op details when it failed or when verbose."""
+    lines = [summary_line(test)]
+    if verbose or test.verdict.verdict in (REGRESSED, CHANGED):
+        lines.append(_indent(failure_text(test, verbose=verbose)))
+        if current.kind == "baseline":
+            lines.append(f"      current: {current.path}")
+    return lines
+
+
+def _diff_summary(tests: Sequence[ProfiledTest], pairing: Pairing, a: Path, b: Path) -> str:
+    """The closing line: tests compared, per verdict, and tests found on one side only."""
     counts: dict[str, int] = {}
     for t in tests:
         counts[t.verdict.verdict] = counts.get(t.verdict.verdict, 0) + 1
@@ -461,37 +468,29 @@ def _cmd_diff(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     if pairing.only_baseline or pairing.only_current:
         n_a, n_b = len(pairing.only_baseline), len(pairing.only_current)
         line += f"; {n_a} only in {a}, {n_b} only in {b}"
-    print(line, file=out)
+    return line
 
-    if args.json is not None:
-        env = _common_environment([cur for _, cur in pairing.pairs])
-        doc = json_report(
-            tests,
-            environment=env,
-            extra={
-                "source": "tprof diff",
-                "baseline": str(a),
-                "current": str(b),
-                "only_in_baseline": [s.label for s in pairing.only_baseline],
-                "only_in_current": [s.label for s in pairing.only_current],
-            },
-        )
-        _write(Path(args.json), json.dumps(doc, indent=2, sort_keys=True) + "\n", "JSON report")
-        print(f"JSON report: {args.json}", file=out)
 
-    if errors:
-        return EXIT_ERROR
-    if not tests:
-        raise TprofError(
-            f"no test is in both {a} and {b}, so nothing was compared; "
-            "pass folders recorded from the same test suite"
-        )
-    return EXIT_REGRESSED if any(t.verdict.regressed for t in tests) else EXIT_OK
+def _write_diff_report(
+    path: Path, tests: Sequence[ProfiledTest], pairing: Pairing, a: Path, b: Path
+) -> None:
+    env = _common_environment([cur for _, cur in pairing.pairs])
+    doc = json_report(
+        tests,
+        environment=env,
+        extra={
+            "source": "tprof diff",
+            "baseline": str(a),
+            "current": str(b),
+            "only_in_baseline": [s.label for s in pairing.only_baseline],
+            "only_in_current": [s.label for s in pairing.only_current],
+        },
+    )
+    _write(path, json.dumps(doc, indent=2, sort_keys=True) + "\n", "JSON report")
 
 
 def _verdict_order(item: tuple[str, int]) -> int:
-    order = (cmp.REGRESSED, cmp.CHANGED, cmp.INCOMPARABLE, cmp.INCONCLUSIVE, cmp.IMPROVED)
-    return order.index(item[0]) if item[0] in order else len(order)
+    return verdict_rank(item[0])
 
 
 def _common_environment(sources: Sequence[Source]) -> dict[str, Any]:
@@ -550,7 +549,7 @@ def load_report(path: Path) -> dict[str, Any]:
     from profiler.report import JSON_SCHEMA_VERSION
 
     version = doc.get("schema_version")
-    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+    if not is_count(version):
         raise TprofError(
             f"{path}: 'schema_version' must be an integer >= 1 (got {version!r}); {REPORT_FIX}"
         )
@@ -575,7 +574,7 @@ def load_report(path: Path) -> dict[str, Any]:
 def _write(path: Path, text: str, what: str) -> None:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
+        files.write_atomic(path, text)
     except OSError as exc:
         raise TprofError(
             f"{path}: can't write the {what} ({exc.strerror}); pick a writable path"
@@ -617,7 +616,13 @@ def build_parser() -> argparse.ArgumentParser:
         "2 a usage error or unreadable input.",
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    _add_show(sub)
+    _add_diff(sub)
+    _add_report(sub)
+    return parser
 
+
+def _add_show(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     show = sub.add_parser(
         "show",
         help="per-op table of a baseline file, a folder of baselines or a Chrome trace",
@@ -636,6 +641,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     show.set_defaults(func=_cmd_show)
 
+
+def _add_diff(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     diff = sub.add_parser(
         "diff",
         help="compare B (current) with A (baseline) using the plugin's decision rule",
@@ -667,6 +674,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     diff.set_defaults(func=_cmd_diff)
 
+
+def _add_report(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     report = sub.add_parser(
         "report",
         help="render a --tprof-json report as HTML and/or Markdown",
@@ -686,7 +695,6 @@ def build_parser() -> argparse.ArgumentParser:
         help="write a Markdown summary (default: none)",
     )
     report.set_defaults(func=_cmd_report)
-    return parser
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -17,21 +17,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
+from profiler import fmt
 from profiler.errors import TprofError
-from profiler.markdown import (
-    FAMILY,
-    FLAGGED,
-    counts_line,
-    family_line,
-    fmt_p,
-    fmt_pct,
-    fmt_us,
-    num,
-    op_delta,
-    ops_by_interest,
-    ordered_tests,
-    top_ops,
-)
+from profiler.verdicts import FLAGGED_OPS
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -85,9 +73,9 @@ def html_report(doc: Mapping[str, Any], *, link_base: Path | None = None) -> str
     to it (relative trace paths in the report are taken from the current directory).
     """
     mpl = _matplotlib()
-    tests = ordered_tests(doc)
+    tests = fmt.ordered_tests(doc)
     body: list[str] = [
-        f"<h1>pytest-tprof report</h1><p class='counts'>{_e(counts_line(tests))}</p>"
+        f"<h1>pytest-tprof report</h1><p class='counts'>{_e(fmt.counts_line(tests))}</p>"
     ]
     body += _environment(doc)
     if tests:
@@ -135,12 +123,12 @@ def _summary_table(tests: Sequence[Mapping[str, Any]]) -> list[str]:
             "<th>uniform shift</th></tr>"]  # fmt: skip
     for i, t in enumerate(tests):
         deltas = "<br>".join(
-            f"<code>{_e(o.get('op'))}</code> {_e(op_delta(o))}" for o in top_ops(t)
+            f"<code>{_e(o.get('op'))}</code> {_e(fmt.op_delta(o))}" for o in fmt.top_ops(t)
         )
         rows.append(
             f"<tr><td><a href='#t{i}'><code>{_e(t.get('nodeid'))}</code></a></td>"
             f"<td>{_badge(str(t.get('verdict')))}</td><td>{deltas or '-'}</td>"
-            f"<td class='num'>{_e(fmt_pct(t.get('uniform_shift')))}</td></tr>"
+            f"<td class='num'>{_e(fmt.pct(t.get('uniform_shift')))}</td></tr>"
         )
     rows.append("</table>")
     return rows
@@ -153,7 +141,7 @@ def _section(i: int, t: Mapping[str, Any], link_base: Path | None) -> list[str]:
     ]
     if t.get("reason"):
         out.append(f"<p class='reason'>{_e(t['reason'])}</p>")
-    facts = [_e(family_line(f)) for f in t.get("families", []) if isinstance(f, Mapping)]
+    facts = [_e(fmt.family_line(f)) for f in t.get("families", []) if isinstance(f, Mapping)]
     facts += [_e(n) for n in t.get("notes", []) if n]
     if t.get("trace"):
         href = _href(str(t["trace"]), link_base)
@@ -167,7 +155,7 @@ def _section(i: int, t: Mapping[str, Any], link_base: Path | None) -> list[str]:
         out.append("<ul class='facts'>" + "".join(f"<li>{x}</li>" for x in facts) + "</ul>")
     ops = [o for o in t.get("ops", []) if isinstance(o, Mapping)]
     totals = {
-        str(f.get("family")): num(f.get("baseline_total_us")) or 0.0
+        str(f.get("family")): fmt.num(f.get("baseline_total_us")) or 0.0
         for f in t.get("families", [])
         if isinstance(f, Mapping)
     }
@@ -178,11 +166,11 @@ def _section(i: int, t: Mapping[str, Any], link_base: Path | None) -> list[str]:
     if rounds:
         out.append(_rounds_chart(rounds))
     else:
-        medians = _medians_chart([o for o in ops if o.get("verdict") in FLAGGED])
+        medians = _medians_chart([o for o in ops if o.get("verdict") in FLAGGED_OPS])
         if medians:
             out.append(medians)
     if ops:
-        out += _op_table(ops_by_interest(ops))
+        out += _op_table(fmt.ops_by_interest(ops))
     out.append("</section>")
     return out
 
@@ -212,12 +200,12 @@ def _op_table(ops: Sequence[Mapping[str, Any]]) -> list[str]:
         style = f" style='color:{colour};font-weight:600'" if colour else ""
         return (
             f"<tr><td><code>{_e(o.get('op'))}</code></td>"
-            f"<td>{_e(FAMILY.get(str(o.get('family')), o.get('family')))}</td>"
-            f"<td class='num'>{fmt_us(o.get('baseline_median_us'))}</td>"
-            f"<td class='num'>{fmt_us(o.get('current_median_us'))}</td>"
-            f"<td class='num'>{fmt_us(o.get('delta_us'), signed=True)}</td>"
-            f"<td class='num'>{_e(fmt_pct(o.get('delta_pct'), v))}</td>"
-            f"<td class='num'>{fmt_p(o.get('p_value'))}</td>"
+            f"<td>{_e(fmt.FAMILY.get(str(o.get('family')), o.get('family')))}</td>"
+            f"<td class='num'>{fmt.us(o.get('baseline_median_us'))}</td>"
+            f"<td class='num'>{fmt.us(o.get('current_median_us'))}</td>"
+            f"<td class='num'>{fmt.us(o.get('delta_us'), signed=True)}</td>"
+            f"<td class='num'>{_e(fmt.pct(o.get('delta_pct'), v))}</td>"
+            f"<td class='num'>{fmt.p_value_floored(o.get('p_value'))}</td>"
             f"<td class='num'>{_e(o.get('calls_baseline'))} → {_e(o.get('calls_current'))}</td>"
             f"<td{style}>{_e(v + note)}</td></tr>"
         )
@@ -247,9 +235,9 @@ def _delta_chart(ops: Sequence[Mapping[str, Any]], totals: Mapping[str, float], 
     """
     panels = []
     for fam in ("cpu", "cuda"):
-        rows = [o for o in ops if o.get("family") == fam and num(o.get("delta_us")) is not None]
+        rows = [o for o in ops if o.get("family") == fam and fmt.num(o.get("delta_us")) is not None]
         if rows:
-            panels.append((fam, ops_by_interest(rows)[:CHART_OPS]))
+            panels.append((fam, fmt.ops_by_interest(rows)[:CHART_OPS]))
     if not panels:
         return ""
     from matplotlib.figure import Figure
@@ -260,7 +248,7 @@ def _delta_chart(ops: Sequence[Mapping[str, Any]], totals: Mapping[str, float], 
     axes = fig.subplots(1, len(panels), squeeze=False)[0]
     used: dict[str, str] = {}
     for ax, (fam, rows) in zip(axes, panels, strict=True):
-        deltas = [num(o.get("delta_us")) or 0.0 for o in rows]
+        deltas = [fmt.num(o.get("delta_us")) or 0.0 for o in rows]
         colours = []
         for o in rows:
             v = str(o.get("verdict", ""))
@@ -273,10 +261,10 @@ def _delta_chart(ops: Sequence[Mapping[str, Any]], totals: Mapping[str, float], 
         ax.invert_yaxis()
         ax.axvline(0.0, color="#424242", linewidth=0.8)
         ax.set_xlabel("Δ self time per round (µs), current − baseline")
-        ax.set_title(f"{FAMILY[fam]}: per-op deltas")
+        ax.set_title(f"{fmt.FAMILY[fam]}: per-op deltas")
         span = max(max(abs(d) for d in deltas), 0.05 * totals.get(fam, 0.0)) or 1.0
         for yi, d, o in zip(y, deltas, rows, strict=True):
-            text = fmt_pct(o.get("delta_pct"), str(o.get("verdict", "")))
+            text = fmt.pct(o.get("delta_pct"), str(o.get("verdict", "")))
             ax.text(
                 d + (0.02 * span if d >= 0 else -0.02 * span),
                 yi,
@@ -304,9 +292,9 @@ def _medians_chart(flagged: Sequence[Mapping[str, Any]]) -> str:
     """Baseline and current median per round of the flagged ops, side by side."""
     rows = [
         o
-        for o in ops_by_interest(flagged)[:CHART_OPS]
-        if num(o.get("baseline_median_us")) is not None
-        and num(o.get("current_median_us")) is not None
+        for o in fmt.ops_by_interest(flagged)[:CHART_OPS]
+        if fmt.num(o.get("baseline_median_us")) is not None
+        and fmt.num(o.get("current_median_us")) is not None
     ]
     if not rows:
         return ""
@@ -316,12 +304,14 @@ def _medians_chart(flagged: Sequence[Mapping[str, Any]]) -> str:
     fig = Figure(figsize=(8.0, 0.42 * len(rows) + 1.3), layout="constrained")
     ax = fig.subplots()
     y = list(range(len(rows)))
-    base = [num(o.get("baseline_median_us")) or 0.0 for o in rows]
-    cur = [num(o.get("current_median_us")) or 0.0 for o in rows]
+    base = [fmt.num(o.get("baseline_median_us")) or 0.0 for o in rows]
+    cur = [fmt.num(o.get("current_median_us")) or 0.0 for o in rows]
     colours = [COLOURS.get(str(o.get("verdict")), OTHER) for o in rows]
     ax.barh([v - 0.2 for v in y], base, height=0.38, color=BASELINE)
     ax.barh([v + 0.2 for v in y], cur, height=0.38, color=colours)
-    labels = [f"{_label(str(o.get('op')))} ({FAMILY.get(str(o.get('family')), '')})" for o in rows]
+    labels = [
+        f"{_label(str(o.get('op')))} ({fmt.FAMILY.get(str(o.get('family')), '')})" for o in rows
+    ]
     ax.set_yticks(y, labels)
     ax.invert_yaxis()
     ax.set_xlabel("median self time per round (µs)")
@@ -353,7 +343,9 @@ def _rounds_chart(rounds: Sequence[Mapping[str, Any]]) -> str:
                        patch_artist=True, showfliers=True, manage_ticks=False)  # fmt: skip
     for k, box in enumerate(parts["boxes"]):
         box.set_facecolor(BASELINE if k % 2 == 0 else COLOURS.get("regressed", OTHER))
-    labels = [f"{_label(str(r.get('op')))} ({FAMILY.get(str(r.get('family')), '')})" for r in rows]
+    labels = [
+        f"{_label(str(r.get('op')))} ({fmt.FAMILY.get(str(r.get('family')), '')})" for r in rows
+    ]
     ax.set_yticks(list(range(len(rows))), labels)
     ax.invert_yaxis()
     ax.set_xlabel(

@@ -10,7 +10,7 @@ total device time adds its descendants'.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -119,128 +119,185 @@ def reduce_events(
     ``tprof::probe#N`` annotation are summed into the round's probe time instead of ops.
     A trace without step annotations is one round spanning every event.
     """
-    names = ev.names
-    is_round_name = _names_starting(names, ROUND_PREFIX)
-    is_probe_name = _names_starting(names, PROBE_PREFIX)
-    is_marker_name = is_round_name | is_probe_name
+    is_round_name = _names_starting(ev.names, ROUND_PREFIX)
+    is_probe_name = _names_starting(ev.names, PROBE_PREFIX)
+    rounds = _rounds(ev, is_round_name, is_probe_name)
+    n_rounds = int(rounds.starts.size)
+    cpu = _cpu_events(ev)
+    self_dev, total_dev, has_device = _device_times(ev, cpu)
+    dup, self_cpu, self_dev = _merge_duplicates(cpu, self_dev, has_device)
 
-    cpu = (ev.kind == KIND_OP) | (ev.kind == KIND_ANNOTATION) | (ev.kind == KIND_ASYNC)
-    annotation = ev.kind == KIND_ANNOTATION
-    round_starts, round_ends = _intervals(ev, annotation & is_round_name[ev.name_idx])
-    probe_starts, probe_ends = _intervals(ev, annotation & is_probe_name[ev.name_idx])
-    whole_trace = round_starts.size == 0
-    if whole_trace:
-        round_starts = np.asarray([ev.start_ns.min() if len(ev) else 0], dtype=np.int64)
-        round_ends = np.asarray([ev.end_ns.max() + 1 if len(ev) else 1], dtype=np.int64)
-    n_rounds = int(round_starts.size)
-
-    cpu_idx = np.flatnonzero(cpu)
-    c_start = ev.start_ns[cpu_idx]
-    c_end = ev.end_ns[cpu_idx]
-    c_dur = (c_end - c_start).astype(np.float64)
-    # Async ops (torch: start and end threads differ) nest with nothing and have no self time.
-    c_async = ev.kind[cpu_idx] == KIND_ASYNC
-    c_thread = np.where(c_async, -1 - np.arange(cpu_idx.size), ev.thread[cpu_idx])
-    parent, depth = nesting(c_thread, c_start, c_end)
-    has_parent = parent >= 0
-    child_sum = np.bincount(
-        parent[has_parent], weights=c_dur[has_parent], minlength=c_dur.size
-    ).astype(np.float64)
-    self_cpu = np.where(c_async, 0.0, c_dur - child_sum)
-
-    # Device time: kernels → launching CPU op by correlation id.
-    dev_idx = np.flatnonzero(ev.kind == KIND_DEVICE)
-    has_device = dev_idx.size > 0
-    self_dev = np.zeros(cpu_idx.size)
-    total_dev = self_dev
-    if has_device:
-        c_corr = ev.corr[cpu_idx]
-        corr_order = np.argsort(c_corr, kind="stable")
-        sorted_corr = c_corr[corr_order]
-        links = ev.link[dev_idx]
-        pos = np.searchsorted(sorted_corr, links)
-        pos_ok = pos < sorted_corr.size
-        pos_ok[pos_ok] &= sorted_corr[pos[pos_ok]] == links[pos_ok]
-        pos_ok &= links > 0
-        owner = corr_order[pos[pos_ok]]
-        k_dur = (ev.end_ns[dev_idx] - ev.start_ns[dev_idx]).astype(np.float64)[pos_ok]
-        self_dev = np.bincount(owner, weights=k_dur, minlength=cpu_idx.size).astype(np.float64)
-        total_dev = self_dev.copy()
-        for d in range(int(depth.max(initial=0)), 0, -1):
-            at = np.flatnonzero((depth == d) & has_parent)
-            np.add.at(total_dev, parent[at], total_dev[at])
-
-    c_name = ev.name_idx[cpu_idx]
-    # torch merges an event into its parent when the parent has the same name and no other
-    # child (EventList._remove_dup_nodes): the parent keeps the time, the child is not counted.
-    n_children = np.bincount(parent[has_parent], minlength=c_dur.size)
-    dup = np.zeros(c_dur.size, dtype=bool)
-    dup[has_parent] = (c_name[parent[has_parent]] == c_name[has_parent]) & (
-        n_children[parent[has_parent]] == 1
-    )
-    if dup.any():
-        owner_of = np.arange(c_dur.size)
-        owner_of[dup] = parent[dup]
-        while True:  # chains of merges end at the first ancestor that is kept
-            nxt = owner_of[owner_of]
-            if np.array_equal(nxt, owner_of):
-                break
-            owner_of = nxt
-        d_idx = np.flatnonzero(dup)
-        self_cpu = self_cpu.copy()
-        np.add.at(self_cpu, owner_of[d_idx], self_cpu[d_idx])
-        if has_device:
-            self_dev = self_dev.copy()
-            np.add.at(self_dev, owner_of[d_idx], self_dev[d_idx])
-
-    c_round = _locate(round_starts, round_ends, c_start)
-    in_probe = _locate(probe_starts, probe_ends, c_start) >= 0
-    marker = is_marker_name[c_name]
+    c_round = _locate(rounds.starts, rounds.ends, cpu.start)
+    in_probe = _locate(rounds.probe_starts, rounds.probe_ends, cpu.start) >= 0
+    marker = (is_round_name | is_probe_name)[cpu.name]
     counted = (c_round >= 0) & ~marker & ~in_probe & ~dup
     probe_ev = (c_round >= 0) & in_probe & ~marker & ~dup
-
     probe_cpu = np.bincount(c_round[probe_ev], weights=self_cpu[probe_ev], minlength=n_rounds)
     probe_dev = np.bincount(c_round[probe_ev], weights=self_dev[probe_ev], minlength=n_rounds)
 
-    used, op_of = np.unique(c_name[counted], return_inverse=True)
+    op_names, cells = _op_cells(ev.names, cpu.name[counted], c_round[counted], n_rounds)
+    shape = (len(op_names), n_rounds)
+    info = dict(meta or {})
+    info.setdefault("events", len(ev))
+    info["whole_trace_as_round"] = rounds.whole_trace
+    return OpTable(
+        names=op_names,
+        calls=_summed(cells, None, shape).astype(np.int64),
+        self_cpu_us=_summed(cells, self_cpu[counted], shape) / 1000.0,
+        total_cpu_us=_summed(cells, cpu.dur[counted], shape) / 1000.0,
+        self_device_us=_summed(cells, self_dev[counted], shape) / 1000.0,
+        total_device_us=_summed(cells, total_dev[counted], shape) / 1000.0,
+        wall_us=_wall_us(wall_us, rounds),
+        probe_cpu_us=probe_cpu / 1000.0,
+        probe_device_us=probe_dev / 1000.0,
+        has_device=has_device,
+        meta=info,
+    )
+
+
+class _Rounds(NamedTuple):
+    """Measured rounds and probe runs as time-ordered intervals (ns)."""
+
+    starts: IntArray
+    ends: IntArray
+    probe_starts: IntArray
+    probe_ends: IntArray
+    whole_trace: bool  # no step annotations: one round spans every event
+
+
+def _rounds(
+    ev: EventArrays, is_round_name: npt.NDArray[np.bool_], is_probe_name: npt.NDArray[np.bool_]
+) -> _Rounds:
+    annotation = ev.kind == KIND_ANNOTATION
+    starts, ends = _intervals(ev, annotation & is_round_name[ev.name_idx])
+    probe_starts, probe_ends = _intervals(ev, annotation & is_probe_name[ev.name_idx])
+    whole_trace = starts.size == 0
+    if whole_trace:
+        starts = np.asarray([ev.start_ns.min() if len(ev) else 0], dtype=np.int64)
+        ends = np.asarray([ev.end_ns.max() + 1 if len(ev) else 1], dtype=np.int64)
+    return _Rounds(starts, ends, probe_starts, probe_ends, bool(whole_trace))
+
+
+class _CpuEvents(NamedTuple):
+    """The CPU-side events (ops, annotations, async ops), nested per thread; times in ns."""
+
+    idx: IntArray  # their rows in the EventArrays
+    start: IntArray
+    dur: FloatArray
+    name: IntArray
+    parent: IntArray  # index into these events, -1 for roots
+    depth: IntArray
+    has_parent: npt.NDArray[np.bool_]
+    self_ns: FloatArray  # duration less the direct children's (0 for async ops)
+
+
+def _cpu_events(ev: EventArrays) -> _CpuEvents:
+    cpu = (ev.kind == KIND_OP) | (ev.kind == KIND_ANNOTATION) | (ev.kind == KIND_ASYNC)
+    idx = np.flatnonzero(cpu)
+    start = ev.start_ns[idx]
+    end = ev.end_ns[idx]
+    dur = (end - start).astype(np.float64)
+    # Async ops (torch: start and end threads differ) nest with nothing and have no self time.
+    is_async = ev.kind[idx] == KIND_ASYNC
+    thread = np.where(is_async, -1 - np.arange(idx.size), ev.thread[idx])
+    parent, depth = nesting(thread, start, end)
+    has_parent = parent >= 0
+    child_sum = np.bincount(parent[has_parent], weights=dur[has_parent], minlength=dur.size).astype(
+        np.float64
+    )
+    self_ns = np.where(is_async, 0.0, dur - child_sum)
+    return _CpuEvents(idx, start, dur, ev.name_idx[idx], parent, depth, has_parent, self_ns)
+
+
+def _device_times(ev: EventArrays, cpu: _CpuEvents) -> tuple[FloatArray, FloatArray, bool]:
+    """Self and total device ns of each CPU event, and whether there is device work at all.
+
+    Kernels go to the CPU op whose correlation id they link to; an op's total adds its
+    descendants'.
+    """
+    dev_idx = np.flatnonzero(ev.kind == KIND_DEVICE)
+    self_dev = np.zeros(cpu.idx.size)
+    if dev_idx.size == 0:
+        return self_dev, self_dev, False
+    c_corr = ev.corr[cpu.idx]
+    corr_order = np.argsort(c_corr, kind="stable")
+    sorted_corr = c_corr[corr_order]
+    links = ev.link[dev_idx]
+    pos = np.searchsorted(sorted_corr, links)
+    pos_ok = pos < sorted_corr.size
+    pos_ok[pos_ok] &= sorted_corr[pos[pos_ok]] == links[pos_ok]
+    pos_ok &= links > 0
+    owner = corr_order[pos[pos_ok]]
+    k_dur = (ev.end_ns[dev_idx] - ev.start_ns[dev_idx]).astype(np.float64)[pos_ok]
+    self_dev = np.bincount(owner, weights=k_dur, minlength=cpu.idx.size).astype(np.float64)
+    total_dev = self_dev.copy()
+    for d in range(int(cpu.depth.max(initial=0)), 0, -1):
+        at = np.flatnonzero((cpu.depth == d) & cpu.has_parent)
+        np.add.at(total_dev, cpu.parent[at], total_dev[at])
+    return self_dev, total_dev, True
+
+
+def _merge_duplicates(
+    cpu: _CpuEvents, self_dev: FloatArray, has_device: bool
+) -> tuple[npt.NDArray[np.bool_], FloatArray, FloatArray]:
+    """Which events merge into their parent, and the self CPU and device ns after merging.
+
+    torch merges an event into its parent when the parent has the same name and no other
+    child (EventList._remove_dup_nodes): the parent keeps the time, the child is not counted.
+    """
+    parent, has_parent = cpu.parent, cpu.has_parent
+    self_cpu = cpu.self_ns
+    n_children = np.bincount(parent[has_parent], minlength=cpu.dur.size)
+    dup = np.zeros(cpu.dur.size, dtype=bool)
+    dup[has_parent] = (cpu.name[parent[has_parent]] == cpu.name[has_parent]) & (
+        n_children[parent[has_parent]] == 1
+    )
+    if not dup.any():
+        return dup, self_cpu, self_dev
+    owner_of = np.arange(cpu.dur.size)
+    owner_of[dup] = parent[dup]
+    while True:  # chains of merges end at the first ancestor that is kept
+        nxt = owner_of[owner_of]
+        if np.array_equal(nxt, owner_of):
+            break
+        owner_of = nxt
+    d_idx = np.flatnonzero(dup)
+    self_cpu = self_cpu.copy()
+    np.add.at(self_cpu, owner_of[d_idx], self_cpu[d_idx])
+    if has_device:
+        self_dev = self_dev.copy()
+        np.add.at(self_dev, owner_of[d_idx], self_dev[d_idx])
+    return dup, self_cpu, self_dev
+
+
+def _op_cells(
+    names: Sequence[str], name_idx: IntArray, round_idx: IntArray, n_rounds: int
+) -> tuple[tuple[str, ...], IntArray]:
+    """The ops in name order, and each event's flat cell in the op × round table."""
+    used, op_of = np.unique(name_idx, return_inverse=True)
     # Ops in name order, as the fallback and the trace reader give them.
     by_name = np.argsort(np.asarray([names[i] for i in used.tolist()], dtype=object), kind="stable")
     rank = np.empty_like(by_name)
     rank[by_name] = np.arange(by_name.size)
-    op_of = rank[op_of]
     used_names = used[by_name]
-    n_ops = used_names.size
-    flat = op_of * n_rounds + c_round[counted]
-    size = n_ops * n_rounds
+    return tuple(names[i] for i in used_names.tolist()), rank[op_of] * n_rounds + round_idx
 
-    def table(weights: FloatArray | None) -> Any:
-        out = np.bincount(flat, weights=weights, minlength=size)
-        return out.reshape(n_ops, n_rounds)
 
+def _summed(cells: IntArray, weights: FloatArray | None, shape: tuple[int, int]) -> Any:
+    """Per-cell sums of ``weights`` (counts when None) as an op × round table."""
+    out = np.bincount(cells, weights=weights, minlength=shape[0] * shape[1])
+    return out.reshape(shape)
+
+
+def _wall_us(wall_us: Sequence[float] | FloatArray | None, rounds: _Rounds) -> FloatArray:
+    """The rounds' wall times as given, or else the step annotations' durations."""
+    n_rounds = int(rounds.starts.size)
     if wall_us is None:
-        wall = (round_ends - round_starts).astype(np.float64) / 1000.0
-    else:
-        wall = np.asarray(wall_us, dtype=np.float64)
-        if wall.shape != (n_rounds,):
-            raise ValueError(
-                f"'wall_us' must have one value per round ({n_rounds}), got {wall.shape}"
-            )
-    info = dict(meta or {})
-    info.setdefault("events", len(ev))
-    info["whole_trace_as_round"] = whole_trace
-    return OpTable(
-        names=tuple(names[i] for i in used_names.tolist()),
-        calls=table(None).astype(np.int64),
-        self_cpu_us=table(self_cpu[counted]) / 1000.0,
-        total_cpu_us=table(c_dur[counted]) / 1000.0,
-        self_device_us=table(self_dev[counted]) / 1000.0,
-        total_device_us=table(total_dev[counted]) / 1000.0,
-        wall_us=wall,
-        probe_cpu_us=probe_cpu / 1000.0,
-        probe_device_us=probe_dev / 1000.0,
-        has_device=bool(has_device),
-        meta=info,
-    )
+        return (rounds.ends - rounds.starts).astype(np.float64) / 1000.0
+    wall = np.asarray(wall_us, dtype=np.float64)
+    if wall.shape != (n_rounds,):
+        raise ValueError(f"'wall_us' must have one value per round ({n_rounds}), got {wall.shape}")
+    return wall
 
 
 def drop_leading_rounds(table: OpTable, count: int) -> OpTable:

@@ -2,33 +2,15 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from profiler.compare import REGRESSED, OpVerdict, TestVerdict, shift_message
+from profiler import fmt
 from profiler.results import ProfiledTest
+from profiler.verdicts import EXPLAINED, NO_BASELINE, SAVED, OpVerdict, TestVerdict
 
-JSON_SCHEMA_VERSION = 1
-_FAMILY = {"cpu": "CPU", "cuda": "CUDA"}
-
-
-def _us(v: float) -> str:
-    if v is None or (isinstance(v, float) and math.isnan(v)):
-        return "-"
-    return f"{v:,.1f}"
-
-
-def _pct(v: float | None) -> str:
-    if v is None or math.isnan(v):
-        return "-"
-    if math.isinf(v):
-        return "new"
-    return f"{v:+.0f}%"
-
-
-def _p(v: float | None) -> str:
-    return "-" if v is None else f"{v:.2g}"
+# 2: op rows name the op-against-the-rest figures vs_rest_pct / vs_rest_floor_pct (were peer_*).
+JSON_SCHEMA_VERSION = 2
 
 
 def op_table(ops: Sequence[OpVerdict], *, limit: int | None = None) -> list[str]:
@@ -40,11 +22,11 @@ def op_table(ops: Sequence[OpVerdict], *, limit: int | None = None) -> list[str]
         rows.append(
             (
                 o.op,
-                _FAMILY.get(o.family, o.family),
-                f"{_us(o.baseline_median_us)} → {_us(o.current_median_us)}",
+                fmt.family(o.family),
+                f"{fmt.us(o.baseline_median_us)} → {fmt.us(o.current_median_us)}",
                 f"{o.delta_us:+,.1f}",
-                _pct(o.delta_pct),
-                _p(o.p_value),
+                fmt.pct(o.delta_pct),
+                fmt.p_value(o.p_value),
                 f"{o.calls_baseline} → {o.calls_current}",
                 o.verdict + (f" ({o.note})" if o.note else ""),
             )
@@ -82,9 +64,9 @@ def details(test: ProfiledTest) -> list[str]:
         out.append(shift)
     for f in v.families:
         out.append(
-            f"{_FAMILY.get(f.family, f.family)} total {_us(f.baseline_total_us)} → "
-            f"{_us(f.current_total_us)} µs/round ({f.delta_pct:+.1f}%), floor {f.floor_pct:.0f}% "
-            f"({f.floor_source}), min detectable effect {f.mde_pct:.0f}%"
+            f"{fmt.family(f.family)} total {fmt.us(f.baseline_total_us)} → "
+            f"{fmt.us(f.current_total_us)} µs/round ({f.delta_pct:+.1f}%), "
+            f"floor {f.floor_pct:.0f}% ({f.floor_source}), min detectable effect {f.mde_pct:.0f}%"
         )
     if v.families and not any(f.family == "cuda" for f in v.families) and v.timing_compared:
         if not any("CUDA" in n for n in v.notes):
@@ -94,29 +76,21 @@ def details(test: ProfiledTest) -> list[str]:
         out.append(f"trace: {test.trace}")
     if test.side_by_side:
         out.append(f"baseline and current side by side: {test.side_by_side}")
-    if test.baseline and v.verdict not in ("no-baseline",):
+    if test.baseline and v.verdict != NO_BASELINE:
         out.append(f"baseline: {test.baseline}")
     return out
-
-
-def top_op(v: TestVerdict) -> OpVerdict | None:
-    flagged = v.flagged_ops()
-    if flagged:
-        return flagged[0]
-    timed = [o for o in v.ops if o.gated]
-    return max(timed, key=lambda o: o.delta_us, default=None)
 
 
 def summary_line(test: ProfiledTest) -> str:
     """One line per test for the terminal summary."""
     v = test.verdict
     parts = [f"{v.verdict.upper():<12} {test.nodeid}"]
-    top = top_op(v)
-    if top is not None and v.verdict not in ("saved",):
-        parts.append(f"{top.op} {_FAMILY.get(top.family, top.family)} {_pct(top.delta_pct)}")
+    top = v.top_op()
+    if top is not None and v.verdict != SAVED:
+        parts.append(f"{top.op} {fmt.family(top.family)} {fmt.pct(top.delta_pct)}")
     if v.uniform_shift_pct is not None:
         parts.append(f"shift {v.uniform_shift_pct:+.0f}%")
-    if v.verdict in ("error", "incomparable", "inconclusive", "no-baseline"):
+    if v.verdict in EXPLAINED:
         parts.append(v.reason)
     elif v.differences:
         parts.append("timings not compared: " + ", ".join(v.differences))
@@ -143,7 +117,7 @@ def _test_json(t: ProfiledTest) -> dict[str, Any]:
     keep = (
         "op", "family", "verdict", "baseline_median_us", "current_median_us", "delta_us",
         "delta_pct", "p_value", "calls_baseline", "calls_current", "share", "mde_pct", "floor_pct",
-        "peer_pct", "peer_floor_pct", "note",
+        "vs_rest_pct", "vs_rest_floor_pct", "note",
     )  # fmt: skip
     return {
         "nodeid": t.nodeid,
@@ -169,5 +143,15 @@ def _test_json(t: ProfiledTest) -> dict[str, Any]:
     }
 
 
-def is_failure(test: ProfiledTest) -> bool:
-    return test.verdict.verdict in (REGRESSED, "error")
+def shift_message(verdict: TestVerdict) -> str:
+    """Plain words for the uniform shift: did the machine or the code get slower?"""
+    u, p = verdict.uniform_shift_pct, verdict.probe_shift_pct
+    if u is None:
+        return ""
+    text = f"uniform shift {u:+.0f}%"
+    if p is None:
+        return text
+    if abs(p) >= 5:
+        who = "the machine itself got slower" if p > 0 else "the machine itself got faster"
+        return f"{text} (probe {p:+.0f}%: {who}; compared in probe units)"
+    return f"{text} (probe steady {p:+.0f}%: the change is in the code)"

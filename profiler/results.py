@@ -6,8 +6,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from profiler.compare import FamilyResult, OpVerdict, TestVerdict
 from profiler.records import OpTable
+from profiler.verdicts import TestVerdict
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -58,7 +58,7 @@ class ProfiledTest:
     def from_dict(cls, d: Mapping[str, Any]) -> ProfiledTest:
         return cls(
             nodeid=d["nodeid"],
-            verdict=verdict_from_dict(d["verdict"]),
+            verdict=TestVerdict.from_dict(d["verdict"]),
             table=None if d.get("table") is None else OpTable.from_dict(d["table"]),
             trace=d.get("trace"),
             baseline=d.get("baseline"),
@@ -74,42 +74,3 @@ class ProfiledTest:
             benchmark=bool(d.get("benchmark", False)),
             side_by_side=d.get("side_by_side"),
         )
-
-
-def verdict_from_dict(d: Mapping[str, Any]) -> TestVerdict:
-    """Inverse of :meth:`TestVerdict.to_dict`."""
-
-    def num(v: Any) -> float:
-        return float("nan") if v is None else float(v)
-
-    ops = tuple(
-        OpVerdict(
-            **{
-                **o,
-                "baseline_median_us": num(o["baseline_median_us"]),
-                "current_median_us": num(o["current_median_us"]),
-                "delta_us": num(o["delta_us"]),
-                "delta_pct": num(o["delta_pct"]),
-                "share": num(o["share"]),
-                "floor_pct": num(o["floor_pct"]),
-            }
-        )
-        for o in d.get("ops", [])
-    )
-    fams = tuple(
-        FamilyResult(**{**f, "op_gate": tuple(f["op_gate"]), "reasons": tuple(f["reasons"])})
-        for f in d.get("families", [])
-    )
-    return TestVerdict(
-        verdict=d["verdict"],
-        reason=d.get("reason", ""),
-        ops=ops,
-        families=fams,
-        uniform_shift_pct=d.get("uniform_shift"),
-        probe_shift_pct=d.get("probe_shift"),
-        sessions=int(d.get("sessions", 0)),
-        differences=tuple(d.get("differences", [])),
-        notes=tuple(d.get("notes", [])),
-        timing_compared=bool(d.get("timing_compared", True)),
-        extra={"round_samples": list(d.get("round_samples", []))},
-    )

@@ -1,4 +1,4 @@
-"""Profile one test end to end: baseline lookup, capture, compare, confirmation, saving.
+"""Profile one test end to end: baseline lookup, capture, judging, confirmation, saving.
 
 The pytest glue calls this; so can any other harness.  torch is imported lazily, on the
 first capture, through :mod:`profiler.capture`.
@@ -6,18 +6,20 @@ first capture, through :mod:`profiler.capture`.
 
 from __future__ import annotations
 
-import os
 import shutil
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from profiler import compare as cmp
-from profiler import store
-from profiler.environment import Fingerprint, comparability, differences
+from profiler import judge, store
+from profiler.environment import Fingerprint, differences
 from profiler.errors import BaselineError, TprofError
+from profiler.files import atomic_path
+from profiler.records import OpTable
 from profiler.results import ProfiledTest
+from profiler.rule import Rule
+from profiler.verdicts import ERROR, INCOMPARABLE, NO_BASELINE, SAVED, TestVerdict
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -30,7 +32,7 @@ class RunConfig:
     trace_dir: Path | None = Path(".tprof/traces")
     save: bool = False
     window: int = store.DEFAULT_WINDOW
-    rule: cmp.Rule = field(default_factory=cmp.Rule)
+    rule: Rule = field(default_factory=Rule)
     confirm: bool = True
     min_round_us: float = 1000.0
     record_shapes: bool = False
@@ -38,6 +40,24 @@ class RunConfig:
     probe: bool = True
     threads: int = 1  # intra-op threads while profiling; 0 keeps torch's setting
     save_trace: bool = False  # keep the saved run's trace next to its baseline
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Body:
+    """The callable a test profiles, with how each round calls it."""
+
+    fn: Callable[..., Any]
+    args: tuple[Any, ...] = ()
+    kwargs: Mapping[str, Any] = field(default_factory=dict)
+    setup: Callable[[], Any] | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Found:
+    """What is on disk for a test: its baseline, or the error that stands for it."""
+
+    baseline: store.Baseline | None
+    error: str | None
 
 
 class Runner:
@@ -96,99 +116,87 @@ class Runner:
     def profile(
         self,
         nodeid: str,
-        fn: Callable[..., Any],
-        args: tuple[Any, ...] = (),
-        kwargs: Mapping[str, Any] | None = None,
+        body: Body,
         *,
-        setup: Callable[[], Any] | None = None,
         rounds: int | None = None,
         warmup: int | None = None,
-        rule: cmp.Rule | None = None,
+        rule: Rule | None = None,
     ) -> tuple[Any, ProfiledTest]:
-        """Capture ``fn`` for the rounds, compare with the baseline, confirm a timing regression."""
+        """Capture the body for the rounds, judge it, confirm a timing regression."""
         with self._capture.intra_op_threads(self.config.threads):
-            return self._profile(
-                nodeid, fn, args, kwargs, setup=setup, rounds=rounds, warmup=warmup, rule=rule
+            return self._profile(nodeid, body, rounds=rounds, warmup=warmup, rule=rule)
+
+    def _iterations(self, body: Body, baseline: store.Baseline | None) -> int:
+        """Calls of the body per round: the baseline's, else calibrated to the minimum round."""
+        if baseline is not None and (stored := judge.iterations_of(baseline.protocol)):
+            return stored
+        if body.setup is not None:
+            return 1
+        return int(
+            self._capture.calibrate_iterations(
+                lambda: body.fn(*body.args, **dict(body.kwargs)),
+                min_round_us=self.config.min_round_us,
+                cuda=bool(self.facts["cuda_available"]),
             )
+        )
 
     def _profile(
         self,
         nodeid: str,
-        fn: Callable[..., Any],
-        args: tuple[Any, ...],
-        kwargs: Mapping[str, Any] | None,
+        body: Body,
         *,
-        setup: Callable[[], Any] | None,
         rounds: int | None,
         warmup: int | None,
-        rule: cmp.Rule | None,
+        rule: Rule | None,
     ) -> tuple[Any, ProfiledTest]:
         cfg = self.config
         rounds = cfg.rounds if rounds is None else rounds
         warmup = cfg.warmup if warmup is None else warmup
-        rule = rule or cfg.rule
         baseline, error = self.load(nodeid)
-        if baseline is not None and _int(baseline.protocol.get("iterations")):
-            iterations = int(baseline.protocol["iterations"])
-        elif setup is None:
-            iterations = self._capture.calibrate_iterations(
-                lambda: fn(*args, **dict(kwargs or {})),
-                min_round_us=cfg.min_round_us,
-                cuda=bool(self.facts["cuda_available"]),
-            )
-        else:
-            iterations = 1
+        iterations = self._iterations(body, baseline)
         protocol = self.protocol(rounds=rounds, warmup=warmup, iterations=iterations)
-        trace = self.trace_path(nodeid)
 
         def run() -> Any:
             return self._capture.capture(
-                fn, args, kwargs, rounds=rounds, warmup=warmup, setup=setup,
-                iterations=iterations, trace_path=trace, record_shapes=cfg.record_shapes,
-                probe=cfg.probe, trace_metadata={"nodeid": nodeid},
+                body.fn, body.args, body.kwargs, rounds=rounds, warmup=warmup, setup=body.setup,
+                iterations=iterations, trace_path=self.trace_path(nodeid),
+                record_shapes=cfg.record_shapes, probe=cfg.probe,
+                trace_metadata={"nodeid": nodeid},
             )  # fmt: skip
 
         result = run()
-        base_path = self.baseline_path(nodeid)
-        common = {
-            "nodeid": nodeid,
-            "table": result.table,
-            "trace": None if result.trace_path is None else str(result.trace_path),
-            "baseline": str(base_path),
-            "warmup_used": result.warmup_used,
-            "iterations": iterations,
-            "rounds": rounds,
-            "reduction": result.reduction,
-            "environment": self.fingerprint.to_dict(),
-            "protocol": {**protocol, "warmup_used": result.warmup_used},
-        }
+        test = self._tested(nodeid, result, protocol)
         if cfg.save:
-            note = "the damaged file will be replaced" if error else ""
-            verdict = cmp.TestVerdict(
-                verdict=cmp.SAVED, reason="recorded for the baseline", notes=(note,) if note else ()
-            )
-            return result.value, ProfiledTest(verdict=verdict, **common)  # type: ignore[arg-type]
-        verdict = self.judge(nodeid, baseline, error, result.table, protocol, rule)
-        confirmed = False
-        if verdict.timing_regressed and cfg.confirm:
+            note = ("the damaged file will be replaced",) if error else ()
+            verdict = TestVerdict(verdict=SAVED, reason="recorded for the baseline", notes=note)
+            return result.value, replace(test, verdict=verdict)
+        found = _Found(baseline=baseline, error=error)
+        verdict = self.judge(nodeid, found, result.table, protocol, rule or cfg.rule)
+        if judge.needs_remeasurement(verdict) and cfg.confirm:
             second = run()
-            again = self.judge(nodeid, baseline, error, second.table, protocol, rule)
-            common["table"] = second.table
-            confirmed = True
-            if again.timing_regressed:
-                verdict = replace(again, notes=(*again.notes, "confirmed by a second measurement"))
-            else:
-                verdict = replace(
-                    again,
-                    notes=(
-                        *again.notes,
-                        "a first measurement looked slower; the re-measurement did not",
-                    ),
-                )
-        test = ProfiledTest(verdict=verdict, confirmed=confirmed, **common)  # type: ignore[arg-type]
+            again = self.judge(nodeid, found, second.table, protocol, rule or cfg.rule)
+            test = replace(test, table=second.table, confirmed=True)
+            verdict = judge.after_remeasurement(again)
+        test = replace(test, verdict=verdict)
         if verdict.regressed:
             test = self.side_by_side(test)
         return result.value, test
+
+    def _tested(self, nodeid: str, result: Any, protocol: Mapping[str, Any]) -> ProfiledTest:
+        """The record of a capture, before any verdict."""
+        return ProfiledTest(
+            nodeid=nodeid,
+            verdict=TestVerdict(verdict=NO_BASELINE, reason=""),
+            table=result.table,
+            trace=None if result.trace_path is None else str(result.trace_path),
+            baseline=str(self.baseline_path(nodeid)),
+            warmup_used=result.warmup_used,
+            iterations=result.iterations,
+            rounds=result.table.rounds,
+            reduction=result.reduction,
+            environment=self.fingerprint.to_dict(),
+            protocol={**protocol, "warmup_used": result.warmup_used},
+        )
 
     def side_by_side(self, test: ProfiledTest) -> ProfiledTest:
         """With the baseline's trace kept, write both runs into one trace, regressed ops marked."""
@@ -207,48 +215,48 @@ class Runner:
         try:
             side_by_side(base_trace, test.trace, out, flagged=flagged, title=test.nodeid)
         except TprofError as exc:
-            return replace(
-                test, verdict=replace(test.verdict, notes=(*test.verdict.notes, str(exc)))
-            )
+            return replace(test, verdict=test.verdict.with_notes(str(exc)))
         return replace(test, side_by_side=str(out))
 
     def judge(
         self,
         nodeid: str,
-        baseline: store.Baseline | None,
-        error: str | None,
-        table: Any,
+        found: _Found,
+        table: OpTable,
         protocol: Mapping[str, Any],
-        rule: cmp.Rule,
-    ) -> cmp.TestVerdict:
+        rule: Rule,
+    ) -> TestVerdict:
         """The verdict on ``table`` given what was found on disk for the test."""
-        if error is not None:
-            return cmp.TestVerdict(verdict=cmp.ERROR, reason=error)
-        if baseline is None:
-            for other in store.other_environments(self.config.baseline_dir, self.env_key, nodeid):
-                try:
-                    found = store.load_baseline(other, expected_nodeid=nodeid)
-                except BaselineError:
-                    continue
-                diffs = differences(found.fingerprint, self.fingerprint)
-                return cmp.TestVerdict(
-                    verdict=cmp.INCOMPARABLE,
-                    reason=f"only a baseline for another environment ({other.parent.name}): "
-                    + ", ".join(diffs or ["environment folder differs"]),
-                    differences=tuple(diffs),
-                )
-            reason = "no baseline recorded for this test; record one with --tprof-save"
-            if self.config.require_baseline:
-                return cmp.TestVerdict(
-                    verdict=cmp.ERROR, reason=f"{reason} (--tprof-require-baseline)"
-                )
-            return cmp.TestVerdict(verdict=cmp.NO_BASELINE, reason=reason)
-        structure, timing = comparability(
-            baseline.fingerprint, self.fingerprint, baseline.protocol, protocol
-        )
-        return cmp.compare_across(
-            baseline.tables, table, rule, structure_diffs=structure, timing_diffs=timing
-        )
+        if found.error is not None:
+            return TestVerdict(verdict=ERROR, reason=found.error)
+        if found.baseline is None:
+            return self._without_baseline(nodeid)
+        base = found.baseline
+        return judge.judge(
+            judge.Recorded(tables=tuple(base.tables), fingerprint=base.fingerprint,
+                           protocol=base.protocol),
+            judge.Recorded(tables=(table,), fingerprint=self.fingerprint, protocol=protocol),
+            rule,
+        )  # fmt: skip
+
+    def _without_baseline(self, nodeid: str) -> TestVerdict:
+        """No baseline here: one for another environment is incomparable, else none at all."""
+        for other in store.other_environments(self.config.baseline_dir, self.env_key, nodeid):
+            try:
+                found = store.load_baseline(other, expected_nodeid=nodeid)
+            except BaselineError:
+                continue
+            diffs = differences(found.fingerprint, self.fingerprint)
+            return TestVerdict(
+                verdict=INCOMPARABLE,
+                reason=f"only a baseline for another environment ({other.parent.name}): "
+                + ", ".join(diffs or ["environment folder differs"]),
+                differences=tuple(diffs),
+            )
+        reason = "no baseline recorded for this test; record one with --tprof-save"
+        if self.config.require_baseline:
+            return TestVerdict(verdict=ERROR, reason=f"{reason} (--tprof-require-baseline)")
+        return TestVerdict(verdict=NO_BASELINE, reason=reason)
 
     def save(self, test: ProfiledTest) -> ProfiledTest:
         """Record the test's table as a new session of its baseline (atomic write)."""
@@ -281,16 +289,8 @@ class Runner:
 
 
 def _copy_atomic(src: Path, dst: Path) -> None:
-    tmp = dst.with_name(f".{dst.name}.{os.getpid()}.tmp")
     try:
-        shutil.copyfile(src, tmp)
-        os.replace(tmp, dst)
+        with atomic_path(dst, mode_like_existing=False) as tmp:
+            shutil.copyfile(src, tmp)
     except OSError as exc:
         raise BaselineError(f"{dst}: can't keep the baseline's trace ({exc.strerror})") from None
-    finally:
-        if tmp.exists():
-            tmp.unlink()
-
-
-def _int(v: Any) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool) and v >= 1

@@ -16,14 +16,15 @@ import os
 import re
 import tempfile
 import unicodedata
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeGuard
+from typing import Any
 
 import numpy as np
 
-from profiler import __version__
+from profiler import __version__, files
+from profiler.checks import is_count
 from profiler.environment import Fingerprint
 from profiler.errors import BaselineError
 from profiler.records import OpTable
@@ -37,9 +38,10 @@ _SLUG_MAX = 80
 _MAX_US = 1e12
 _MAX_CALLS = 10**12
 _MAX_ITERATIONS = 1_000_000
-_TMP_SUFFIX = ".tmp"
 _CONFLICT = re.compile(r"^(<{7}|>{7}|\|{7})( |$)|^={7}$")
 _CONSTANT = re.compile(r"(?<=[\[,:])\s*(-?Infinity|NaN)\b")
+# Makes the error of a damaged file: ``fail(message, fix=FIX)``.
+_Fail = Callable[..., BaselineError]
 _RESERVED = {"con", "prn", "aux", "nul"} | {f"{p}{i}" for p in ("com", "lpt") for i in range(10)}
 
 
@@ -145,6 +147,12 @@ def load_baseline(path: Path, *, expected_nodeid: str | None = None) -> Baseline
     The file is only read: a damaged baseline is never rewritten here.
     """
     path = Path(path)
+    data = _parsed_json(path, _baseline_text(path))
+    return baseline_from_dict(data, path=path, expected_nodeid=expected_nodeid)
+
+
+def _baseline_text(path: Path) -> str:
+    """The file's text: readable, UTF-8, not empty, no merge left half done."""
     try:
         raw = path.read_bytes()
     except FileNotFoundError:
@@ -171,6 +179,11 @@ def load_baseline(path: Path, *, expected_nodeid: str | None = None) -> Baseline
                 f"{path}: git conflict marker at line {no}; resolve the merge by keeping one "
                 "side (or re-record with --tprof-save)"
             )
+    return text
+
+
+def _parsed_json(path: Path, text: str) -> Any:
+    """The JSON value of ``text``; NaN, infinities and malformed JSON are errors naming ``path``."""
 
     def bad_constant(name: str) -> Any:
         found = _CONSTANT.search(text)
@@ -181,7 +194,7 @@ def load_baseline(path: Path, *, expected_nodeid: str | None = None) -> Baseline
         raise BaselineError(f"{path}: holds {name}{at}; times must be finite numbers; {FIX}")
 
     try:
-        data = json.loads(text, parse_constant=bad_constant)
+        return json.loads(text, parse_constant=bad_constant)
     except BaselineError:
         raise
     except json.JSONDecodeError as exc:
@@ -193,7 +206,6 @@ def load_baseline(path: Path, *, expected_nodeid: str | None = None) -> Baseline
         raise BaselineError(f"{path}: invalid JSON ({reason}); {FIX}") from None
     except RecursionError:
         raise BaselineError(f"{path}: JSON nested too deeply; {FIX}") from None
-    return baseline_from_dict(data, path=path, expected_nodeid=expected_nodeid)
 
 
 def read_nodeid(path: Path) -> str | None:
@@ -221,6 +233,23 @@ def baseline_from_dict(data: Any, *, path: Path, expected_nodeid: str | None = N
     def fail(msg: str, fix: str = FIX) -> BaselineError:
         return BaselineError(f"{where}: {msg}; {fix}")
 
+    _check_schema(data, fail)
+    nodeid = _checked_nodeid(data, expected_nodeid, fail)
+    env = _checked_environment(data, fail)
+    protocol, rounds = _checked_protocol(data, fail)
+    sessions = _checked_sessions(data, rounds, fail)
+    return Baseline(
+        nodeid=nodeid,
+        fingerprint=Fingerprint.from_dict(env),
+        protocol=protocol,
+        sessions=sessions,
+        tool_version=str(data.get("tool_version", "")),
+        path=path,
+    )
+
+
+def _check_schema(data: Any, fail: _Fail) -> None:
+    """That ``data`` is a baseline this version reads: our schema, at our schema version."""
     if not isinstance(data, dict):
         raise fail(
             f"not a pytest-tprof baseline (top level is a JSON {_jtype(data)})",
@@ -235,7 +264,7 @@ def baseline_from_dict(data: Any, *, path: Path, expected_nodeid: str | None = N
     version = data.get("schema_version")
     if version is None:
         raise fail("'schema_version' is missing")
-    if not _is_int(version):
+    if not is_count(version, minimum=None):
         raise fail(f"'schema_version' must be an integer (got {_short(version)})")
     if version > SCHEMA_VERSION:
         raise fail(
@@ -249,31 +278,47 @@ def baseline_from_dict(data: Any, *, path: Path, expected_nodeid: str | None = N
             "that this pytest-tprof can't read",
             "re-record it with --tprof-save",
         )
+
+
+def _checked_nodeid(data: dict[str, Any], expected: str | None, fail: _Fail) -> str:
     nodeid = data.get("nodeid")
     if not isinstance(nodeid, str) or not nodeid or not _unicode(nodeid):
         raise fail(f"'nodeid' must be a non-empty string (got {_short(nodeid)})")
-    if expected_nodeid is not None and nodeid != expected_nodeid:
+    if expected is not None and nodeid != expected:
         raise fail(
-            f"holds the baseline of {_short(nodeid, 200)}, not of {expected_nodeid!r}",
+            f"holds the baseline of {_short(nodeid, 200)}, not of {expected!r}",
             "re-record it with --tprof-save",
         )
+    return nodeid
+
+
+def _checked_environment(data: dict[str, Any], fail: _Fail) -> dict[str, Any]:
     env = data.get("environment")
     if not isinstance(env, dict) or not isinstance(env.get("hard"), dict):
         raise fail("'environment.hard' must be an object")
     if not isinstance(env.get("soft", {}), dict):
         raise fail(f"'environment.soft' must be an object (got a JSON {_jtype(env['soft'])})")
+    return env
+
+
+def _checked_protocol(data: dict[str, Any], fail: _Fail) -> tuple[dict[str, Any], int]:
+    """The protocol and its rounds per session."""
     protocol = data.get("protocol")
     if not isinstance(protocol, dict):
         raise fail(f"'protocol' must be an object (got a JSON {_jtype(protocol)})")
     rounds = protocol.get("rounds")
-    if not _is_int(rounds) or rounds < 2:
+    if not is_count(rounds, minimum=2):
         raise fail(f"'protocol.rounds' must be an integer >= 2 (got {_short(rounds)})")
     iterations = protocol.get("iterations", 1)
-    if not _is_int(iterations) or not 1 <= iterations <= _MAX_ITERATIONS:
+    if not is_count(iterations) or iterations > _MAX_ITERATIONS:
         raise fail(
             f"'protocol.iterations' must be an integer from 1 to {_MAX_ITERATIONS} "
             f"(got {_short(iterations)})"
         )
+    return protocol, rounds
+
+
+def _checked_sessions(data: dict[str, Any], rounds: int, fail: _Fail) -> tuple[Session, ...]:
     sessions = data.get("sessions")
     if not isinstance(sessions, list) or not sessions:
         raise fail("'sessions' must be a non-empty list")
@@ -284,17 +329,10 @@ def baseline_from_dict(data: Any, *, path: Path, expected_nodeid: str | None = N
         raise fail(
             f"'sessions[{len(parsed) - 1}]' has {last} rounds but 'protocol.rounds' is {rounds}"
         )
-    return Baseline(
-        nodeid=nodeid,
-        fingerprint=Fingerprint.from_dict(env),
-        protocol=protocol,
-        sessions=parsed,
-        tool_version=str(data.get("tool_version", "")),
-        path=path,
-    )
+    return parsed
 
 
-def _session(s: Any, i: int, fail: Any) -> Session:
+def _session(s: Any, i: int, fail: _Fail) -> Session:
     at = f"sessions[{i}]"
     if not isinstance(s, dict):
         raise fail(f"'{at}' must be an object (got a JSON {_jtype(s)})")
@@ -312,28 +350,9 @@ def _session(s: Any, i: int, fail: Any) -> Session:
     if not isinstance(ops, dict):
         raise fail(f"'{at}.ops' must be an object of op name → arrays")
     for name, entry in ops.items():
-        where = f"{at}.ops[{_short(name, 80)}]"
-        if not _unicode(name):
-            raise fail(f"'{where}' is not a valid op name")
-        if not isinstance(entry, dict):
-            raise fail(f"'{where}' must be an object (got a JSON {_jtype(entry)})")
-        calls = entry.get("calls")
-        if not isinstance(calls, list) or len(calls) != n:
-            raise fail(f"'{where}.calls' must be a list of {n} counts (got {_len(calls)})")
-        for c in calls:
-            if not _is_int(c) or c < 0:
-                raise fail(f"'{where}.calls' holds {_short(c)}; calls must be integers >= 0")
-            if c > _MAX_CALLS:
-                raise fail(f"'{where}.calls' holds {_short(c)}; calls must be <= 10**12")
-        device = ("self_device_us", "total_device_us")
-        for metric in ("self_cpu_us", "total_cpu_us", *device):
-            if metric not in entry:
-                if metric in device and not has_device:
-                    continue
-                raise fail(f"'{where}.{metric}' is missing")
-            _check_times(entry[metric], f"{where}.{metric}", n, fail)
+        _check_op(name, entry, f"{at}.ops[{_short(name, 80)}]", n, has_device, fail)
     warm = s.get("warmup_used", 0)
-    if not _is_int(warm) or warm < 0:
+    if not is_count(warm, minimum=0):
         raise fail(f"'{at}.warmup_used' must be an integer >= 0 (got {_short(warm)})")
     soft = s.get("soft", {})
     return Session(
@@ -344,7 +363,30 @@ def _session(s: Any, i: int, fail: Any) -> Session:
     )
 
 
-def _check_times(values: Any, where: str, n: int | None, fail: Any) -> int:
+def _check_op(name: Any, entry: Any, where: str, n: int, has_device: bool, fail: _Fail) -> None:
+    """One op's arrays: ``n`` call counts and ``n`` times per metric."""
+    if not _unicode(name):
+        raise fail(f"'{where}' is not a valid op name")
+    if not isinstance(entry, dict):
+        raise fail(f"'{where}' must be an object (got a JSON {_jtype(entry)})")
+    calls = entry.get("calls")
+    if not isinstance(calls, list) or len(calls) != n:
+        raise fail(f"'{where}.calls' must be a list of {n} counts (got {_len(calls)})")
+    for c in calls:
+        if not is_count(c, minimum=0):
+            raise fail(f"'{where}.calls' holds {_short(c)}; calls must be integers >= 0")
+        if c > _MAX_CALLS:
+            raise fail(f"'{where}.calls' holds {_short(c)}; calls must be <= 10**12")
+    device = ("self_device_us", "total_device_us")
+    for metric in ("self_cpu_us", "total_cpu_us", *device):
+        if metric not in entry:
+            if metric in device and not has_device:
+                continue
+            raise fail(f"'{where}.{metric}' is missing")
+        _check_times(entry[metric], f"{where}.{metric}", n, fail)
+
+
+def _check_times(values: Any, where: str, n: int | None, fail: _Fail) -> int:
     if not isinstance(values, list):
         raise fail(f"'{where}' must be a list of times in µs (got a JSON {_jtype(values)})")
     if n is not None and len(values) != n:
@@ -359,10 +401,6 @@ def _check_times(values: Any, where: str, n: int | None, fail: Any) -> int:
         if v >= _MAX_US:  # exact for huge ints too, which math.isfinite can't take
             raise fail(f"'{where}' holds {_short(v)}; times must be below 1e12 µs")
     return len(values)
-
-
-def _is_int(v: Any) -> TypeGuard[int]:
-    return isinstance(v, int) and not isinstance(v, bool)
 
 
 def _unicode(s: str) -> bool:
@@ -471,13 +509,32 @@ def save_baseline(path: Path, baseline: Baseline) -> Path:
     Any failure is a :class:`BaselineError` naming the path; the previous file stays intact.
     """
     path = Path(path)
+    data = _encoded(path, baseline)
+    temp = _temp_file_for(path)
     try:
-        data = dumps(baseline.to_dict()).encode("utf-8")
+        temp.write(data)
+    except OSError as exc:
+        raise BaselineError(
+            f"{path}: can't write the baseline ({exc.strerror}); the previous baseline is "
+            f"unchanged; free space on or fix the permissions of {path.parent} and re-run with "
+            "--tprof-save"
+        ) from None
+    return path
+
+
+def _encoded(path: Path, baseline: Baseline) -> bytes:
+    """The bytes of the baseline file; a value JSON can't hold is an error naming ``path``."""
+    try:
+        return dumps(baseline.to_dict()).encode("utf-8")
     except (TypeError, ValueError):  # NaN, a lone surrogate, a non-JSON value
         raise BaselineError(
             f"{path}: not saved, the baseline holds a value JSON can't store (NaN, infinity, "
             "invalid Unicode or a non-JSON type); please report this as a pytest-tprof bug"
         ) from None
+
+
+def _temp_file_for(path: Path) -> files.TempFile:
+    """The save's temp file beside ``path``, made after its folder and dead saves' leftovers."""
     folder = path.parent
     if folder.exists() and not folder.is_dir():
         raise BaselineError(
@@ -487,56 +544,13 @@ def save_baseline(path: Path, baseline: Baseline) -> Path:
     try:
         folder.mkdir(parents=True, exist_ok=True)
         _remove_leftovers(folder)
-        fd, tmp = tempfile.mkstemp(
-            prefix=f".{path.name}.{os.getpid()}-", suffix=_TMP_SUFFIX, dir=folder
-        )
+        # This module's os and mkstemp, which the fault tests replace to fail a save.
+        return files.TempFile.beside(path, system=os, mkstemp=tempfile.mkstemp)
     except OSError as exc:
         raise BaselineError(
             f"{path}: can't write the baseline ({exc.strerror}); make {folder} writable "
             "and re-run with --tprof-save"
         ) from None
-    try:
-        try:
-            _chmod_like_new_file(fd, path)
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, path)
-    except OSError as exc:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise BaselineError(
-            f"{path}: can't write the baseline ({exc.strerror}); the previous baseline is "
-            f"unchanged; free space on or fix the permissions of {folder} and re-run with "
-            "--tprof-save"
-        ) from None
-    except BaseException:  # KeyboardInterrupt, SystemExit: leave no temp file behind
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-    with contextlib.suppress(OSError):  # make the rename durable where the platform allows
-        dfd = os.open(folder, os.O_RDONLY)
-        try:
-            os.fsync(dfd)
-        finally:
-            os.close(dfd)
-    return path
-
-
-def _chmod_like_new_file(fd: int, path: Path) -> None:
-    """Give the temp file the mode a plain new file would get (mkstemp makes it 0600)."""
-    if not hasattr(os, "fchmod"):
-        return
-    try:
-        mode = path.stat().st_mode & 0o777
-    except OSError:
-        mask = os.umask(0)  # reading the umask means setting it; put it straight back
-        os.umask(mask)
-        mode = 0o666 & ~mask
-    os.fchmod(fd, mode)
 
 
 def _remove_leftovers(folder: Path) -> None:
@@ -545,7 +559,7 @@ def _remove_leftovers(folder: Path) -> None:
         return
     for entry in folder.iterdir():
         name = entry.name
-        if not (name.startswith(".") and name.endswith(_TMP_SUFFIX) and ".json." in name):
+        if not (name.startswith(".") and name.endswith(files.TMP_SUFFIX) and ".json." in name):
             continue
         pid_text = name.rsplit(".json.", 1)[1].split("-", 1)[0]
         if not pid_text.isdigit() or int(pid_text) == os.getpid() or _running(int(pid_text)):

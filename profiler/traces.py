@@ -12,15 +12,15 @@ from __future__ import annotations
 
 import gzip
 import json
-import os
 import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
+from profiler import files
 from profiler.errors import TraceError
 from profiler.records import (
     KIND_ANNOTATION,
@@ -144,7 +144,47 @@ def _load_json(path: Path) -> Any:
         raise TraceError(f"{path}: not a JSON text file (undecodable bytes); {_REEXPORT}") from None
 
 
+class _Columns(NamedTuple):
+    """A trace's complete events as parallel lists, in file order."""
+
+    names: dict[str, int]  # name → its index, in order of first use
+    name_idx: list[int]
+    thread: list[int]
+    kind: list[int]
+    ts: list[Any]
+    dur: list[Any]
+    launch_corr: list[int]  # runtime calls: their correlation; device events: theirs
+
+
 def _event_arrays(path: Path, raw_events: list[Any]) -> EventArrays:
+    cols = _columns(path, raw_events)
+    names = tuple(str(n) for n in cols.names)
+    kind_arr = np.asarray(cols.kind, dtype=np.int8)
+    filtered = np.fromiter((n in FILTERED_NAMES for n in names), dtype=bool, count=len(names))
+    idx_arr = np.asarray(cols.name_idx, dtype=np.int64)
+    cpu_side = (kind_arr == KIND_OP) | (kind_arr == KIND_ANNOTATION)
+    kind_arr[cpu_side & filtered[idx_arr]] = KIND_IGNORED
+    start_ns, end_ns = _to_ns(path, cols.ts, cols.dur)
+    thread_arr = np.asarray(cols.thread, dtype=np.int64)
+    corr_arr = np.asarray(cols.launch_corr, dtype=np.int64)
+    # Only launch and device events got a correlation; a filtered name is no launch.
+    is_launch = (kind_arr == KIND_OP) & (corr_arr > 0)
+    n = len(cols.kind)
+    link = _launching_ops(kind_arr, is_launch, corr_arr, thread_arr, start_ns, end_ns)
+    return EventArrays(
+        names=names,
+        name_idx=idx_arr,
+        start_ns=start_ns,
+        end_ns=end_ns,
+        thread=thread_arr,
+        kind=kind_arr,
+        corr=np.arange(1, n + 1, dtype=np.int64),
+        link=link,
+    )
+
+
+def _columns(path: Path, raw_events: list[Any]) -> _Columns:
+    """The complete (``"X"``) events of ``raw_events``; a malformed one is an error naming it."""
     name_of: dict[str, int] = {}
     thread_of: dict[tuple[Any, Any], int] = {}
     name_idx: list[int] = []
@@ -152,7 +192,7 @@ def _event_arrays(path: Path, raw_events: list[Any]) -> EventArrays:
     kinds: list[int] = []
     ts: list[Any] = []
     dur: list[Any] = []
-    launch_corr: list[int] = []  # runtime calls: their correlation; device events: theirs
+    launch_corr: list[int] = []
     category_kind = _CATEGORY_KIND
     k = -1
     try:
@@ -186,29 +226,7 @@ def _event_arrays(path: Path, raw_events: list[Any]) -> EventArrays:
             f"{path}: traceEvents[{k}] is not a well-formed trace event ({_describe(exc)}); "
             f"{_REEXPORT}"
         ) from None
-    names = tuple(str(n) for n in name_of)
-    kind_arr = np.asarray(kinds, dtype=np.int8)
-    filtered = np.fromiter((n in FILTERED_NAMES for n in names), dtype=bool, count=len(names))
-    idx_arr = np.asarray(name_idx, dtype=np.int64)
-    cpu_side = (kind_arr == KIND_OP) | (kind_arr == KIND_ANNOTATION)
-    kind_arr[cpu_side & filtered[idx_arr]] = KIND_IGNORED
-    start_ns, end_ns = _to_ns(path, ts, dur)
-    thread_arr = np.asarray(thread, dtype=np.int64)
-    corr_arr = np.asarray(launch_corr, dtype=np.int64)
-    # Only launch and device events got a correlation; a filtered name is no launch.
-    is_launch = (kind_arr == KIND_OP) & (corr_arr > 0)
-    n = len(kinds)
-    link = _launching_ops(kind_arr, is_launch, corr_arr, thread_arr, start_ns, end_ns)
-    return EventArrays(
-        names=names,
-        name_idx=idx_arr,
-        start_ns=start_ns,
-        end_ns=end_ns,
-        thread=thread_arr,
-        kind=kind_arr,
-        corr=np.arange(1, n + 1, dtype=np.int64),
-        link=link,
-    )
+    return _Columns(name_of, name_idx, thread, kinds, ts, dur, launch_corr)
 
 
 def _describe(exc: Exception) -> str:
@@ -337,55 +355,62 @@ def side_by_side(
     Perfetto or chrome://tracing shows both runs with the regressed ops marked.
     """
     out = Path(out)
-    merged: list[dict[str, Any]] = []
-    for offset, label, path in (
-        (_BASELINE_PID, "baseline", Path(baseline)),
-        (_CURRENT_PID, "current", Path(current)),
-    ):
-        data = _load_json(path)
-        events = data.get("traceEvents") if isinstance(data, dict) else data
-        if not isinstance(events, list):
-            raise TraceError(f"{path}: no 'traceEvents' list at the top level; {_REEXPORT}")
-        starts = [
-            e["ts"] for e in events if isinstance(e, dict) and isinstance(e.get("ts"), (int, float))
-        ]
-        t0 = min(starts, default=0)
-        pids: dict[Any, int] = {}
-        for e in events:
-            if not isinstance(e, dict):
-                continue
-            e = dict(e)
-            pid = pids.setdefault(e.get("pid"), offset + len(pids))
-            e["pid"] = pid
-            if isinstance(e.get("ts"), (int, float)):
-                e["ts"] = round(e["ts"] - t0, 3)
-            if e.get("ph") == "X" and e.get("name") in flagged:
-                e["args"] = {**(e.get("args") or {}), "tprof": flagged[e["name"]]}
-                e["cname"] = "terrible"
-            if e.get("ph") == "M" and e.get("name") == "process_name":
-                name = (e.get("args") or {}).get("name", "")
-                e["args"] = {"name": f"{label}: {name}"}
-            merged.append(e)
-        for pid in pids.values():
-            merged.append(
-                {"ph": "M", "name": "process_sort_index", "pid": pid, "args": {"sort_index": pid}}
-            )
-            merged.append(
-                {
-                    "ph": "M",
-                    "name": "process_labels",
-                    "pid": pid,
-                    "args": {"labels": f"{label} ({path.name})"},
-                }
-            )
+    merged = [
+        *_run_events(Path(baseline), _BASELINE_PID, "baseline", flagged),
+        *_run_events(Path(current), _CURRENT_PID, "current", flagged),
+    ]
     doc = {"traceEvents": merged, "displayTimeUnit": "ms", "tprof": {"side_by_side": title}}
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
-    try:
-        with gzip.open(tmp, "wt", encoding="utf-8") as f:
-            json.dump(doc, f)
-        os.replace(tmp, out)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
+    with (
+        files.atomic_path(out, mode_like_existing=False) as tmp,
+        gzip.open(tmp, "wt", encoding="utf-8") as f,
+    ):
+        json.dump(doc, f)
     return out
+
+
+def _run_events(
+    path: Path, first_pid: int, label: str, flagged: Mapping[str, str]
+) -> list[dict[str, Any]]:
+    """One run's events for the merged trace, copied: times from 0, pids from ``first_pid``.
+
+    Its processes are named and labelled ``label``; events of ``flagged`` ops are marked.
+    """
+    data = _load_json(path)
+    events = data.get("traceEvents") if isinstance(data, dict) else data
+    if not isinstance(events, list):
+        raise TraceError(f"{path}: no 'traceEvents' list at the top level; {_REEXPORT}")
+    starts = [
+        e["ts"] for e in events if isinstance(e, dict) and isinstance(e.get("ts"), (int, float))
+    ]
+    t0 = min(starts, default=0)
+    pids: dict[Any, int] = {}
+    copied: list[dict[str, Any]] = []
+    for e in events:
+        if not isinstance(e, dict):
+            continue
+        e = dict(e)
+        pid = pids.setdefault(e.get("pid"), first_pid + len(pids))
+        e["pid"] = pid
+        if isinstance(e.get("ts"), (int, float)):
+            e["ts"] = round(e["ts"] - t0, 3)
+        if e.get("ph") == "X" and e.get("name") in flagged:
+            e["args"] = {**(e.get("args") or {}), "tprof": flagged[e["name"]]}
+            e["cname"] = "terrible"
+        if e.get("ph") == "M" and e.get("name") == "process_name":
+            name = (e.get("args") or {}).get("name", "")
+            e["args"] = {"name": f"{label}: {name}"}
+        copied.append(e)
+    for pid in pids.values():
+        copied.append(
+            {"ph": "M", "name": "process_sort_index", "pid": pid, "args": {"sort_index": pid}}
+        )
+        copied.append(
+            {
+                "ph": "M",
+                "name": "process_labels",
+                "pid": pid,
+                "args": {"labels": f"{label} ({path.name})"},
+            }
+        )
+    return copied

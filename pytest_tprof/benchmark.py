@@ -9,16 +9,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pytest
 
-from profiler import report as rpt
-from pytest_tprof.fixture import RESULT_KEY
-
-if TYPE_CHECKING:
-    from profiler.results import ProfiledTest
-    from pytest_tprof.plugin import TprofPlugin
+from profiler.results import ProfiledTest
+from profiler.runner import Body
+from pytest_tprof.fixture import RESULT_KEY, Profile
 
 
 def extra_info(result: ProfiledTest, *, limit: int = 10) -> dict[str, Any]:
@@ -39,7 +36,7 @@ def extra_info(result: ProfiledTest, *, limit: int = 10) -> dict[str, Any]:
             if table.has_device:
                 row["self_cuda_us"] = round(float(np.median(table.self_device_us[i])), 3)
             ops.append(row)
-    top = rpt.top_op(result.verdict)
+    top = result.verdict.top_op()
     return {
         "verdict": result.verdict.verdict,
         "reason": result.verdict.reason,
@@ -49,7 +46,7 @@ def extra_info(result: ProfiledTest, *, limit: int = 10) -> dict[str, Any]:
     }
 
 
-def wrap(item: pytest.Item, plugin: TprofPlugin) -> None:
+def wrap(item: pytest.Item, profile: Profile) -> None:
     """Make the test's ``benchmark`` fixture profile its function after benchmarking it."""
     funcargs: Mapping[str, Any] = getattr(item, "funcargs", {})
     fixture = funcargs.get("benchmark")
@@ -63,7 +60,8 @@ def wrap(item: pytest.Item, plugin: TprofPlugin) -> None:
         kwargs: Mapping[str, Any],
         setup: Callable[[], Any] | None,
     ) -> None:
-        _, result = plugin.profile(item, fn, args, kwargs, setup=setup, rounds=None, warmup=None)
+        body = Body(fn=fn, args=args, kwargs=kwargs, setup=setup)
+        _, result = profile(item, body, rounds=None, warmup=None)
         result = replace(result, benchmark=True)
         item.stash[RESULT_KEY] = result
         info = getattr(fixture, "extra_info", None)

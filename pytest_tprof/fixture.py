@@ -3,17 +3,23 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import pytest
 
 from profiler.errors import CaptureError
 from profiler.results import ProfiledTest
-
-if TYPE_CHECKING:
-    from pytest_tprof.plugin import TprofPlugin
+from profiler.runner import Body
 
 RESULT_KEY = pytest.StashKey[ProfiledTest]()
+
+
+class Profile(Protocol):
+    """Profiles a test's body for its rounds: the plugin's ``profile``."""
+
+    def __call__(
+        self, item: pytest.Item, body: Body, *, rounds: int | None, warmup: int | None
+    ) -> tuple[Any, ProfiledTest]: ...
 
 
 class TprofFixture:
@@ -22,14 +28,14 @@ class TprofFixture:
     Without ``--tprof`` it calls ``fn`` once, so the test stays a normal test.
     """
 
-    def __init__(self, item: pytest.Item, plugin: TprofPlugin | None) -> None:
+    def __init__(self, item: pytest.Item, profile: Profile | None) -> None:
         self._item = item
-        self._plugin = plugin
+        self._profile = profile
         self._used = False
 
     @property
     def enabled(self) -> bool:
-        return self._plugin is not None
+        return self._profile is not None
 
     def __call__(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
         return self._run(fn, args, kwargs, setup=None, rounds=None, warmup=None)
@@ -63,14 +69,13 @@ class TprofFixture:
         if self._used:
             raise CaptureError("tprof was called twice in one test; profile one callable per test")
         self._used = True
-        if self._plugin is None:
+        if self._profile is None:
             if setup is not None:
                 prepared = setup()
                 if prepared is not None:
                     args, kwargs = prepared
             return fn(*args, **kwargs)
-        value, result = self._plugin.profile(
-            self._item, fn, args, kwargs, setup=setup, rounds=rounds, warmup=warmup
-        )
+        body = Body(fn=fn, args=args, kwargs=kwargs, setup=setup)
+        value, result = self._profile(self._item, body, rounds=rounds, warmup=warmup)
         self._item.stash[RESULT_KEY] = result
         return value

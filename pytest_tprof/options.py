@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from profiler.compare import Rule
 from profiler.errors import ConfigError
+from profiler.rule import Rule
 from profiler.runner import RunConfig
 from profiler.store import DEFAULT_WINDOW
 

@@ -9,20 +9,22 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Callable, Generator, Mapping
+from collections.abc import Generator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from profiler import judge, store
 from profiler import report as rpt
-from profiler import store
-from profiler.compare import ERROR, INCONCLUSIVE, REGRESSED, Rule
 from profiler.errors import BaselineError, ConfigError, TprofError
+from profiler.files import write_atomic
 from profiler.markdown import markdown_summary
 from profiler.results import ProfiledTest
-from profiler.runner import Runner
+from profiler.rule import Rule
+from profiler.runner import Body, Runner
+from profiler.verdicts import ERROR, REGRESSED, TestVerdict
 from pytest_tprof import fresh, terminal
 from pytest_tprof.fixture import RESULT_KEY, TprofFixture
 from pytest_tprof.options import MARKER_HELP, Settings, add_options, marker_overrides, read_settings
@@ -46,7 +48,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if config.pluginmanager.hasplugin("xdist"):
         from pytest_tprof.xdist import XdistHooks
 
-        config.pluginmanager.register(XdistHooks(plugin), "tprof-xdist")
+        config.pluginmanager.register(XdistHooks(plugin.add_results), "tprof-xdist")
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -69,7 +71,7 @@ def tprof(request: pytest.FixtureRequest) -> TprofFixture:
         problem = str(exc)
     if problem is not None:
         pytest.fail(problem, pytrace=False)
-    return TprofFixture(item, plugin)
+    return TprofFixture(item, None if plugin is None else plugin.profile)
 
 
 def pytest_report_teststatus(report: pytest.TestReport, config: pytest.Config) -> Any:
@@ -110,71 +112,36 @@ class TprofPlugin:
     # ------------------------------------------------------------------ profiling
 
     def profile(
-        self,
-        item: pytest.Item,
-        fn: Callable[..., Any],
-        args: tuple[Any, ...],
-        kwargs: Mapping[str, Any],
-        *,
-        setup: Callable[[], Any] | None,
-        rounds: int | None,
-        warmup: int | None,
+        self, item: pytest.Item, body: Body, *, rounds: int | None, warmup: int | None
     ) -> tuple[Any, ProfiledTest]:
+        """Profile and judge a test's body; a timing regression is confirmed in a new process."""
         counts, rule = marker_overrides(item, self.settings.run.rule)
         started = time.monotonic()
         value, result = self.runner.profile(
             item.nodeid,
-            fn,
-            args,
-            kwargs,
-            setup=setup,
+            body,
             rounds=rounds if rounds is not None else counts.get("rounds"),
             warmup=warmup if warmup is not None else counts.get("warmup"),
             rule=rule,
         )
-        if self._confirm_fresh(result):
-            result = self._fresh(item.nodeid, result, time.monotonic() - started)
-        if self.workers > 1:  # what the header promises under xdist
-            note = (
-                f"measured under xdist beside {self.workers - 1} other worker(s): "
-                "timings are noisier than in a serial run"
+        verdict = result.verdict
+        if self._confirm_fresh(verdict):
+            child, why = fresh.verdict_in_fresh_process(
+                self.config,
+                self.settings.run,
+                item.nodeid,
+                timeout=60.0 + 5.0 * (time.monotonic() - started),
             )
-            verdict = replace(result.verdict, notes=(*result.verdict.notes, note))
-            result = replace(result, verdict=verdict)
-        return value, result
+            verdict = judge.after_fresh_process(verdict, child, why)
+        verdict = judge.under_xdist(verdict, self.workers)
+        return value, replace(result, verdict=verdict)
 
-    def _confirm_fresh(self, result: ProfiledTest) -> bool:
-        v = result.verdict
+    def _confirm_fresh(self, verdict: TestVerdict) -> bool:
         return (
-            v.regressed
-            and v.timing_regressed
-            and not any(f.structure_regressed for f in v.families)
+            judge.needs_fresh_process(verdict)
             and self.settings.run.confirm
             and not fresh.in_child()
         )
-
-    def _fresh(self, nodeid: str, result: ProfiledTest, elapsed: float) -> ProfiledTest:
-        """Re-run a timing regression in a new process; it fails only if it repeats there."""
-        v = result.verdict
-        child, why = fresh.verdict_in_fresh_process(
-            self.config, self.settings.run, nodeid, timeout=60.0 + 5.0 * elapsed
-        )
-        if child == REGRESSED:
-            verdict = replace(v, notes=(*v.notes, "confirmed in a fresh process"))
-        elif child is None:
-            verdict = replace(v, notes=(*v.notes, f"not re-run in a fresh process: {why}"))
-        else:
-            verdict = replace(
-                v,
-                verdict=INCONCLUSIVE,
-                reason=f"slower in this process, not in a fresh one ({child} there): {v.reason}",
-                notes=(
-                    *v.notes,
-                    "this test's speed depends on the process; record more sessions "
-                    "(--tprof-save) so its floor learns that",
-                ),
-            )
-        return replace(result, verdict=verdict)
 
     # ------------------------------------------------------------------ hooks
 
@@ -215,7 +182,7 @@ class TprofPlugin:
         if "benchmark" in getattr(item, "fixturenames", ()):
             from pytest_tprof.benchmark import wrap
 
-            wrap(item, self)
+            wrap(item, self.profile)
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_makereport(
@@ -230,8 +197,8 @@ class TprofPlugin:
         result = result.with_outcome(report.outcome)
         self.results[item.nodeid] = result
         v = result.verdict
-        top = rpt.top_op(v)
-        props = [(PROPERTY, v.verdict)]
+        top = v.top_op()
+        props: list[tuple[str, str]] = [(PROPERTY, v.verdict)]
         if top is not None:
             props.append(("tprof_top_op", f"{top.op} {top.delta_pct:+.0f}%"))
         if result.trace:
@@ -240,7 +207,7 @@ class TprofPlugin:
         # the teardown report, which copies the item's.
         report.user_properties.extend(props)
         item.user_properties.extend(props)
-        if report.passed and v.verdict in (REGRESSED, ERROR) and not self.settings.run.save:
+        if report.passed and v.failing and not self.settings.run.save:
             report.outcome = "failed"
             verbose = self.config.get_verbosity() > 0
             report.longrepr = rpt.failure_text(result, verbose=verbose)
@@ -262,7 +229,13 @@ class TprofPlugin:
 
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
         if not self.is_worker:
-            terminal.summary(terminalreporter, self)
+            terminal.summary(
+                terminalreporter,
+                list(self.results.values()),
+                self.messages,
+                baseline_dir=self.runner.env_dir,
+                trace_dir=self.settings.run.trace_dir,
+            )
 
     # ------------------------------------------------------------------ helpers
 
@@ -329,7 +302,7 @@ class TprofPlugin:
 def _write_text(path: Path, text: str) -> None:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
+        write_atomic(path, text)
     except OSError as exc:
         raise TprofError(f"{path}: can't write the report ({exc.strerror})") from None
 

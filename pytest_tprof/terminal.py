@@ -2,30 +2,34 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Sequence
+from pathlib import Path
 
 import pytest
 
 from profiler import report as rpt
-from profiler.compare import ERROR, REGRESSED
-
-if TYPE_CHECKING:
-    from pytest_tprof.plugin import TprofPlugin
+from profiler.results import ProfiledTest
+from profiler.verdicts import UNCHANGED, verdict_rank
 
 
-def summary(tr: pytest.TerminalReporter, plugin: TprofPlugin) -> None:
-    results = list(plugin.results.values())
-    if not results and not plugin.messages:
+def summary(
+    tr: pytest.TerminalReporter,
+    results: Sequence[ProfiledTest],
+    messages: Sequence[str],
+    *,
+    baseline_dir: Path,
+    trace_dir: Path | None,
+) -> None:
+    """Each profiled test's line, most urgent first, then where files went and messages."""
+    if not results and not messages:
         return
     tr.write_sep("=", "tprof")
-    order = {REGRESSED: 0, ERROR: 1}
-    for r in sorted(results, key=lambda r: (order.get(r.verdict.verdict, 2), r.nodeid)):
-        bad = r.verdict.verdict in (REGRESSED, ERROR)
-        tr.write_line(rpt.summary_line(r), red=bad, green=r.verdict.verdict == "unchanged")
-    run = plugin.settings.run
+    for r in sorted(results, key=lambda r: (verdict_rank(r.verdict.verdict), r.nodeid)):
+        bad = r.verdict.failing
+        tr.write_line(rpt.summary_line(r), red=bad, green=r.verdict.verdict == UNCHANGED)
     if results:
-        tr.write_line(f"baselines: {plugin.runner.env_dir}")
-        if run.trace_dir is not None:
-            tr.write_line(f"traces: {run.trace_dir}")
-    for msg in plugin.messages:
+        tr.write_line(f"baselines: {baseline_dir}")
+        if trace_dir is not None:
+            tr.write_line(f"traces: {trace_dir}")
+    for msg in messages:
         tr.write_line(msg, yellow=True)

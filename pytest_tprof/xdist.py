@@ -2,18 +2,16 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from pytest_tprof.plugin import TprofPlugin
+from collections.abc import Callable
+from typing import Any
 
 
 class XdistHooks:
     """Registered only when xdist is installed; workers send builtin-only data."""
 
-    def __init__(self, plugin: TprofPlugin) -> None:
-        self.plugin = plugin
+    def __init__(self, add_results: Callable[[list[dict[str, Any]]], None]) -> None:
+        self.add_results = add_results
 
     def pytest_testnodedown(self, node: Any, error: Any) -> None:
         output = getattr(node, "workeroutput", None) or {}
-        self.plugin.add_results(output.get("tprof", []))
+        self.add_results(output.get("tprof", []))

@@ -1,7 +1,7 @@
 """Seeded simulation of the decision rule: false failures and power, next to two simpler gates.
 
-Builds real :class:`profiler.records.OpTable` objects from a noise model (design.md §5) and runs
-the project's own :func:`profiler.compare.compare` on them.  On the same samples it also scores
+Builds real :class:`profiler.records.OpTable` objects from a noise model (docs/design.md §5) and
+runs the project's own :func:`profiler.compare.compare` on them.  On the same samples it also scores
 a threshold-only gate ("median of the test total +10 %", as pytest-benchmark gates) and a
 two-sided Mann-Whitney U gate on the test total (p < 0.05, as google-benchmark's compare.py
 reports).  Run ``python -m benchmarks.detection.simulate --help``; README.md says what the
@@ -27,8 +27,10 @@ import numpy as np
 from scipy import stats as _st
 
 from profiler import compare as _compare_module
-from profiler.compare import REGRESSED, Rule, compare
+from profiler import rule as _rule_module
+from profiler.compare import Rule, compare
 from profiler.records import FloatArray, OpTable
+from profiler.verdicts import REGRESSED
 
 SEED = 20240611
 SLOWDOWNS = (0.05, 0.10, 0.15, 0.25)
@@ -214,15 +216,15 @@ def rule_variants() -> tuple[Variant, ...]:
     return (
         Variant("tprof", rule_gate(Rule())),
         previous(),
-        Variant("peer shift ½ floor", rule_gate(Rule(peer_shift_share=0.5))),
-        Variant("peer unshifted", rule_gate(Rule(peer_shift_share=0.0))),
+        Variant("vs-rest shift ½ floor", rule_gate(Rule(vs_rest_shift_share=0.5))),
+        Variant("vs-rest unshifted", rule_gate(Rule(vs_rest_shift_share=0.0))),
         Variant("min floor 7%", rule_gate(Rule(min_rel_floor=0.07))),
     )
 
 
 def previous() -> Variant:
-    """The rule before the peer route: each op judged in probe units only, 7 % minimum floor."""
-    return Variant("no peer route", rule_gate(Rule(peer=False, min_rel_floor=0.07)))
+    """The rule before the op-against-the-rest route: ops in probe units only, 7 % floor."""
+    return Variant("no vs-rest route", rule_gate(Rule(vs_rest=False, min_rel_floor=0.07)))
 
 
 # --- running --------------------------------------------------------------------------------
@@ -404,12 +406,14 @@ def variant_grid() -> list[Scenario]:
 
 
 def rule_version() -> str:
-    """Which decision code ran: a hash of profiler/compare.py (it changes under this script)."""
-    path = inspect.getsourcefile(_compare_module)
-    if path is None:
-        return "profiler/compare.py (source not found)"
-    digest = hashlib.sha256(Path(path).read_bytes()).hexdigest()[:12]
-    return f"profiler/compare.py sha256 {digest}; {Rule()!r}"
+    """Which decision code ran: a hash of compare.py and rule.py (they change under this script)."""
+    digest = hashlib.sha256()
+    for module in (_compare_module, _rule_module):
+        path = inspect.getsourcefile(module)
+        if path is None:
+            return f"{module.__name__} (source not found)"
+        digest.update(Path(path).read_bytes())
+    return f"profiler/compare.py + rule.py sha256 {digest.hexdigest()[:12]}; {Rule()!r}"
 
 
 def measure_cost(ops: int, sessions: int = 3, calls: int = 20) -> float:
@@ -522,7 +526,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--previous",
         action="store_true",
-        help="also run the previous rule (no peer route) on the same samples (default: off)",
+        help="also run the previous rule (no op-against-the-rest route) on the same samples "
+        "(default: off)",
     )
     parser.add_argument("--seed", type=int, default=SEED, help=f"base seed (default: {SEED})")
     parser.add_argument(

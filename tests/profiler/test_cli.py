@@ -335,7 +335,7 @@ def test_diff_json_is_a_report_that_tprof_report_renders(
     report = tmp_path / "out" / "diff.json"
     assert main(["diff", str(suite["A"]), str(suite["C"]), "--json", str(report)]) == 1
     doc = json.loads(report.read_text(encoding="utf-8"))
-    assert doc["schema_version"] == 1
+    assert doc["schema_version"] == 2
     assert doc["source"] == "tprof diff"
     assert doc["environment"] == FP.to_dict()
     assert [(t["nodeid"], t["verdict"]) for t in doc["tests"]] == [
@@ -541,10 +541,10 @@ def test_an_unreadable_report_exits_2_naming_the_file(
 def test_a_report_from_a_newer_version_says_to_upgrade(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    src = report_doc(tmp_path, {**DOC, "schema_version": 2})
+    src = report_doc(tmp_path, {**DOC, "schema_version": 3})
     assert main(["report", str(src), "--markdown", str(tmp_path / "r.md")]) == 2
     assert capsys.readouterr().err == (
-        f"tprof: error: {src}: written by a newer pytest-tprof (schema_version 2 > 1); "
+        f"tprof: error: {src}: written by a newer pytest-tprof (schema_version 3 > 2); "
         "upgrade pytest-tprof to read it\n"
     )
 

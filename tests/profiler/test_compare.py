@@ -10,7 +10,10 @@ import pytest
 from scipy import stats as st
 
 from profiler import stats
-from profiler.compare import (
+from profiler.compare import Rule, compare
+from profiler.records import OpTable
+from profiler.report import shift_message
+from profiler.verdicts import (
     CHANGED,
     IMPROVED,
     INCONCLUSIVE,
@@ -20,11 +23,7 @@ from profiler.compare import (
     REGRESSED,
     REMOVED,
     UNCHANGED,
-    Rule,
-    compare,
-    shift_message,
 )
-from profiler.records import OpTable
 
 ROUNDS = 20
 
@@ -162,7 +161,7 @@ def test_an_op_that_outgrew_the_rest_of_its_test_fails_despite_untracked_drift()
     assert "against the rest of the test" in top.note
     assert "against the rest of the test" in v.reason
     # The same samples without that comparison pass.
-    assert compare(UNTRACKED, current, Rule(peer=False)).verdict == UNCHANGED
+    assert compare(UNTRACKED, current, Rule(vs_rest=False)).verdict == UNCHANGED
 
 
 def test_the_same_drift_without_a_slower_op_is_unchanged() -> None:
@@ -229,7 +228,7 @@ def test_no_baseline() -> None:
 
 def test_without_timing_only_structure_gates() -> None:
     slow = {**OPS, "aten::addmm": (1600.0, 6)}
-    v = compare(baseline(), table(slow, seed=7), timing=False)
+    v = compare(baseline(), table(slow, seed=7), same_hardware=False)
     assert v.verdict == UNCHANGED
     assert not v.timing_compared
 

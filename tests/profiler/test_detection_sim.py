@@ -104,7 +104,7 @@ def test_a_2_percent_slowdown_is_not_called_a_regression() -> None:
 
 
 def test_one_session_keeps_its_conservative_floor_for_a_10_percent_slowdown() -> None:
-    # design.md §5: one session can't show drift, so its floors are 15 % / 20 %.
+    # docs/design.md §5: one session can't show drift, so its floors are 15 % / 20 %.
     hits = sim.count_regressed(replace(CENTRE, sessions=1), [TPROF], 40, slowdown=0.10)
     assert hits["tprof"] <= 2
 
@@ -112,8 +112,8 @@ def test_one_session_keeps_its_conservative_floor_for_a_10_percent_slowdown() ->
 def test_shifting_the_u_test_by_more_of_the_floor_catches_fewer_10_percent_slowdowns() -> None:
     # In probe units the U test's shift is the lever: half the floor catches far more than the
     # whole floor (16 vs 3 of 25 in the seeded run).
-    half = sim.Variant("half", sim.rule_gate(Rule(peer=False)))
-    full = sim.Variant("full", sim.rule_gate(Rule(peer=False, shift_share=1.0)))
+    half = sim.Variant("half", sim.rule_gate(Rule(vs_rest=False)))
+    full = sim.Variant("full", sim.rule_gate(Rule(vs_rest=False, shift_share=1.0)))
     hits = sim.count_regressed(CENTRE, [half, full], 25, slowdown=0.10)
     assert hits["full"] + 5 <= hits["half"]
 
@@ -124,7 +124,7 @@ def test_a_10_percent_slowdown_of_one_op_is_caught_with_three_sessions() -> None
     for which in ("largest", "~10%"):
         hits = sim.count_regressed(CENTRE, [TPROF, sim.previous()], 40, slowdown=0.10, which=which)
         assert hits["tprof"] >= 31, which  # 37 and 35 of 40 in the seeded run
-        assert hits["tprof"] > hits["no peer route"], which  # 28 and 24
+        assert hits["tprof"] > hits["no vs-rest route"], which  # 28 and 24
 
 
 def test_the_rest_of_the_test_sees_through_drift_the_probe_misses() -> None:
@@ -133,7 +133,7 @@ def test_the_rest_of_the_test_sees_through_drift_the_probe_misses() -> None:
     heavy = replace(CENTRE, heavy=True)
     hits = sim.count_regressed(heavy, [TPROF, sim.previous()], 40, slowdown=0.25)
     assert hits["tprof"] >= 32  # 38 of 40 in the seeded run
-    assert hits["no peer route"] <= 24  # 16
+    assert hits["no vs-rest route"] <= 24  # 16
 
 
 def test_the_target_check_names_a_missed_target() -> None:

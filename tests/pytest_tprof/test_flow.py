@@ -209,7 +209,7 @@ def test_the_json_report_and_the_summary_list_every_profiled_test(
     ]
 
     doc = json.loads((suite.path / "out" / "report.json").read_text())
-    assert doc["schema_version"] == 1
+    assert doc["schema_version"] == 2
     tests = {t["nodeid"]: t for t in doc["tests"]}
     assert sorted(tests) == [MATMUL, STEADY]
     slow = tests[MATMUL]
@@ -220,7 +220,7 @@ def test_the_json_report_and_the_summary_list_every_profiled_test(
     keys = {
         "op", "family", "verdict", "baseline_median_us", "current_median_us", "delta_us",
         "delta_pct", "p_value", "calls_baseline", "calls_current", "share", "mde_pct", "floor_pct",
-        "peer_pct", "peer_floor_pct", "note",
+        "vs_rest_pct", "vs_rest_floor_pct", "note",
     }  # fmt: skip
     for t in tests.values():
         assert t["ops"]

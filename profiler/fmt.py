@@ -1,0 +1,128 @@
+"""Numbers, percents, p-values and family labels as every report writes them.
+
+The terminal, Markdown, HTML and the CLI format through here, so one figure reads the same in
+each.  Functions take JSON values (None for a missing or non-finite number) or floats.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from profiler.verdicts import FLAGGED_OPS, NEW, STRUCTURAL_OPS, verdict_rank
+
+FAMILY = {"cpu": "CPU", "cuda": "CUDA"}
+
+
+def family(name: Any) -> str:
+    """``cpu`` → ``CPU``; unknown families as they are."""
+    return FAMILY.get(str(name), str(name))
+
+
+def num(v: Any) -> float | None:
+    """A finite number from a JSON value, else None."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return None
+    return float(v) if math.isfinite(v) else None
+
+
+def us(v: Any, *, signed: bool = False) -> str:
+    """Microseconds with thousands separators: ``1,234.5``, signed ``+12.0``; ``-`` if none."""
+    x = num(v)
+    if x is None:
+        return "-"
+    if signed and abs(x) < 0.05:
+        return "±0.0"
+    return f"{x:+,.1f}" if signed else f"{x:,.1f}"
+
+
+def pct(v: Any, verdict: str = "") -> str:
+    """A signed whole percentage: ``+31%``, ``±0%``; ``new`` for a new op."""
+    if isinstance(v, float) and math.isinf(v) and v > 0:
+        return "new"
+    x = num(v)
+    if x is None:
+        return "new" if verdict == NEW else "-"
+    return "±0%" if abs(x) < 0.5 else f"{x:+.0f}%"
+
+
+def share(v: Any) -> str:
+    """A percentage without a sign (floors, detectable effects)."""
+    x = num(v)
+    return "-" if x is None else f"{x:.0f}%"
+
+
+def p_value(v: Any) -> str:
+    """A p-value to two significant digits: ``0.0031``, ``1e-08``."""
+    x = num(v)
+    return "-" if x is None else f"{x:.2g}"
+
+
+def p_value_floored(v: Any) -> str:
+    """A p-value for tables: below 0.0001 reads ``<0.0001``."""
+    x = num(v)
+    if x is None:
+        return "-"
+    return "<0.0001" if x < 0.0001 else f"{x:.2g}"
+
+
+# --------------------------------------------------------------------------- report lines
+
+
+def op_delta(o: Mapping[str, Any]) -> str:
+    """``CPU +31% (+120.5 µs)``, or ``CPU new, calls 0→3 (+40.0 µs)`` for structure."""
+    fam = family(o.get("family", ""))
+    verdict = str(o.get("verdict", ""))
+    if verdict in STRUCTURAL_OPS:
+        calls = f"calls {o.get('calls_baseline')}→{o.get('calls_current')}"
+        return f"{fam} {verdict}, {calls} ({us(o.get('delta_us'), signed=True)} µs)"
+    return f"{fam} {pct(o.get('delta_pct'), verdict)} ({us(o.get('delta_us'), signed=True)} µs)"
+
+
+def family_line(f: Mapping[str, Any]) -> str:
+    """``CPU total 775.7 → 1,384.0 µs/round (+78%), floor 5% (...), min detectable effect 4%``."""
+    totals = f"{us(f.get('baseline_total_us'))} → {us(f.get('current_total_us'))}"
+    return (
+        f"{family(f.get('family', ''))} total {totals} µs/round ({pct(f.get('delta_pct'))}), "
+        f"floor {share(f.get('floor_pct'))} ({f.get('floor_source', '')}), "
+        f"min detectable effect {share(f.get('mde_pct'))}"
+    )
+
+
+def counts_line(tests: Sequence[Mapping[str, Any]]) -> str:
+    """``3 profiled tests: 1 regressed, 2 unchanged``."""
+    counts: dict[str, int] = {}
+    for t in tests:
+        v = str(t.get("verdict", ""))
+        counts[v] = counts.get(v, 0) + 1
+    parts = [f"{n} {v}" for v, n in sorted(counts.items(), key=lambda kv: verdict_rank(kv[0]))]
+    noun = "test" if len(tests) == 1 else "tests"
+    return f"{len(tests)} profiled {noun}" + (": " + ", ".join(parts) if parts else "")
+
+
+# --------------------------------------------------------------------------- report order
+
+
+def ordered_tests(doc: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """The report's tests, most urgent verdict first; stable otherwise."""
+    tests = [t for t in doc.get("tests", []) if isinstance(t, Mapping)]
+    return sorted(tests, key=lambda t: verdict_rank(str(t.get("verdict", ""))))
+
+
+def ops_by_interest(ops: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """Flagged ops (regressed, structural) first, then the rest by the size of their delta."""
+
+    def key(o: Mapping[str, Any]) -> tuple[int, float]:
+        flagged = o.get("verdict") in FLAGGED_OPS
+        return (0 if flagged else 1, -abs(num(o.get("delta_us")) or 0.0))
+
+    return sorted(ops, key=key)
+
+
+def top_ops(t: Mapping[str, Any], n: int = 3) -> list[Mapping[str, Any]]:
+    """The ops worth naming in a one-line summary of a test."""
+    ops = [
+        o for o in t.get("ops", []) if isinstance(o, Mapping) and num(o.get("delta_us")) is not None
+    ]
+    return ops_by_interest(ops)[:n]

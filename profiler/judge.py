@@ -1,0 +1,159 @@
+"""One judging path: comparability → compare → confirmation, for the plugin and the CLI alike.
+
+:func:`judge` turns two recorded sides into a verdict; :func:`after_remeasurement` and
+:func:`after_fresh_process` merge the confirmations into it.  The pytest glue and ``tprof
+diff`` both call these and only render what comes back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+
+from profiler.checks import is_count
+from profiler.compare import compare_across
+from profiler.environment import Fingerprint, comparability
+from profiler.records import OpTable
+from profiler.rule import Rule
+from profiler.verdicts import INCONCLUSIVE, REGRESSED, TestVerdict
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Recorded:
+    """One side of a judgement: its op tables and what is known of where they ran.
+
+    A baseline gives its sessions, fingerprint and protocol; a Chrome trace gives one table,
+    no fingerprint, and the names of its devices.
+    """
+
+    tables: tuple[OpTable, ...]
+    fingerprint: Fingerprint | None = None
+    protocol: Mapping[str, Any] = field(default_factory=dict)
+    device_names: tuple[str, ...] | None = None  # set for traces
+
+
+def judge(
+    baseline: Recorded, current: Recorded, rule: Rule, *, notes: Sequence[str] = ()
+) -> TestVerdict:
+    """The verdict on ``current``'s last table against all of ``baseline``'s tables.
+
+    Different structure keys (torch, device) make the pair incomparable; other differing hard
+    keys or protocol keys leave only calls compared.  Sides recorded with different iterations
+    per round (folders recorded apart calibrate their own) are compared per iteration.
+    ``notes`` from the caller go after the judgement's own.
+    """
+    found: list[str] = []
+    structure, diffs = _differences(baseline, current, found)
+    base_tables, current_table = list(baseline.tables), current.tables[-1]
+    ib, ic = iterations_of(baseline.protocol), iterations_of(current.protocol)
+    if ib is not None and ic is not None and ib != ic:
+        base_tables = [per_iteration(t, ib) for t in base_tables]
+        current_table = per_iteration(current_table, ic)
+        diffs = [d for d in diffs if not d.startswith("iterations ")]
+        found.append(f"rounds of {ib} and {ic} iterations: compared per iteration")
+    return compare_across(
+        base_tables, current_table, rule, structure_diffs=structure, timing_diffs=diffs,
+        notes=[*found, *notes],
+    )  # fmt: skip
+
+
+def _differences(
+    baseline: Recorded, current: Recorded, notes: list[str]
+) -> tuple[list[str], list[str]]:
+    """Structure and timing differences between the sides (notes say what couldn't be told)."""
+    if baseline.fingerprint is not None and current.fingerprint is not None:
+        return comparability(
+            baseline.fingerprint, current.fingerprint, baseline.protocol, current.protocol
+        )
+    diffs: list[str] = []
+    b_dev, c_dev = baseline.device_names, current.device_names
+    if b_dev is not None and c_dev is not None and b_dev != c_dev:
+        diffs = [f"gpus {_names(b_dev)} → {_names(c_dev)}"]
+    notes.append("a trace carries no environment fingerprint: comparability was not checked")
+    return [], diffs
+
+
+def _names(names: Sequence[str]) -> str:
+    return "[" + ", ".join(names) + "]" if names else "none"
+
+
+def iterations_of(protocol: Mapping[str, Any]) -> int | None:
+    """The protocol's calls of the body per round, if it records a valid count."""
+    n = protocol.get("iterations")
+    return n if is_count(n) else None
+
+
+def per_iteration(table: OpTable, iterations: int) -> OpTable:
+    """``table`` with per-round calls and op times divided by the iterations per round.
+
+    The probe runs once per round and keeps its time.  Calls are rounded, and an op called
+    at all keeps at least one call (a once-per-round synchronize stays visible).
+    """
+    if iterations == 1:
+        return table
+    calls = np.rint(table.calls / iterations).astype(np.int64)
+    calls = np.where(table.calls > 0, np.maximum(calls, 1), 0)
+    return replace(
+        table,
+        calls=calls,
+        self_cpu_us=table.self_cpu_us / iterations,
+        total_cpu_us=table.total_cpu_us / iterations,
+        self_device_us=table.self_device_us / iterations,
+        total_device_us=table.total_device_us / iterations,
+        wall_us=table.wall_us / iterations,
+    )
+
+
+# --------------------------------------------------------------------------- confirmation
+
+
+def needs_remeasurement(verdict: TestVerdict) -> bool:
+    """A timing regression is measured again before it fails a test."""
+    return verdict.timing_regressed
+
+
+def after_remeasurement(again: TestVerdict) -> TestVerdict:
+    """The verdict of the second measurement, saying whether it repeated the first."""
+    if again.timing_regressed:
+        return again.with_notes("confirmed by a second measurement")
+    return again.with_notes("a first measurement looked slower; the re-measurement did not")
+
+
+def needs_fresh_process(verdict: TestVerdict) -> bool:
+    """A timing regression (and no structural one) is confirmed in a fresh process too."""
+    return verdict.regressed and verdict.timing_regressed and not verdict.structure_regressed
+
+
+def after_fresh_process(verdict: TestVerdict, child: str | None, why: str) -> TestVerdict:
+    """Merge the fresh process's verdict (None: it gave none, ``why`` says why).
+
+    The regression stands only if the fresh process repeats it; a process that gave no
+    verdict leaves it standing, with a note.
+    """
+    if child == REGRESSED:
+        return verdict.with_notes("confirmed in a fresh process")
+    if child is None:
+        return verdict.with_notes(f"not re-run in a fresh process: {why}")
+    return replace(
+        verdict,
+        verdict=INCONCLUSIVE,
+        reason=f"slower in this process, not in a fresh one ({child} there): {verdict.reason}",
+        notes=(
+            *verdict.notes,
+            "this test's speed depends on the process; record more sessions "
+            "(--tprof-save) so its floor learns that",
+        ),
+    )
+
+
+def under_xdist(verdict: TestVerdict, workers: int) -> TestVerdict:
+    """What the header promises under xdist: timing verdicts say other workers ran beside."""
+    if workers <= 1:
+        return verdict
+    return verdict.with_notes(
+        f"measured under xdist beside {workers - 1} other worker(s): "
+        "timings are noisier than in a serial run"
+    )
