@@ -30,6 +30,7 @@ from profiler.report import failure_text, json_report, summary_line
 from profiler.results import ProfiledTest
 from profiler.rule import Rule
 from profiler.verdicts import CHANGED, REGRESSED, TestVerdict, verdict_rank
+from profiler.work import WorkTable
 
 EXIT_OK = 0
 EXIT_REGRESSED = 1
@@ -59,6 +60,7 @@ class Source:
     fingerprint: Fingerprint | None = None
     protocol: Mapping[str, Any] = field(default_factory=dict)
     device_names: tuple[str, ...] = ()
+    work: WorkTable | None = None  # a baseline's work census (its newest session's)
 
     @property
     def label(self) -> str:
@@ -111,6 +113,7 @@ def load_source(path: Path) -> Source:
         tables=tuple(base.tables),
         fingerprint=base.fingerprint,
         protocol=base.protocol,
+        work=base.work,
     )
 
 
@@ -147,6 +150,7 @@ def _recorded(source: Source) -> judging.Recorded:
         fingerprint=source.fingerprint,
         protocol=source.protocol,
         device_names=source.device_names if source.kind == "trace" else None,
+        work=source.work,
     )
 
 
@@ -226,6 +230,33 @@ def show_lines(
         lines.append("  (no ops)")
     if len(shown) < len(rows):
         lines.append(f"  ... {len(rows) - len(shown)} more ops (--limit 0 shows all)")
+    if source.work is not None:
+        lines += _work_lines(source.work, limit)
+    return lines
+
+
+def _work_lines(work: WorkTable, limit: int | None) -> list[str]:
+    """The census of the newest session: totals, then rows by FLOPs, then by bytes."""
+    rows = sorted(work.rows, key=lambda r: (-r.flops, -r.bytes_total, r.label))
+    lines = [
+        "",
+        f"  work census: {len(work.rows)} op rows, FLOPs {work.total_flops:,}, bytes "
+        f"{work.total_bytes:,} per round; {len(work.syncs)} host sync rows, "
+        f"{len(work.copies)} device copy rows",
+    ]
+    cells = [("op", "module", "phase", "calls", "FLOPs", "bytes")]
+    for r in rows if not limit else rows[:limit]:
+        cells.append(
+            (r.op, r.module or "(top)", r.phase, f"{r.calls:,}", f"{r.flops:,}",
+             f"{r.bytes_total:,}")
+        )  # fmt: skip
+    widths = [max(len(c[i]) for c in cells) for i in range(len(cells[0]))]
+    for c in cells:
+        left = [v.ljust(w) for v, w in zip(c[:3], widths[:3], strict=True)]
+        right = [v.rjust(w) for v, w in zip(c[3:], widths[3:], strict=True)]
+        lines.append("  " + "  ".join(left + right).rstrip())
+    if limit and len(rows) > limit:
+        lines.append(f"  ... {len(rows) - limit} more rows (--limit 0 shows all)")
     return lines
 
 

@@ -53,6 +53,7 @@ from profiler.verdicts import (
 __all__ = ["Rule", "compare", "compare_across"]
 
 SAMPLED_OPS = 5  # flagged ops per family whose per-round samples go into reports
+NOTHING_CHANGED = "no op changed beyond its floor"
 
 
 # --------------------------------------------------------------------------- the sides
@@ -724,7 +725,7 @@ def _combine(results: Sequence[FamilyResult]) -> tuple[TestWord, str]:
     worst = min(results, key=lambda r: verdict_rank(r.verdict))
     reasons = [f"{r.family.upper()}: {'; '.join(r.reasons)}" for r in results if r.reasons]
     if worst.verdict == UNCHANGED and not reasons:
-        reasons = ["no op changed beyond its floor"]
+        reasons = [NOTHING_CHANGED]
     return worst.verdict, " | ".join(reasons)
 
 

@@ -90,6 +90,37 @@ def family_line(f: Mapping[str, Any]) -> str:
     )
 
 
+def work_lines(work: Any, *, limit: int = 6) -> list[str]:
+    """A report's ``work`` section in words: the verdict with its totals, then its reasons."""
+    if not isinstance(work, Mapping):
+        return []
+    flops, size = work.get("flops") or [0, 0], work.get("bytes") or [0, 0]
+    head = (
+        f"work {work.get('verdict', '')} (deterministic): FLOPs {flops[0]:,} → {flops[1]:,}, "
+        f"bytes {size[0]:,} → {size[1]:,}"
+    )
+    reasons = [str(r) for r in work.get("reasons", [])]
+    more = [f"… {len(reasons) - limit} more in the JSON report"] if len(reasons) > limit else []
+    return [head, *reasons[:limit], *more]
+
+
+def module_rows(work: Any, *, limit: int = 10) -> list[tuple[str, str, str, str]]:
+    """Per module and phase: path, phase, FLOPs and bytes baseline → current (when the work
+    moved; modules that moved most first)."""
+    if not isinstance(work, Mapping) or work.get("verdict") == "unchanged":
+        return []
+    return [
+        (
+            str(m.get("module") or "(top)"),
+            str(m.get("phase", "")),
+            f"{m.get('base_flops', 0):,} → {m.get('cur_flops', 0):,}",
+            f"{m.get('base_bytes', 0):,} → {m.get('cur_bytes', 0):,}",
+        )
+        for m in list(work.get("modules", []))[:limit]
+        if isinstance(m, Mapping)
+    ]
+
+
 def counts_line(tests: Sequence[Mapping[str, Any]]) -> str:
     """``3 profiled tests: 1 regressed, 2 unchanged``."""
     counts: dict[str, int] = {}

@@ -14,11 +14,19 @@ from typing import Any
 import numpy as np
 
 from profiler.checks import is_count
-from profiler.compare import compare_across
+from profiler.compare import NOTHING_CHANGED, compare_across
 from profiler.environment import Fingerprint, comparability
 from profiler.records import OpTable
 from profiler.rule import Rule
-from profiler.verdicts import INCONCLUSIVE, REGRESSED, TestVerdict
+from profiler.verdicts import (
+    INCOMPARABLE,
+    INCONCLUSIVE,
+    REGRESSED,
+    UNCHANGED,
+    TestVerdict,
+    worst,
+)
+from profiler.work import WorkTable, judge_work
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -33,6 +41,7 @@ class Recorded:
     fingerprint: Fingerprint | None = None
     protocol: Mapping[str, Any] = field(default_factory=dict)
     device_names: tuple[str, ...] | None = None  # set for traces
+    work: WorkTable | None = None  # the work census (a baseline's: its last session's)
 
 
 def judge(
@@ -54,10 +63,40 @@ def judge(
         current_table = per_iteration(current_table, ic)
         diffs = [d for d in diffs if not d.startswith("iterations ")]
         found.append(f"rounds of {ib} and {ic} iterations: compared per iteration")
-    return compare_across(
+    verdict = compare_across(
         base_tables, current_table, rule, structure_diffs=structure, timing_diffs=diffs,
         notes=[*found, *notes],
     )  # fmt: skip
+    if verdict.verdict == INCOMPARABLE:
+        return verdict
+    return with_work(verdict, baseline.work, current.work, rule)
+
+
+def with_work(
+    verdict: TestVerdict, baseline: WorkTable | None, current: WorkTable | None, rule: Rule
+) -> TestVerdict:
+    """The timing verdict joined with the work verdict: the more urgent wins, both speak.
+
+    Work needs only what calls need (the same torch and device type), so it gates even when
+    the hardware differs and timings were not compared.
+    """
+    if current is None:
+        return verdict
+    if baseline is None:
+        return verdict.with_notes("no work baseline: re-record with --tprof-save")
+    work = judge_work(baseline, current, floor=rule.work_floor)
+    word = worst([verdict.verdict, work.verdict])
+    reason = verdict.reason
+    if work.verdict != UNCHANGED:
+        shown = "; ".join(work.reasons[:_WORK_REASONS])
+        more = len(work.reasons) - _WORK_REASONS
+        work_reason = f"work: {shown}" + (f" (+{more} more)" if more > 0 else "")
+        quiet = verdict.reason == NOTHING_CHANGED
+        reason = work_reason if quiet else f"{reason} | {work_reason}"
+    return replace(verdict, verdict=word, reason=reason, work=work)
+
+
+_WORK_REASONS = 3  # work reasons in the one-line reason; the failure lists them all
 
 
 def _differences(
@@ -111,8 +150,9 @@ def per_iteration(table: OpTable, iterations: int) -> OpTable:
 
 
 def needs_remeasurement(verdict: TestVerdict) -> bool:
-    """A timing regression is measured again before it fails a test."""
-    return verdict.timing_regressed
+    """A timing regression is measured again before it fails a test, unless the work the
+    test does already fails it: work doesn't drift, so it needs no second look."""
+    return verdict.timing_regressed and not verdict.work_regressed
 
 
 def after_remeasurement(again: TestVerdict) -> TestVerdict:
@@ -123,8 +163,13 @@ def after_remeasurement(again: TestVerdict) -> TestVerdict:
 
 
 def needs_fresh_process(verdict: TestVerdict) -> bool:
-    """A timing regression (and no structural one) is confirmed in a fresh process too."""
-    return verdict.regressed and verdict.timing_regressed and not verdict.structure_regressed
+    """A timing regression (and no structural or work one) is confirmed in a fresh process."""
+    return (
+        verdict.regressed
+        and verdict.timing_regressed
+        and not verdict.structure_regressed
+        and not verdict.work_regressed
+    )
 
 
 def after_fresh_process(verdict: TestVerdict, child: str | None, why: str) -> TestVerdict:
@@ -137,9 +182,10 @@ def after_fresh_process(verdict: TestVerdict, child: str | None, why: str) -> Te
         return verdict.with_notes("confirmed in a fresh process")
     if child is None:
         return verdict.with_notes(f"not re-run in a fresh process: {why}")
+    work_word = UNCHANGED if verdict.work is None else verdict.work.verdict
     return replace(
         verdict,
-        verdict=INCONCLUSIVE,
+        verdict=worst([INCONCLUSIVE, work_word]),
         reason=f"slower in this process, not in a fresh one ({child} there): {verdict.reason}",
         notes=(
             *verdict.notes,

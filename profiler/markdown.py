@@ -70,12 +70,18 @@ def _details(t: Mapping[str, Any]) -> list[str]:
         out += [_cell(reason), ""]
     listed = len(out)
     facts = [fmt.family_line(f) for f in t.get("families", []) if isinstance(f, Mapping)]
+    facts += fmt.work_lines(t.get("work"))
     facts += [str(n) for n in t.get("notes", []) if n]
     out += [f"- {_cell(x)}" for x in facts]
     for name in ("trace", "baseline"):
         if t.get(name):
             out.append(f"- {name}: {_code(str(t[name]))}")
     if len(out) > listed:
+        out.append("")
+    modules = fmt.module_rows(t.get("work"))
+    if modules:
+        out += ["| module | phase | FLOPs | bytes |", "|---|---|--:|--:|"]
+        out += ["| " + " | ".join(_cell(c) for c in row) + " |" for row in modules]
         out.append("")
     ops = fmt.ops_by_interest([o for o in t.get("ops", []) if isinstance(o, Mapping)])
     if ops:

@@ -8,6 +8,7 @@ from typing import Any
 from profiler import fmt
 from profiler.results import ProfiledTest
 from profiler.verdicts import EXPLAINED, NO_BASELINE, SAVED, OpVerdict, TestVerdict
+from profiler.work import ModuleWork, WorkDelta, WorkVerdict, by_module
 
 # 2: op rows name the op-against-the-rest figures vs_rest_pct / vs_rest_floor_pct (were peer_*).
 JSON_SCHEMA_VERSION = 2
@@ -50,9 +51,81 @@ def failure_text(test: ProfiledTest, *, verbose: bool = False) -> str:
     if ops:
         lines.append("")
         lines.extend("  " + line for line in op_table(ops, limit=None if verbose else 12))
+    if v.work is not None:
+        lines.append("")
+        lines.extend("  " + line for line in work_lines(v.work, verbose=verbose))
     lines.append("")
     lines.extend("  " + line for line in details(test))
     return "\n".join(lines)
+
+
+def work_lines(work: WorkVerdict, *, verbose: bool = False) -> list[str]:
+    """The work verdict: its reasons, the rows that moved and, verbose, work per module."""
+    head = (
+        f"work {work.verdict} (deterministic; floor {work.floor:.0%} of the test's FLOPs or "
+        f"bytes): FLOPs {work.base_flops:,} → {work.cur_flops:,}, "
+        f"bytes {work.base_bytes:,} → {work.cur_bytes:,}"
+    )
+    lines = [head, *(f"  {r}" for r in work.reasons)]
+    moved = sorted(
+        (r for r in work.rows if r.status != "unchanged"),
+        key=lambda r: (not r.gated, -abs(r.flops_delta), -abs(r.bytes_delta)),
+    )
+    if moved and (verbose or work.verdict != "unchanged"):
+        lines.append("")
+        lines.extend(work_table(moved, limit=None if verbose else 12))
+    if verbose:
+        lines.append("")
+        lines.extend(module_table(by_module(work.rows)))
+    return lines
+
+
+def work_table(rows: Sequence[WorkDelta], *, limit: int | None = None) -> list[str]:
+    """Aligned rows: op, module, phase, FLOPs and bytes baseline → current, calls, status."""
+    header = ("op", "module", "phase", "FLOPs", "bytes", "calls", "status")
+    cells = [header]
+    for r in rows if limit is None else rows[:limit]:
+        cells.append(
+            (
+                r.op,
+                r.module or "(top)",
+                r.phase,
+                f"{r.base_flops:,} → {r.cur_flops:,}",
+                f"{r.base_bytes:,} → {r.cur_bytes:,}",
+                f"{r.base_calls} → {r.cur_calls}",
+                r.status,
+            )
+        )
+    lines = _aligned(cells, right=(3, 4, 5))
+    if limit is not None and len(rows) > limit:
+        lines.append(f"... {len(rows) - limit} more rows (-v shows all)")
+    return lines
+
+
+def module_table(modules: Sequence[ModuleWork]) -> list[str]:
+    """Work per module path and phase, baseline → current."""
+    cells = [("module", "phase", "FLOPs", "bytes")]
+    for m in modules:
+        cells.append(
+            (
+                m.module or "(top)",
+                m.phase,
+                f"{m.base_flops:,} → {m.cur_flops:,}",
+                f"{m.base_bytes:,} → {m.cur_bytes:,}",
+            )
+        )
+    return _aligned(cells, right=(2, 3))
+
+
+def _aligned(cells: Sequence[Sequence[str]], *, right: tuple[int, ...]) -> list[str]:
+    widths = [max(len(c[i]) for c in cells) for i in range(len(cells[0]))]
+    return [
+        "  ".join(
+            v.rjust(w) if i in right else v.ljust(w)
+            for i, (v, w) in enumerate(zip(c, widths, strict=True))
+        ).rstrip()
+        for c in cells
+    ]
 
 
 def details(test: ProfiledTest) -> list[str]:
@@ -90,6 +163,8 @@ def summary_line(test: ProfiledTest) -> str:
         parts.append(f"{top.op} {fmt.family(top.family)} {fmt.pct(top.delta_pct)}")
     if v.uniform_shift_pct is not None:
         parts.append(f"shift {v.uniform_shift_pct:+.0f}%")
+    if v.work is not None and v.work.verdict != "unchanged" and v.work.reasons:
+        parts.append(f"work {v.work.verdict}: {v.work.reasons[0]}")
     if v.verdict in EXPLAINED:
         parts.append(v.reason)
     elif v.differences:
@@ -140,7 +215,18 @@ def _test_json(t: ProfiledTest) -> dict[str, Any]:
         "ops": [{k: o[k] for k in keep} for o in v["ops"]],
         # per-round samples (probe units, µs) of the first flagged ops, for distribution plots
         "round_samples": v["round_samples"],
+        "work": _work_json(t.verdict.work),
     }
+
+
+def _work_json(work: WorkVerdict | None) -> dict[str, Any] | None:
+    """The work verdict, the rows that moved, and work per module and phase."""
+    if work is None:
+        return None
+    doc = work.to_dict()
+    doc["rows"] = [r for r in doc["rows"] if r["status"] != "unchanged"]
+    doc["modules"] = [m.to_dict() for m in by_module(work.rows)]
+    return doc
 
 
 def shift_message(verdict: TestVerdict) -> str:

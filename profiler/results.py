@@ -8,6 +8,7 @@ from typing import Any
 
 from profiler.records import OpTable
 from profiler.verdicts import TestVerdict
+from profiler.work import WorkTable
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -30,6 +31,7 @@ class ProfiledTest:
     save_note: str = ""
     benchmark: bool = False
     side_by_side: str | None = None
+    work: WorkTable | None = None  # this run's work census
 
     def with_outcome(self, outcome: str) -> ProfiledTest:
         return replace(self, outcome=outcome)
@@ -52,6 +54,7 @@ class ProfiledTest:
             "save_note": self.save_note,
             "benchmark": self.benchmark,
             "side_by_side": self.side_by_side,
+            "work": None if self.work is None else self.work.to_dict(),
         }
 
     @classmethod
@@ -73,4 +76,5 @@ class ProfiledTest:
             save_note=str(d.get("save_note", "")),
             benchmark=bool(d.get("benchmark", False)),
             side_by_side=d.get("side_by_side"),
+            work=None if d.get("work") is None else WorkTable.from_dict(d["work"]),
         )

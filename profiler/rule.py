@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from profiler.records import FloatArray
+from profiler.work import DEFAULT_WORK_FLOOR
 
 # Ops that wait for the device rather than work: reported, never gated (on device runs).
 SYNC_OPS = frozenset(
@@ -72,6 +73,10 @@ class Rule:
     # The op's own change in probe units must carry this share of its ratio's change: a ratio
     # that grew because the rest of the test got faster is the rest's doing, not the op's.
     vs_rest_own_share: float = 0.5
+
+    # The work census gates without statistics: work doesn't drift, so a small share of the
+    # test's FLOPs or bytes is a real change.
+    work_floor: float = DEFAULT_WORK_FLOOR
 
     floor_z: float = 3.0  # how far out a new session's drift may fall before it counts
     # Where a side's time is read: a lower quantile, since contention on a shared machine only

@@ -16,10 +16,10 @@ from profiler import judge, store
 from profiler.environment import Fingerprint, differences
 from profiler.errors import BaselineError, TprofError
 from profiler.files import atomic_path
-from profiler.records import OpTable
 from profiler.results import ProfiledTest
 from profiler.rule import Rule
 from profiler.verdicts import ERROR, INCOMPARABLE, NO_BASELINE, SAVED, TestVerdict
+from profiler.work import WorkTable
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -40,6 +40,7 @@ class RunConfig:
     probe: bool = True
     threads: int = 1  # intra-op threads while profiling; 0 keeps torch's setting
     save_trace: bool = False  # keep the saved run's trace next to its baseline
+    census: bool = True  # take the work census of each test (one unprofiled pass, two rounds)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -165,19 +166,27 @@ class Runner:
             )  # fmt: skip
 
         result = run()
-        test = self._tested(nodeid, result, protocol)
+        work, census_note = self._census(body)
+        test = replace(self._tested(nodeid, result, protocol), work=work)
         if cfg.save:
             note = ("the damaged file will be replaced",) if error else ()
-            verdict = TestVerdict(verdict=SAVED, reason="recorded for the baseline", notes=note)
+            verdict = TestVerdict(
+                verdict=SAVED, reason="recorded for the baseline", notes=(*note, *census_note)
+            )
             return result.value, replace(test, verdict=verdict)
         found = _Found(baseline=baseline, error=error)
-        verdict = self.judge(nodeid, found, result.table, protocol, rule or cfg.rule)
+        current = judge.Recorded(
+            tables=(result.table,), fingerprint=self.fingerprint, protocol=protocol,
+            work=test.work,
+        )  # fmt: skip
+        verdict = self.judge(nodeid, found, current, rule or cfg.rule)
         if judge.needs_remeasurement(verdict) and cfg.confirm:
             second = run()
-            again = self.judge(nodeid, found, second.table, protocol, rule or cfg.rule)
+            current = replace(current, tables=(second.table,))
+            again = self.judge(nodeid, found, current, rule or cfg.rule)
             test = replace(test, table=second.table, confirmed=True)
             verdict = judge.after_remeasurement(again)
-        test = replace(test, verdict=verdict)
+        test = replace(test, verdict=verdict.with_notes(*census_note))
         if verdict.regressed:
             test = self.side_by_side(test)
         return result.value, test
@@ -218,26 +227,30 @@ class Runner:
             return replace(test, verdict=test.verdict.with_notes(str(exc)))
         return replace(test, side_by_side=str(out))
 
-    def judge(
-        self,
-        nodeid: str,
-        found: _Found,
-        table: OpTable,
-        protocol: Mapping[str, Any],
-        rule: Rule,
-    ) -> TestVerdict:
-        """The verdict on ``table`` given what was found on disk for the test."""
+    def _census(self, body: Body) -> tuple[WorkTable | None, tuple[str, ...]]:
+        """The body's work census, after the timed rounds (warm), outside the profiler; or
+        none, and why, when it couldn't be taken (timing still gates)."""
+        if not self.config.census:
+            return None, ()
+        from profiler.work_capture import take_census
+
+        try:
+            return take_census(body.fn, body.args, body.kwargs, setup=body.setup), ()
+        except TprofError as exc:
+            return None, (f"no work census: {exc}",)
+
+    def judge(self, nodeid: str, found: _Found, current: judge.Recorded, rule: Rule) -> TestVerdict:
+        """The verdict on the current run given what was found on disk for the test."""
         if found.error is not None:
             return TestVerdict(verdict=ERROR, reason=found.error)
         if found.baseline is None:
             return self._without_baseline(nodeid)
         base = found.baseline
-        return judge.judge(
-            judge.Recorded(tables=tuple(base.tables), fingerprint=base.fingerprint,
-                           protocol=base.protocol),
-            judge.Recorded(tables=(table,), fingerprint=self.fingerprint, protocol=protocol),
-            rule,
+        baseline = judge.Recorded(
+            tables=tuple(base.tables), fingerprint=base.fingerprint, protocol=base.protocol,
+            work=base.work,
         )  # fmt: skip
+        return judge.judge(baseline, current, rule)
 
     def _without_baseline(self, nodeid: str) -> TestVerdict:
         """No baseline here: one for another environment is incomparable, else none at all."""
@@ -269,6 +282,7 @@ class Runner:
             recorded_at=store.now_iso(),
             warmup_used=test.warmup_used,
             soft=dict(self.fingerprint.soft),
+            work=test.work,
         )
         protocol = {k: v for k, v in test.protocol.items() if k != "warmup_used"}
         updated, what = store.with_session(

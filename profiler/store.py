@@ -28,9 +28,12 @@ from profiler.checks import is_count
 from profiler.environment import Fingerprint
 from profiler.errors import BaselineError
 from profiler.records import OpTable
+from profiler.work import WorkTable, judge_work
 
 SCHEMA = "pytest-tprof/baseline"
-SCHEMA_VERSION = 1
+# 2: each session may hold the work census of its test ('work'); version 1 files still read.
+SCHEMA_VERSION = 2
+OLDEST_SCHEMA_VERSION = 1
 DEFAULT_WINDOW = 5
 FIX = "restore it from git or re-record it with --tprof-save"
 _SLUG_MAX = 80
@@ -53,6 +56,18 @@ class Session:
     recorded_at: str
     warmup_used: int
     soft: Mapping[str, Any] = field(default_factory=dict)
+    work: WorkTable | None = None  # the work census (None: recorded before censuses)
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {
+            "recorded_at": self.recorded_at,
+            "warmup_used": self.warmup_used,
+            "soft": dict(self.soft),
+            **self.table.to_dict(),
+        }
+        if self.work is not None:
+            out["work"] = self.work.to_dict()
+        return out
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -70,6 +85,11 @@ class Baseline:
     def tables(self) -> list[OpTable]:
         return [s.table for s in self.sessions]
 
+    @property
+    def work(self) -> WorkTable | None:
+        """The work census the test is judged against: the newest session's."""
+        return self.sessions[-1].work
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "schema": SCHEMA,
@@ -78,15 +98,7 @@ class Baseline:
             "nodeid": self.nodeid,
             "environment": self.fingerprint.to_dict(),
             "protocol": dict(self.protocol),
-            "sessions": [
-                {
-                    "recorded_at": s.recorded_at,
-                    "warmup_used": s.warmup_used,
-                    "soft": dict(s.soft),
-                    **s.table.to_dict(),
-                }
-                for s in self.sessions
-            ],
+            "sessions": [s.to_dict() for s in self.sessions],
         }
 
 
@@ -272,9 +284,10 @@ def _check_schema(data: Any, fail: _Fail) -> None:
             f"(schema_version {_short(version)} > {SCHEMA_VERSION})",
             "upgrade pytest-tprof to read it",
         )
-    if version < SCHEMA_VERSION:
+    if version < OLDEST_SCHEMA_VERSION:
         raise fail(
-            f"written in an older format (schema_version {_short(version)} < {SCHEMA_VERSION}) "
+            f"written in an older format (schema_version {_short(version)} < "
+            f"{OLDEST_SCHEMA_VERSION}) "
             "that this pytest-tprof can't read",
             "re-record it with --tprof-save",
         )
@@ -360,7 +373,17 @@ def _session(s: Any, i: int, fail: _Fail) -> Session:
         recorded_at=str(s.get("recorded_at", "")),
         warmup_used=int(warm),
         soft=soft if isinstance(soft, dict) else {},
+        work=_checked_work(s, at, fail),
     )
+
+
+def _checked_work(s: dict[str, Any], at: str, fail: _Fail) -> WorkTable | None:
+    if "work" not in s:
+        return None
+    try:
+        return WorkTable.from_dict(s["work"], where=f"{at}.work")
+    except (BaselineError, ValueError) as exc:
+        raise fail(str(exc)) from None
 
 
 def _check_op(name: Any, entry: Any, where: str, n: int, has_device: bool, fail: _Fail) -> None:
@@ -445,9 +468,10 @@ def with_session(
 ) -> tuple[Baseline, str]:
     """The baseline after recording ``session``, and what happened to the window.
 
-    The new session is appended while the environment's hard keys, the protocol and the
-    op structure (names and calls per round) match the stored sessions; otherwise the
-    window restarts with the new session alone, since older sessions measured other code.
+    The new session is appended while the environment's hard keys, the protocol, the op
+    structure (names and calls per round) and the work census match the stored sessions;
+    otherwise the window restarts with the new session alone, since older sessions measured
+    other code.
     """
     if window < 1:
         raise ValueError(f"'window' must be >= 1 (got {window})")
@@ -462,10 +486,26 @@ def with_session(
         reason = "protocol changed"
     elif _structure(existing.sessions[-1].table) != _structure(session.table):
         reason = "ops or calls changed"
+    else:
+        reason = _work_changed(existing.work, session.work)
     if reason:
         return _new(nodeid, fingerprint, protocol, (session,)), f"restarted ({reason})"
     kept = (*existing.sessions, session)[-window:]
     return _new(nodeid, fingerprint, protocol, kept), f"appended ({len(kept)} sessions)"
+
+
+def _work_changed(before: WorkTable | None, now: WorkTable | None) -> str:
+    """Why the window restarts when the work changed: its first difference, in words."""
+    if before is None or now is None:
+        return ""
+    diffs = before.differences(now)
+    if not diffs:
+        return ""
+    if before.iterations == now.iterations:
+        # The biggest change first: the work verdict orders its reasons by size.
+        diffs = judge_work(before, now).reasons or diffs
+    more = f" (+{len(diffs) - 1} more)" if len(diffs) > 1 else ""
+    return f"work changed: {diffs[0]}{more}"
 
 
 def _new(

@@ -11,6 +11,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import Any, ClassVar, Final, Literal
 
+from profiler.work import WorkVerdict
+
 TestWord = Literal[
     "regressed",
     "error",
@@ -213,6 +215,8 @@ class TestVerdict:
     notes: tuple[str, ...] = ()
     timing_compared: bool = True
     round_samples: tuple[RoundSamples, ...] = ()
+    # The deterministic layer: the work census against the baseline's (None: not compared).
+    work: WorkVerdict | None = None
 
     @property
     def regressed(self) -> bool:
@@ -229,6 +233,10 @@ class TestVerdict:
     @property
     def structure_regressed(self) -> bool:
         return any(f.structure_regressed for f in self.families)
+
+    @property
+    def work_regressed(self) -> bool:
+        return self.work is not None and self.work.regressed
 
     def flagged_ops(self) -> list[OpVerdict]:
         """Ops to show in a failure: regressed and structural changes, largest delta first."""
@@ -258,6 +266,7 @@ class TestVerdict:
             "families": [f.to_dict() for f in self.families],
             "ops": [o.to_dict() for o in self.ops],
             "round_samples": [s.to_dict() for s in self.round_samples],
+            "work": None if self.work is None else self.work.to_dict(),
         }
 
     @classmethod
@@ -275,10 +284,11 @@ class TestVerdict:
             notes=tuple(d.get("notes", [])),
             timing_compared=bool(d.get("timing_compared", True)),
             round_samples=tuple(RoundSamples.from_dict(s) for s in d.get("round_samples", [])),
+            work=None if d.get("work") is None else WorkVerdict.from_dict(d["work"]),
         )
 
 
-def worst(words: Sequence[str]) -> str:
+def worst(words: Sequence[TestWord]) -> TestWord:
     """The most urgent of some test verdicts, by :data:`TEST_ORDER`."""
     return min(words, key=verdict_rank)
 

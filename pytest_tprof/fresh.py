@@ -43,6 +43,8 @@ def child_args(config: pytest.Config, run: RunConfig, nodeid: str, out: Path) ->
         args.append(f"--tprof-floor={run.rule.rel_floor}")
     if run.rule.strict_calls:
         args.append("--tprof-strict")
+    if not run.census:
+        args.append("--tprof-no-census")
     if config.pluginmanager.hasplugin("xdist"):
         args.append("-n0")
     return args

@@ -123,6 +123,14 @@ _OPTIONS: tuple[tuple[str, str, str, Any, str], ...] = (
         "(default: 1, steady on shared machines)",
     ),
     (
+        "--tprof-no-census",
+        "tprof_no_census",
+        "bool",
+        False,
+        "don't take the work census (FLOPs, bytes, shapes per op and module) of each test; "
+        "only timing and calls gate (default: off, the census is taken)",
+    ),
+    (
         "--tprof-markdown",
         "tprof_markdown",
         "path",
@@ -139,9 +147,11 @@ MARKER_KWARGS = {
     "abs_floor_us": float,
     "ignore": (list, tuple, str),
     "strict": bool,
+    "work_floor": float,
 }
 MARKER_HELP = (
-    "tprof(rounds=N, warmup=N, rel_floor=F, abs_floor_us=F, ignore=[patterns], strict=bool): "
+    "tprof(rounds=N, warmup=N, rel_floor=F, abs_floor_us=F, ignore=[patterns], strict=bool, "
+    "work_floor=F): "
     "per-test overrides for pytest-tprof"
 )
 
@@ -217,6 +227,7 @@ def read_settings(config: pytest.Config) -> Settings:
         require_baseline=values["tprof_require_baseline"],
         threads=values["tprof_threads"],
         save_trace=values["tprof_save_trace"],
+        census=not values["tprof_no_census"],
     )
     return Settings(
         enabled=bool(values["tprof"] or values["tprof_save"]),

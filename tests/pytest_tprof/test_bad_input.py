@@ -213,9 +213,9 @@ DAMAGE: dict[str, tuple[Callable[[str], bytes], Callable[[str, str], str]]] = {
         lambda t, op: f"'schema_version' is missing; {FIX}",
     ),
     "newer": (
-        _set_in(("schema_version",), 2),
+        _set_in(("schema_version",), 3),
         lambda t, op: (
-            "written by a newer pytest-tprof (schema_version 2 > 1); "
+            "written by a newer pytest-tprof (schema_version 3 > 2); "
             "upgrade pytest-tprof to read it"
         ),
     ),

@@ -68,7 +68,7 @@ def test_the_marker_is_registered_and_warning_free(
         (
             "round=4",
             "@pytest.mark.tprof got an unknown keyword 'round'; "
-            "valid: abs_floor_us, ignore, rel_floor, rounds, strict, warmup",
+            "valid: abs_floor_us, ignore, rel_floor, rounds, strict, warmup, work_floor",
         ),
         ("rounds=1", "@pytest.mark.tprof 'rounds' must be >= 2 (got 1)"),
         ("4", "@pytest.mark.tprof takes keywords only (got (4,))"),

@@ -278,8 +278,11 @@ def test_pedantic(tprof):
 
 @pytest.mark.parametrize(
     ("args", "expected"),
-    [(("--tprof",), 6), ((), 1)],
-    ids=["profiled: once per round, warm-up included", "not profiled: once"],
+    [(("--tprof",), 8), ((), 1)],
+    ids=[
+        "profiled: once per round, warm-up and the two census rounds included",
+        "not profiled: once",
+    ],
 )
 def test_pedantic_runs_setup_before_every_round(
     pytester: pytest.Pytester, args: tuple[str, ...], expected: int

@@ -1,0 +1,211 @@
+"""The work census through pytest: stored with the baseline, gating on any machine."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from profiler import store
+
+# Timing hardly gates these tests (floor 900 %): what fails them is the work the ops do.
+FAST = (
+    "-p", "no:cacheprovider", "--tprof-rounds=6", "--tprof-warmup=1", "--tprof-floor=9",
+    "--tprof-min-round-us=0",
+)  # fmt: skip
+NODE = "test_model.py::test_step"
+
+MODEL = """
+import os
+
+import torch
+from torch import nn
+
+
+class Net(nn.Module):
+    def __init__(self, hidden: int) -> None:
+        super().__init__()
+        self.fc1 = nn.Linear(32, hidden)
+        self.fc2 = nn.Linear(hidden, 8)
+
+    def forward(self, x):
+        h = torch.relu(self.fc1(x))
+        if os.environ.get("PLANT") == "copy":
+            h = h.t().contiguous().t()
+        return self.fc2(h)
+
+
+def test_step(tprof):
+    hidden = 80 if os.environ.get("PLANT") == "wider" else 64
+    torch.manual_seed(0)
+    net = Net(hidden)
+    x = torch.randn(16, 32)
+
+    def step():
+        net.zero_grad()
+        net(x).sum().backward()
+
+    tprof(step)
+"""
+
+
+@pytest.fixture
+def model(pytester: pytest.Pytester) -> pytest.Pytester:
+    pytester.makepyfile(test_model=MODEL)
+    return pytester
+
+
+def run(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, *args: str, plant: str = ""
+) -> tuple[pytest.RunResult, dict[str, object]]:
+    monkeypatch.setenv("PLANT", plant)
+    report = pytester.path / "report.json"
+    result = pytester.runpytest_subprocess(*FAST, f"--tprof-json={report}", *args)
+    doc = json.loads(report.read_text())
+    (test,) = doc["tests"]
+    return result, test
+
+
+def baseline_file(pytester: pytest.Pytester) -> Path:
+    (path,) = (pytester.path / "baselines").rglob("*.json")
+    return path
+
+
+def test_a_wider_layer_fails_on_its_work_naming_op_module_and_phase(
+    model: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    run(model, monkeypatch, "--tprof-save")
+    result, test = run(model, monkeypatch, "--tprof", plant="wider")
+    result.assert_outcomes(failed=1)
+    assert test["verdict"] == "regressed"
+    work = test["work"]
+    assert work["verdict"] == "regressed"
+    # 16×32×64 → 16×32×80 multiply-adds in fc1, forward and backward: exactly +25 %.
+    assert work["reasons"][:4] == [
+        "total FLOPs +25.0% (180,224 → 225,280)",
+        "total bytes +23.2% (73,300 → 90,324)",
+        "aten::mm in fc1 (backward): FLOPs +25.0%, bytes +21.4% "
+        "— input f32[64, 16]ᵀ → f32[80, 16]ᵀ",
+        "aten::addmm in fc1 (forward): FLOPs +25.0%, bytes +21.5% — input f32[64] → f32[80]",
+    ]
+    assert any(r.startswith("aten::mm in fc2 (backward): FLOPs +25.0%") for r in work["reasons"])
+    text = result.stdout.str()
+    assert "work regressed (deterministic; floor 1% of the test's FLOPs or bytes)" in text
+    # Work doesn't drift: no second measurement, no fresh process.
+    assert "fresh process" not in text
+    assert "second measurement" not in text
+
+
+def test_an_extra_contiguous_copy_is_a_new_clone_in_its_module(
+    model: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    run(model, monkeypatch, "--tprof-save")
+    result, test = run(model, monkeypatch, "--tprof", plant="copy")
+    result.assert_outcomes(failed=1)
+    rows = {(r["op"], r["module"], r["phase"]): r for r in test["work"]["rows"]}
+    clone = rows[("aten::clone", "", "forward")]
+    assert clone["status"] == "added"
+    # A (16, 64) float32 activation read once and written once.
+    assert (clone["base_bytes"], clone["cur_bytes"]) == (0, 2 * 16 * 64 * 4)
+
+
+def test_unchanged_code_has_unchanged_work_and_the_census_is_stored(
+    model: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    run(model, monkeypatch, "--tprof-save")
+    run(model, monkeypatch, "--tprof-save")
+    stored = json.loads(baseline_file(model).read_text())
+    assert stored["schema_version"] == store.SCHEMA_VERSION == 2
+    first, second = stored["sessions"]
+    assert first["work"] == second["work"]
+    assert {"op": "aten::addmm", "module": "fc1", "phase": "forward"}.items() <= next(
+        r for r in first["work"]["rows"] if r["op"] == "aten::addmm" and r["module"] == "fc1"
+    ).items()
+    result, test = run(model, monkeypatch, "--tprof")
+    result.assert_outcomes(passed=1)
+    assert test["work"]["verdict"] == "unchanged"
+
+
+def test_a_save_of_other_work_restarts_the_window_and_says_what_changed(
+    model: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    run(model, monkeypatch, "--tprof-save")
+    run(model, monkeypatch, "--tprof-save")
+    result, _ = run(model, monkeypatch, "--tprof-save", plant="wider")
+    line = next(x for x in result.outlines if x.startswith("SAVED"))
+    assert "restarted (work changed: total FLOPs +25.0% (180,224 → 225,280) (+" in line
+    assert len(json.loads(baseline_file(model).read_text())["sessions"]) == 1
+
+
+def test_work_gates_against_a_baseline_from_other_hardware(
+    model: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    run(model, monkeypatch, "--tprof-save")
+    path = baseline_file(model)
+    data = json.loads(path.read_text())
+    data["environment"]["hard"]["cpu_model"] = "Some Other CPU"
+    path.write_text(json.dumps(data))
+    result, test = run(model, monkeypatch, "--tprof", plant="wider")
+    result.assert_outcomes(failed=1)
+    assert test["verdict"] == "regressed"
+    assert any(n.startswith("timings not compared: cpu_model") for n in test["notes"])
+    assert test["work"]["verdict"] == "regressed"
+
+
+def test_a_baseline_without_a_census_gates_timing_and_says_to_re_record(
+    model: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    run(model, monkeypatch, "--tprof-save")
+    path = baseline_file(model)
+    data = json.loads(path.read_text())
+    data["schema_version"] = 1
+    for session in data["sessions"]:
+        del session["work"]
+    path.write_text(json.dumps(data))
+    result, test = run(model, monkeypatch, "--tprof", plant="wider")
+    result.assert_outcomes(passed=1)
+    assert test["work"] is None
+    assert "no work baseline: re-record with --tprof-save" in test["notes"]
+
+
+def test_a_damaged_census_is_an_error_naming_the_file_and_the_key(
+    model: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    run(model, monkeypatch, "--tprof-save")
+    path = baseline_file(model)
+    data = json.loads(path.read_text())
+    data["sessions"][0]["work"]["rows"][0]["flops"] = -1
+    path.write_text(json.dumps(data))
+    result, test = run(model, monkeypatch, "--tprof")
+    result.assert_outcomes(failed=1)
+    assert test["verdict"] == "error"
+    assert test["reason"] == (
+        f"{path}: 'sessions[0].work.rows[0].flops' must be an integer >= 0 (got -1); "
+        "restore it from git or re-record it with --tprof-save"
+    )
+
+
+def test_no_census_turns_the_work_layer_off(
+    model: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    run(model, monkeypatch, "--tprof-save", "--tprof-no-census")
+    assert "work" not in json.loads(baseline_file(model).read_text())["sessions"][0]
+    result, test = run(model, monkeypatch, "--tprof", "--tprof-no-census", plant="wider")
+    result.assert_outcomes(passed=1)
+    assert test["work"] is None
+
+
+def test_a_marker_work_floor_lets_a_small_change_pass(
+    model: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    run(model, monkeypatch, "--tprof-save")
+    marked = MODEL.replace(
+        "def test_step(tprof):",
+        "import pytest\n\n\n@pytest.mark.tprof(work_floor=0.5)\ndef test_step(tprof):",
+    )
+    model.makepyfile(test_model=marked)
+    result, test = run(model, monkeypatch, "--tprof", plant="wider")
+    result.assert_outcomes(passed=1)
+    assert test["work"]["verdict"] == "changed"
+    assert test["work"]["floor"] == 0.5
