@@ -1,4 +1,4 @@
-"""`make demo`: record baselines for the example suite, then catch a planted matmul slowdown.
+"""`make demo`: record baselines for the example suite, then catch a planted wider matmul.
 
 Everything is written under ``.tprof/demo/`` (git-ignored, emptied at the start), so the trace
 named in the failure is still there to open afterwards; the demo exits 0 when the planted
@@ -44,12 +44,17 @@ def main() -> int:
     print("2) Planting a twice-as-wide hidden matmul in test_mlp_training_step and re-running\n")
     slow = pytest(["-q", "-rf", "--tprof", *common], {**env, "TPROF_SLOW_MATMUL": "1.0"})
     print(_without_profiler_noise(slow.stdout))
-    caught = slow.returncode == 1 and "REGRESSED" in slow.stdout and "aten::addmm" in slow.stdout
-    if caught:
-        print("The planted slowdown was caught: the test failed naming aten::addmm and its trace.")
+    out = slow.stdout
+    caught = slow.returncode == 1 and "REGRESSED" in out and "aten::addmm" in out
+    work = "work regressed" in out and "aten::addmm in fc1 (forward)" in out
+    if caught and work:
+        print(
+            "The planted change was caught: the test failed on its work (aten::addmm in fc1 and\n"
+            "fc2, forward and backward: the FLOPs doubled, exactly) with the ops' timings beside."
+        )
         print("Open the trace above in https://ui.perfetto.dev or chrome://tracing.")
         return 0
-    print("The planted slowdown was NOT caught (see the output above).")
+    print("The planted change was NOT caught on its work (see the output above).")
     return 1
 
 

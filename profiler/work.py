@@ -1,4 +1,4 @@
-"""The work census as plain data, and the deterministic work verdict (docs/design.md §9).
+"""The work census as plain data, and the deterministic work verdict (docs/design.md §8).
 
 A census records, per op, module and phase, the work one round of a test body does: calls,
 FLOPs (torch's own registry), bytes read and written, dtypes and the first call's input

@@ -1,4 +1,4 @@
-"""Take the work census of a test body: rounds under a ``TorchDispatchMode`` (docs/design.md §9).
+"""Take the work census of a test body: rounds under a ``TorchDispatchMode`` (docs/design.md §8).
 
 A capture boundary like :mod:`profiler.capture`: it imports torch, and returns only the plain
 records of :mod:`profiler.work`.  Each census round runs ``setup`` and then ``iterations``
