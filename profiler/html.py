@@ -154,6 +154,7 @@ def _section(i: int, t: Mapping[str, Any], link_base: Path | None) -> list[str]:
         facts.append(f"baseline: <code>{_e(t['baseline'])}</code>")
     if facts:
         out.append("<ul class='facts'>" + "".join(f"<li>{x}</li>" for x in facts) + "</ul>")
+    out += _module_table(fmt.module_rows(t.get("work")))
     ops = [o for o in t.get("ops", []) if isinstance(o, Mapping)]
     totals = {
         str(f.get("family")): fmt.num(f.get("baseline_total_us")) or 0.0
@@ -186,6 +187,19 @@ def _href(trace: str, link_base: Path | None) -> str:
     except ValueError:  # another drive on Windows
         return target.as_uri()
     return quote(Path(rel).as_posix())
+
+
+def _module_table(rows: Sequence[tuple[str, str, str, str]]) -> list[str]:
+    """Work per module path and phase, baseline → current (from the work census)."""
+    if not rows:
+        return []
+    head = "<tr><th>module</th><th>phase</th><th>FLOPs</th><th>bytes</th></tr>"
+    body = "".join(
+        f"<tr><td><code>{_e(m)}</code></td><td>{_e(p)}</td><td class='num'>{_e(f)}</td>"
+        f"<td class='num'>{_e(b)}</td></tr>"
+        for m, p, f, b in rows
+    )
+    return [f"<h3>work per module</h3><table>{head}{body}</table>"]
 
 
 def _op_table(ops: Sequence[Mapping[str, Any]]) -> list[str]:

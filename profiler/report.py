@@ -51,12 +51,46 @@ def failure_text(test: ProfiledTest, *, verbose: bool = False) -> str:
     if ops:
         lines.append("")
         lines.extend("  " + line for line in op_table(ops, limit=None if verbose else 12))
+        lines.extend("  " + line for line in where_lines(v))
     if v.work is not None:
         lines.append("")
         lines.extend("  " + line for line in work_lines(v.work, verbose=verbose))
     lines.append("")
     lines.extend("  " + line for line in details(test))
     return "\n".join(lines)
+
+
+def where_lines(v: TestVerdict) -> list[str]:
+    """Where each flagged op runs, from the work census: its module paths and phases, with
+    each one's share of the op's FLOPs (of its bytes for ops without FLOPs, else its calls)."""
+    if v.work is None:
+        return []
+    out = []
+    for o in v.flagged_ops():
+        rows = [r for r in v.work.rows if r.op == o.op and r.cur_calls > 0]
+        if rows:
+            out.append(f"{o.op} runs in: " + "; ".join(_where(rows)))
+    return out
+
+
+def _where(rows: Sequence[WorkDelta]) -> list[str]:
+    measure = next(
+        (m for m in ("cur_flops", "cur_bytes", "cur_calls") if sum(getattr(r, m) for r in rows)),
+        "cur_calls",
+    )
+    total = sum(getattr(r, measure) for r in rows)
+    ranked = sorted(rows, key=lambda r: -getattr(r, measure))
+    what = {"cur_flops": "FLOPs", "cur_bytes": "bytes", "cur_calls": "calls"}[measure]
+    parts = [
+        f"{r.module or '(top)'} ({r.phase}{' of ' + r.grad_fns[0] if r.grad_fns else ''}) "
+        f"{getattr(r, measure) / total:.0%} of its {what}, {r.cur_calls} call"
+        + ("" if r.cur_calls == 1 else "s")
+        + (f", {r.source}" if r.source else "")
+        for r in ranked[:4]
+    ]
+    if len(ranked) > 4:
+        parts.append(f"{len(ranked) - 4} more")
+    return parts
 
 
 def work_lines(work: WorkVerdict, *, verbose: bool = False) -> list[str]:
@@ -89,7 +123,7 @@ def work_table(rows: Sequence[WorkDelta], *, limit: int | None = None) -> list[s
             (
                 r.op,
                 r.module or "(top)",
-                r.phase,
+                r.phase + (f" of {r.grad_fns[0]}" if r.grad_fns else ""),
                 f"{r.base_flops:,} → {r.cur_flops:,}",
                 f"{r.base_bytes:,} → {r.cur_bytes:,}",
                 f"{r.base_calls} → {r.cur_calls}",

@@ -41,6 +41,7 @@ class RunConfig:
     threads: int = 1  # intra-op threads while profiling; 0 keeps torch's setting
     save_trace: bool = False  # keep the saved run's trace next to its baseline
     census: bool = True  # take the work census of each test (one unprofiled pass, two rounds)
+    stack: bool = False  # the census keeps the user's source line of each op's first call
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -235,7 +236,10 @@ class Runner:
         from profiler.work_capture import take_census
 
         try:
-            return take_census(body.fn, body.args, body.kwargs, setup=body.setup), ()
+            work = take_census(
+                body.fn, body.args, body.kwargs, setup=body.setup, stack=self.config.stack
+            )
+            return work, ()
         except TprofError as exc:
             return None, (f"no work census: {exc}",)
 

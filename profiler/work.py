@@ -80,6 +80,11 @@ class WorkRow:
     dtypes: tuple[str, ...] = ()  # sorted dtype names of the tensors it read and wrote
     signature: str = ""  # the first call's tensor inputs: ``f32[4, 8], f32[8, 16]ᵀ``
     varies: bool = False  # its work differed between census rounds
+    # In backward: the autograd nodes that ran it (``AddmmBackward0``), naming the forward op
+    # it belongs to.  Description, not work: left out of equality.
+    grad_fns: tuple[str, ...] = field(default=(), compare=False)
+    # With --tprof-stack: the user's source line of its first call (``model.py:12 in forward``).
+    source: str = field(default="", compare=False)
 
     @property
     def key(self) -> RowKey:
@@ -91,7 +96,7 @@ class WorkRow:
 
     @property
     def label(self) -> str:
-        return row_label(self.key)
+        return row_label(self.key, self.grad_fns)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -215,11 +220,13 @@ class WorkTable:
         return tuple(lines)
 
 
-def row_label(key: RowKey) -> str:
-    """``aten::addmm in encoder.layers.0.linear1 (forward)``; ``… at top level (…)`` for ``""``."""
+def row_label(key: RowKey, grad_fns: Sequence[str] = ()) -> str:
+    """``aten::addmm in encoder.layers.0.linear1 (forward)``; ``… at top level (…)`` for ``""``;
+    a backward row names the autograd nodes that ran it: ``(backward of AddmmBackward0)``."""
     op, module, phase = key
     where = f"in {module}" if module else "at top level"
-    return f"{op} {where} ({phase})"
+    of = f" of {', '.join(grad_fns[:2])}" + (" …" if len(grad_fns) > 2 else "") if grad_fns else ""
+    return f"{op} {where} ({phase}{of})"
 
 
 def _row_order(row: WorkRow) -> tuple[str, str, str]:
@@ -300,6 +307,8 @@ def _row_dict(r: WorkRow) -> dict[str, Any]:
         "dtypes": list(r.dtypes),
         "signature": r.signature,
         "varies": r.varies,
+        **({"grad_fns": list(r.grad_fns)} if r.grad_fns else {}),
+        **({"source": r.source} if r.source else {}),
     }
 
 
@@ -320,7 +329,7 @@ def _sync_dict(s: HostSync) -> dict[str, Any]:
 
 def _row_from(value: Any, where: str) -> WorkRow:
     obj = _object(value, where)
-    _keys(obj, where, _ROW_KEYS)
+    _keys(obj, where, _ROW_KEYS, optional=("grad_fns", "source"))
     return WorkRow(
         op=_string(obj, "op", where, empty=False),
         module=_string(obj, "module", where),
@@ -332,6 +341,8 @@ def _row_from(value: Any, where: str) -> WorkRow:
         dtypes=_names(obj, "dtypes", where),
         signature=_string(obj, "signature", where),
         varies=_flag(obj, "varies", where),
+        grad_fns=_names(obj, "grad_fns", where) if "grad_fns" in obj else (),
+        source=_string(obj, "source", where) if "source" in obj else "",
     )
 
 
@@ -375,11 +386,13 @@ def _object(value: Any, where: str) -> Mapping[str, Any]:
     return value
 
 
-def _keys(obj: Mapping[str, Any], where: str, expected: tuple[str, ...]) -> None:
+def _keys(
+    obj: Mapping[str, Any], where: str, expected: tuple[str, ...], optional: tuple[str, ...] = ()
+) -> None:
     missing = [k for k in expected if k not in obj]
     if missing:
         raise BaselineError(f"'{where}' is missing {', '.join(repr(k) for k in missing)}")
-    unknown = sorted(set(obj) - set(expected))
+    unknown = sorted(set(obj) - set(expected) - set(optional))
     if unknown:
         raise BaselineError(f"'{where}' has unknown keys {', '.join(repr(k) for k in unknown)}")
 
@@ -568,6 +581,8 @@ class WorkDelta:
     cur_bytes: int
     base_signature: str
     cur_signature: str
+    grad_fns: tuple[str, ...] = ()  # in backward: the autograd nodes that ran it
+    source: str = ""  # with --tprof-stack: the user's source line of its first call
 
     @property
     def key(self) -> RowKey:
@@ -586,11 +601,16 @@ class WorkDelta:
         return self.cur_bytes - self.base_bytes
 
     def to_dict(self) -> dict[str, Any]:
-        return {k: getattr(self, k) for k in _DELTA_FIELDS}
+        out = {k: getattr(self, k) for k in _DELTA_FIELDS}
+        out["grad_fns"] = list(self.grad_fns)
+        return out
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> WorkDelta:
-        return cls(**{k: d[k] for k in _DELTA_FIELDS})
+        fields: dict[str, Any] = {k: d[k] for k in _DELTA_FIELDS if k in d}
+        fields["grad_fns"] = tuple(fields.get("grad_fns", ()))
+        fields["source"] = str(fields.get("source", ""))
+        return cls(**fields)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -748,6 +768,8 @@ def _delta(key: RowKey, sides: _Sides, floor: float) -> WorkDelta:
         cur_bytes=cur.bytes_total,
         base_signature=base.signature,
         cur_signature=cur.signature,
+        grad_fns=(cur_row or base).grad_fns,
+        source=(cur_row or base).source,
     )
 
 
@@ -864,7 +886,8 @@ def _change(base: int, cur: int) -> str:
 def _row_line(r: WorkDelta, measures: Sequence[str]) -> str:
     word = {"added": "new, ", "deleted": "gone, "}.get(r.status, "")
     tail = _row_tail(r)
-    return f"{row_label(r.key)}: {word}{', '.join(measures)}" + (f" — {tail}" if tail else "")
+    text = f"{row_label(r.key, r.grad_fns)}: {word}{', '.join(measures)}"
+    return text + (f" — {tail}" if tail else "") + (f" [{r.source}]" if r.source else "")
 
 
 def _row_tail(r: WorkDelta) -> str:
@@ -907,8 +930,8 @@ def _small_change(r: WorkDelta, sides: _Sides) -> str:
         parts.append(f"dtypes {_text(base_types)} → {_text(cur_types)}")
     tail = _row_tail(r)
     if not parts:
-        return f"{row_label(r.key)}: {tail}"
-    return f"{row_label(r.key)}: {', '.join(parts)}" + (f" — {tail}" if tail else "")
+        return f"{row_label(r.key, r.grad_fns)}: {tail}"
+    return f"{row_label(r.key, r.grad_fns)}: {', '.join(parts)}" + (f" — {tail}" if tail else "")
 
 
 def _calls(n: int) -> str:
@@ -918,8 +941,9 @@ def _calls(n: int) -> str:
 def _note_lines(rows: Sequence[WorkDelta], sides: _Sides) -> list[str]:
     """What the verdict can't judge: rows whose work varies, and compiled code."""
     notes = [
-        f"{row_label(r.key)}: work varies between census rounds (FLOPs {r.base_flops:,} → "
-        f"{r.cur_flops:,}, bytes {r.base_bytes:,} → {r.cur_bytes:,}); not gated"
+        f"{row_label(r.key, r.grad_fns)}: work varies between census rounds "
+        f"(FLOPs {r.base_flops:,} → {r.cur_flops:,}, "
+        f"bytes {r.base_bytes:,} → {r.cur_bytes:,}); not gated"
         for r in rows
         if r.status == "varies"
     ]

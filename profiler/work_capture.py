@@ -44,11 +44,14 @@ from __future__ import annotations
 import contextlib
 import functools
 import itertools
+import os
 import sys
+import sysconfig
 import time
 import warnings
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Final
 
 import torch
@@ -116,6 +119,7 @@ def take_census(
     setup: Callable[[], Any] | None = None,
     iterations: int = 1,
     rounds: int = 2,
+    stack: bool = False,
 ) -> WorkTable:
     """The work of one round of ``iterations`` calls of ``fn``, taken ``rounds`` times.
 
@@ -123,7 +127,8 @@ def take_census(
     for it.  The table holds the last round's work; a row whose work differs between rounds
     (calls, FLOPs, bytes, dtypes or first signature) is marked ``varies``.  Run it after the
     body's warm-up, so that lazy first-call work (optimizer state, caches) isn't in it.
-    An exception from the body is re-raised as :class:`CaptureError`, no mode left active.
+    With ``stack``, each row keeps the user's source line of its first call.  An exception
+    from the body is re-raised as :class:`CaptureError`, no mode left active.
     """
     if iterations < 1:
         raise ConfigError(f"'iterations' must be >= 1 (got {iterations})")
@@ -133,7 +138,9 @@ def take_census(
     names = module_names(fn, args, kwargs)
     start = time.perf_counter_ns()
     try:
-        taken = [_round(fn, args, kwargs, setup, iterations, names) for _ in range(rounds)]
+        taken = [
+            _round(fn, args, kwargs, setup, iterations, names, stack=stack) for _ in range(rounds)
+        ]
     except ConfigError:
         raise
     except Exception as exc:
@@ -158,6 +165,8 @@ class _Tally:
     bytes_read: int = 0
     bytes_written: int = 0
     dtypes: set[torch.dtype] = field(default_factory=set)
+    grad_fns: set[str] = field(default_factory=set)
+    source: str = ""
 
     def dtype_names(self) -> tuple[str, ...]:
         return tuple(sorted(_dtype_name(d) for d in self.dtypes))
@@ -179,6 +188,8 @@ class _Tally:
             dtypes=self.dtype_names(),
             signature=self.signature,
             varies=varies,
+            grad_fns=tuple(sorted(self.grad_fns)),
+            source=self.source,
         )
 
 
@@ -197,6 +208,8 @@ def _round(
     setup: Callable[[], Any] | None,
     iterations: int,
     names: Mapping[int, str],
+    *,
+    stack: bool = False,
 ) -> _Round:
     call_args, call_kwargs = args, kwargs
     if setup is not None:
@@ -209,7 +222,11 @@ def _round(
         # ModuleTracker's global hooks make torch warn when a compiled module runs; the census
         # expects that (_Tracker names both alike) and must not fail a warnings-as-errors run.
         warnings.filterwarnings("ignore", message=r"Using `torch\.compile\(module\)` when")
-        with _compiled_code_runs_eagerly() as compiled, tracker, _Census(tracker, result):
+        with (
+            _compiled_code_runs_eagerly() as compiled,
+            tracker,
+            _Census(tracker, result, stack=stack),
+        ):
             for _ in range(iterations):
                 fn(*call_args, **call_kwargs)
     result.compiled = compiled[0]
@@ -317,10 +334,11 @@ class _Census(TorchDispatchMode):
         # compiled during a census (see _compiled_code_runs_eagerly), so it protects nothing.
         return False
 
-    def __init__(self, tracker: _Tracker, into: _Round) -> None:
+    def __init__(self, tracker: _Tracker, into: _Round, *, stack: bool = False) -> None:
         super().__init__()  # type: ignore[no-untyped-call]
         self._tracker = tracker
         self._round = into
+        self._stack = stack
 
     def __torch_dispatch__(
         self,
@@ -353,7 +371,13 @@ class _Census(TorchDispatchMode):
         tally = self._round.rows.get(key)
         if tally is None:
             tally = self._round.rows[key] = _Tally(signature=_signature(facts, args, kwargs))
+            if self._stack:
+                tally.source = user_line()
         tally.calls += 1
+        if tracker.is_bw:
+            node = torch._C._current_autograd_node()
+            if node is not None and not node.name().startswith("torch::autograd::"):
+                tally.grad_fns.add(node.name())
         if facts.flop_formula is not None:
             tally.flops += int(facts.flop_formula(*args, **kwargs, out_val=out))
         tally.dtypes.update([t.dtype for t in read])
@@ -599,3 +623,39 @@ def _compiled_code_runs_eagerly() -> Iterator[list[int]]:
     finally:
         if original is not None:
             eval_frame._callback_from_stance = original  # type: ignore[attr-defined]
+
+
+# Frames of these folders are the tooling's, not the user's: torch, this package, the
+# standard library (contextlib, functools wrappers).
+_TOOLING = tuple(
+    str(Path(p).resolve()) + os.sep
+    for p in (
+        Path(torch.__file__).parent,
+        Path(__file__).parent,
+        Path(sysconfig.get_paths()["stdlib"]),
+    )
+)
+
+
+def user_line() -> str:
+    """The innermost frame of the caller's stack outside torch, this package and the
+    standard library: ``model.py:12 in forward`` (relative to the working folder)."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        path = frame.f_code.co_filename
+        if not path.startswith("<") and not _is_tooling(path):
+            return f"{_shown_path(path)}:{frame.f_lineno} in {frame.f_code.co_name}"
+        frame = frame.f_back  # type: ignore[assignment]
+    return ""
+
+
+@functools.lru_cache(maxsize=4096)
+def _is_tooling(path: str) -> bool:
+    return str(Path(path).resolve()).startswith(_TOOLING)
+
+
+def _shown_path(path: str) -> str:
+    try:
+        return str(Path(path).resolve().relative_to(Path.cwd()))
+    except ValueError:
+        return path

@@ -45,6 +45,8 @@ def child_args(config: pytest.Config, run: RunConfig, nodeid: str, out: Path) ->
         args.append("--tprof-strict")
     if not run.census:
         args.append("--tprof-no-census")
+    if run.stack:
+        args.append("--tprof-stack")
     if config.pluginmanager.hasplugin("xdist"):
         args.append("-n0")
     return args

@@ -131,6 +131,14 @@ _OPTIONS: tuple[tuple[str, str, str, Any, str], ...] = (
         "only timing and calls gate (default: off, the census is taken)",
     ),
     (
+        "--tprof-stack",
+        "tprof_stack",
+        "bool",
+        False,
+        "name the source line of each flagged op in a failure, from the work census's "
+        "stack of each op's first call (default: off)",
+    ),
+    (
         "--tprof-markdown",
         "tprof_markdown",
         "path",
@@ -228,6 +236,7 @@ def read_settings(config: pytest.Config) -> Settings:
         threads=values["tprof_threads"],
         save_trace=values["tprof_save_trace"],
         census=not values["tprof_no_census"],
+        stack=values["tprof_stack"],
     )
     return Settings(
         enabled=bool(values["tprof"] or values["tprof_save"]),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from fractions import Fraction
+from pathlib import Path
 
 import pytest
 import torch
@@ -118,6 +119,45 @@ def test_a_training_step_charges_backward_matmuls_to_the_module_whose_forward_ma
     ) == (2, 2 * (2 * 4 * 8 * 20))
     assert rows["aten::native_layer_norm_backward", "norm", "backward"].calls == 1
     assert rows["aten::threshold_backward", "", "backward"].bytes_written == 4 * 20 * F32
+
+
+def test_a_backward_row_names_the_autograd_nodes_that_ran_it() -> None:
+    rows = rows_of(census_of())
+    assert rows["aten::mm", "fc2", "backward"].grad_fns == ("AddmmBackward0",)
+    assert rows["aten::threshold_backward", "", "backward"].grad_fns == ("ReluBackward0",)
+    assert rows["aten::addmm", "fc1", "forward"].grad_fns == ()
+    assert (
+        rows["aten::mm", "fc2", "backward"].label == "aten::mm in fc2 (backward of AddmmBackward0)"
+    )
+    # A description, not work: the table round-trips it and equality ignores it.
+    table = census_of()
+    again = WorkTable.from_dict(json.loads(json.dumps(table.to_dict())))
+    assert again.index()["aten::mm", "fc2", "backward"].grad_fns == ("AddmmBackward0",)
+
+
+def test_with_stack_each_row_keeps_the_users_source_line_of_its_first_call() -> None:
+    model, x = Block(), torch.randn(4, 8)
+
+    def step() -> None:
+        model.zero_grad(set_to_none=True)
+        out = model(x)  # the forward line
+        out.sum().backward()  # the backward line
+
+    lines = {
+        text.split("#")[1].strip(): n
+        for n, text in enumerate(Path(__file__).read_text(encoding="utf-8").splitlines(), 1)
+        if "# the forward line" in text or "# the backward line" in text
+    }
+    rows = rows_of(take_census(step, stack=True))
+    here = Path(__file__).name
+    # fc1's matmul runs in Block.forward, this file's code; backward ops run from .backward().
+    assert rows["aten::addmm", "fc1", "forward"].source.endswith(
+        f"{here}:{Block.forward.__code__.co_firstlineno + 1} in forward"
+    )
+    assert rows["aten::mm", "fc2", "backward"].source.endswith(
+        f"{here}:{lines['the backward line']} in step"
+    )
+    assert all(r.source == "" for r in census_of().rows)
 
 
 def test_a_ten_percent_wider_layer_gives_exactly_ten_percent_more_matmul_flops() -> None:

@@ -85,11 +85,14 @@ def test_a_wider_layer_fails_on_its_work_naming_op_module_and_phase(
     assert work["reasons"][:4] == [
         "total FLOPs +25.0% (180,224 → 225,280)",
         "total bytes +23.2% (73,300 → 90,324)",
-        "aten::mm in fc1 (backward): FLOPs +25.0%, bytes +21.4% "
+        "aten::mm in fc1 (backward of AddmmBackward0): FLOPs +25.0%, bytes +21.4% "
         "— input f32[64, 16]ᵀ → f32[80, 16]ᵀ",
         "aten::addmm in fc1 (forward): FLOPs +25.0%, bytes +21.5% — input f32[64] → f32[80]",
     ]
-    assert any(r.startswith("aten::mm in fc2 (backward): FLOPs +25.0%") for r in work["reasons"])
+    assert any(
+        r.startswith("aten::mm in fc2 (backward of AddmmBackward0): FLOPs +25.0%")
+        for r in work["reasons"]
+    )
     text = result.stdout.str()
     assert "work regressed (deterministic; floor 1% of the test's FLOPs or bytes)" in text
     # Work doesn't drift: no second measurement, no fresh process.
@@ -209,3 +212,16 @@ def test_a_marker_work_floor_lets_a_small_change_pass(
     result.assert_outcomes(passed=1)
     assert test["work"]["verdict"] == "changed"
     assert test["work"]["floor"] == 0.5
+
+
+def test_with_stack_the_work_reasons_name_the_users_source_line(
+    model: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    run(model, monkeypatch, "--tprof-save")
+    result, test = run(model, monkeypatch, "--tprof", "--tprof-stack", plant="wider")
+    result.assert_outcomes(failed=1)
+    source = (model.path / "test_model.py").read_text().splitlines()
+    forward = source.index("        h = torch.relu(self.fc1(x))") + 1
+    line = next(r for r in test["work"]["reasons"] if r.startswith("aten::addmm in fc1 (forward)"))
+    assert line.endswith(f" [test_model.py:{forward} in forward]")
+    assert f"[test_model.py:{forward} in forward]" in result.stdout.str()

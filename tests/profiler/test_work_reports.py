@@ -1,0 +1,95 @@
+"""How the work verdict reads in a failure, the JSON report and the Markdown summary."""
+
+from __future__ import annotations
+
+from profiler.markdown import markdown_summary
+from profiler.report import failure_text, json_report, summary_line, where_lines
+from profiler.results import ProfiledTest
+from profiler.verdicts import REGRESSED, OpVerdict, TestVerdict
+from profiler.work import WorkRow, WorkTable, judge_work
+
+
+def mm(module: str, flops: int, calls: int, source: str = "") -> WorkRow:
+    return WorkRow(
+        op="aten::mm", module=module, phase="backward", calls=calls, flops=flops,
+        bytes_read=100, bytes_written=100, grad_fns=("AddmmBackward0",), source=source,
+    )  # fmt: skip
+
+
+BASE = WorkTable(rows=(mm("fc1", 1000, 1), mm("fc2", 1000, 2)))
+WIDER = WorkTable(rows=(mm("fc1", 3000, 1, "model.py:12 in forward"), mm("fc2", 1000, 2)))
+OP = OpVerdict(
+    op="aten::mm", family="cpu", verdict=REGRESSED, baseline_median_us=100.0,
+    current_median_us=180.0, delta_us=80.0, delta_pct=80.0, p_value=1e-5, calls_baseline=3,
+    calls_current=3, share=0.5, floor_pct=10.0, mde_pct=5.0, gated=True,
+)  # fmt: skip
+
+
+def profiled(verdict: TestVerdict) -> ProfiledTest:
+    return ProfiledTest(nodeid="test_m.py::test_step", verdict=verdict)
+
+
+def regressed() -> TestVerdict:
+    work = judge_work(BASE, WIDER)
+    return TestVerdict(verdict=REGRESSED, reason="work: …", ops=(OP,), work=work)
+
+
+def test_a_flagged_op_says_where_it_runs_from_the_census_largest_share_first() -> None:
+    assert where_lines(regressed()) == [
+        "aten::mm runs in: fc1 (backward of AddmmBackward0) 75% of its FLOPs, 1 call, "
+        "model.py:12 in forward; fc2 (backward of AddmmBackward0) 25% of its FLOPs, 2 calls"
+    ]
+
+
+def test_the_failure_lists_the_work_verdict_and_the_rows_that_moved() -> None:
+    text = failure_text(profiled(regressed()))
+    assert (
+        "work regressed (deterministic; floor 1% of the test's FLOPs or bytes): "
+        "FLOPs 2,000 → 4,000, bytes 400 → 400"
+    ) in text
+    assert (
+        "aten::mm in fc1 (backward of AddmmBackward0): FLOPs +200.0% [model.py:12 in forward]"
+    ) in text
+    row = next(line for line in text.splitlines() if line.strip().startswith("aten::mm  fc1"))
+    assert row.split() == [
+        "aten::mm", "fc1", "backward", "of", "AddmmBackward0",
+        "1,000", "→", "3,000", "200", "→", "200", "1", "→", "1", "increased",
+    ]  # fmt: skip
+
+
+def test_verbose_adds_the_work_per_module() -> None:
+    text = failure_text(profiled(regressed()), verbose=True)
+    assert "  module  phase" in text
+    assert "  fc1     backward  1,000 → 3,000  200 → 200" in text
+    assert "  fc2     backward  1,000 → 1,000  200 → 200" in text
+
+
+def test_the_summary_line_names_the_first_work_reason() -> None:
+    assert summary_line(profiled(regressed())).endswith(
+        "| work regressed: total FLOPs +100.0% (2,000 → 4,000)"
+    )
+
+
+def test_json_keeps_the_rows_that_moved_and_the_work_per_module() -> None:
+    (doc,) = json_report([profiled(regressed())], environment={})["tests"]
+    work = doc["work"]
+    assert work["verdict"] == "regressed"
+    assert [(r["op"], r["module"], r["status"]) for r in work["rows"]] == [
+        ("aten::mm", "fc1", "increased")
+    ]
+    assert work["modules"][0] == {
+        "module": "fc1", "phase": "backward", "base_flops": 1000, "cur_flops": 3000,
+        "base_bytes": 200, "cur_bytes": 200,
+    }  # fmt: skip
+
+
+def test_markdown_lists_the_work_reasons_and_a_module_table() -> None:
+    text = markdown_summary([profiled(regressed())])
+    assert "- work regressed (deterministic): FLOPs 2,000 → 4,000, bytes 400 → 400" in text
+    assert "| fc1 | backward | 1,000 → 3,000 | 200 → 200 |" in text
+
+
+def test_a_round_trip_through_xdist_keeps_the_work_verdict() -> None:
+    original = profiled(regressed())
+    again = ProfiledTest.from_dict(original.to_dict())
+    assert again.verdict.work == original.verdict.work
