@@ -7,10 +7,14 @@ This is the only module that imports torch.  Everything it returns is plain data
 from __future__ import annotations
 
 import contextlib
+import errno
 import gzip
+import inspect
 import json
 import math
+import os
 import shutil
+import sys
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -23,6 +27,7 @@ import torch
 from torch.profiler import ProfilerActivity, profile, record_function
 
 from profiler import files
+from profiler.checks import ROUNDS_LIMIT, WARMUP_LIMIT, number_problem
 from profiler.errors import CaptureError, ConfigError
 from profiler.records import (
     KIND_ANNOTATION,
@@ -42,6 +47,7 @@ from profiler.reduce import (
     drop_leading_rounds,
     reduce_events,
 )
+from profiler.store import MAX_ITERATIONS
 
 _CPU = torch.autograd.DeviceType.CPU  # type: ignore[attr-defined]
 _BoolArray = npt.NDArray[np.bool_]
@@ -58,6 +64,7 @@ class CaptureResult:
     warmup_used: int
     iterations: int
     trace_path: Path | None
+    trace_problem: str = ""  # why the trace asked for wasn't written (trace_path is then None)
     reduction: str  # "raw-events" or "key_averages"
     capture_s: float
     reduce_s: float
@@ -146,7 +153,11 @@ def _sync(cuda: bool) -> None:
 
 
 def calibrate_iterations(
-    fn: Callable[[], Any], *, min_round_us: float, max_iterations: int = 1000, cuda: bool = False
+    fn: Callable[[], Any],
+    *,
+    min_round_us: float,
+    max_iterations: int = MAX_ITERATIONS,
+    cuda: bool = False,
 ) -> int:
     """Calls of ``fn`` per round so a round lasts at least ``min_round_us`` (unprofiled timing)."""
     if min_round_us <= 0:
@@ -188,10 +199,12 @@ def capture(
     last warm-up round differ from those of the first measured round, warm-up is extended
     (up to ``MAX_WARMUP`` rounds) by profiling again.
     """
-    if rounds < 2:
-        raise ConfigError(f"'rounds' must be >= 2 (got {rounds})")
-    if warmup < 0:
-        raise ConfigError(f"'warmup' must be >= 0 (got {warmup})")
+    for key, value, low, high in (
+        ("rounds", rounds, 2, ROUNDS_LIMIT),
+        ("warmup", warmup, 0, WARMUP_LIMIT),
+    ):
+        if (problem := number_problem(value, minimum=low, maximum=high, integer=True)) is not None:
+            raise ConfigError(f"'{key}' {problem}")
     if iterations < 1:
         raise ConfigError(f"'iterations' must be >= 1 (got {iterations})")
     if profiler_active():
@@ -209,8 +222,28 @@ def capture(
             trace_metadata=trace_metadata,
         )  # fmt: skip
         if result.warmup_settled or warm >= MAX_WARMUP or (warm == 0 and warmup == 0):
-            return result
+            break
         warm = min(MAX_WARMUP, max(2 * warm, warm + 2))
+    if not result.table.calls.any():  # nothing to judge: every later run would read unchanged
+        raise CaptureError(f"the profiled body ran no torch ops{_why_no_ops(result.value)}")
+    return result
+
+
+def _why_no_ops(value: Any) -> str:
+    """Why a body that ran no ops may have run nothing at all, from what it returned."""
+    if inspect.isgenerator(value):
+        return (
+            " (it returned a generator, which runs nothing until it is iterated: iterate it "
+            "inside the body, e.g. list(gen()))"
+        )
+    if inspect.iscoroutine(value):
+        return (
+            " (it returned a coroutine, which runs nothing until it is awaited: profile a "
+            "plain function)"
+        )
+    if callable(value):
+        return " (it returned a callable: call it inside the body instead of returning it)"
+    return "; profile a function that runs torch code"
 
 
 def _capture_once(
@@ -246,13 +279,14 @@ def _capture_once(
     table = drop_leading_rounds(table, warmup)
     reduce_s = time.perf_counter() - t_reduce
 
-    written = None if trace_path is None else _write_trace(prof, Path(trace_path))
+    written, problem = (None, "") if trace_path is None else _write_trace(prof, Path(trace_path))
     return CaptureResult(
         table=table,
         value=value,
         warmup_used=warmup,
         iterations=iterations,
         trace_path=written,
+        trace_problem=problem,
         reduction=REDUCTION_PATH,
         capture_s=capture_s,
         reduce_s=reduce_s,
@@ -320,19 +354,54 @@ def _trace_metadata(
     return meta
 
 
-def _write_trace(prof: profile, path: Path) -> Path:
-    """Write the session's Chrome trace to ``path``, gzipped, atomically."""
+def _write_trace(prof: profile, path: Path) -> tuple[Path | None, str]:
+    """Write the session's Chrome trace to ``path``, gzipped, atomically; or say why not.
+
+    A trace that can't be written (no permission, a file where its folder should be, a full
+    disk) doesn't fail the test: no path, the reason, and no temp file left behind.
+    """
+    try:
+        _export_gzipped(prof, path)
+    except OSError as exc:
+        blocking = files.file_in_the_way(path.parent)
+        if blocking is not None:
+            return None, (
+                f"{path}: trace not written: {blocking} is a file, not a folder; move it away "
+                "or pass another --tprof-trace-dir"
+            )
+        return None, (
+            f"{path}: trace not written ({exc.strerror or exc}); free space on or fix the "
+            f"permissions of {path.parent}, or pass another --tprof-trace-dir"
+        )
+    return path, ""
+
+
+def _export_gzipped(prof: profile, path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     # torch gzips its export line by line in Python (3.2 s for 105k events); the native
     # export plus one gzip pass costs a tenth of that.
     with (
-        files.scratch_path(path) as plain,
+        files.scratch_dir(path) as scratch,
         files.atomic_path(path, mode_like_existing=False) as tmp,
     ):
+        plain = scratch / "trace.json"
         prof.export_chrome_trace(str(plain))
+        if not _whole_json(plain):  # kineto logs a failed write and returns as if it had written
+            raise OSError(errno.EIO, "the profiler's export failed; is the disk full?")
         with open(plain, "rb") as src, gzip.open(tmp, "wb", compresslevel=6) as dst:
             shutil.copyfileobj(src, dst, 1 << 20)
-    return path
+
+
+def _whole_json(path: Path) -> bool:
+    """Whether an exported trace ends as a whole JSON object or array does."""
+    try:
+        with open(path, "rb") as f:
+            size = f.seek(0, os.SEEK_END)
+            f.seek(max(0, size - 64))
+            tail = f.read().rstrip()
+    except OSError:
+        return False
+    return tail.endswith((b"}", b"]"))
 
 
 def _split_setup(prepared: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:
@@ -507,6 +576,16 @@ def _sum_function_events(
         row = acc.setdefault(e.name, np.zeros((5, n_rounds)))
         row[:, r] += vals
     return acc, probe_cpu, probe_dev, has_device
+
+
+def graph_breaks() -> dict[str, int]:
+    """torch.compile's graph breaks so far in this process: reason → count (empty when Dynamo
+    was never imported: nothing was compiled)."""
+    if "torch._dynamo" not in sys.modules:
+        return {}
+    from torch._dynamo.utils import counters
+
+    return {str(reason): int(n) for reason, n in counters["graph_break"].items()}
 
 
 def torch_facts() -> dict[str, Any]:

@@ -76,6 +76,8 @@ def is_trace(path: Path) -> bool:
     name = path.name.lower()
     if name.endswith(".gz") or name.endswith(".pt.trace.json"):
         return True
+    if not path.is_file():  # a FIFO would block the read below; the reader names the problem
+        return False
     try:
         with path.open("rb") as f:
             head = f.read(_SNIFF_BYTES)
@@ -455,8 +457,13 @@ def _paired_sources(a: Path, b: Path) -> tuple[Pairing, list[str]]:
             f"{folder} is a folder but {file} is a file; "
             "pass two baseline folders, or two files (baselines or traces)"
         )
-    pair = (load_source(a), load_source(b))
-    return Pairing(pairs=[pair], only_baseline=[], only_current=[]), []
+    base, cur = load_source(a), load_source(b)
+    if base.nodeid is not None and cur.nodeid is not None and base.nodeid != cur.nodeid:
+        raise ConfigError(
+            f"{a} holds {base.nodeid!r} but {b} holds {cur.nodeid!r}, so they can't be judged "
+            "as one test; pass two files of the same test"
+        )
+    return Pairing(pairs=[(base, cur)], only_baseline=[], only_current=[]), []
 
 
 def _judge_pairs(pairing: Pairing, rule: Rule, out: TextIO, *, verbose: bool) -> list[ProfiledTest]:
@@ -561,12 +568,16 @@ REPORT_FIX = "pass the file written by pytest --tprof-json=PATH or tprof diff --
 
 def load_report(path: Path) -> dict[str, Any]:
     """Read and check a ``--tprof-json`` report; problems are errors naming the file."""
-    try:
-        text = Path(path).read_text(encoding="utf-8")
+    try:  # a regular file only: a FIFO would block
+        text = files.read_regular(Path(path), limit=store.MAX_BASELINE_BYTES).decode("utf-8")
     except FileNotFoundError:
         raise TprofError(f"{path}: no such report file; {REPORT_FIX}") from None
     except UnicodeDecodeError as exc:
         raise TprofError(f"{path}: not UTF-8 text (byte {exc.start}); {REPORT_FIX}") from None
+    except files.NotRegularFileError as exc:
+        raise TprofError(f"{path}: is a {exc.kind}, not a report file; {REPORT_FIX}") from None
+    except files.FileTooLargeError as exc:
+        raise TprofError(f"{path}: {exc.strerror}, not a report; {REPORT_FIX}") from None
     except OSError as exc:
         raise TprofError(f"{path}: can't be read ({exc.strerror}); check its permissions") from None
     try:
@@ -603,6 +614,7 @@ def load_report(path: Path) -> dict[str, Any]:
 
 
 def _write(path: Path, text: str, what: str) -> None:
+    store.check_not_baseline(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         files.write_atomic(path, text)

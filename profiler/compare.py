@@ -103,7 +103,10 @@ def _side(tables: Sequence[OpTable], family: str, reference: float, rule: Rule) 
     for t in tables:
         s = _scale(t, probe_attr, reference, rule)
         values = getattr(t, metric)
-        keep = [i for i, n in enumerate(t.names) if not _ignored(n, rule.ignore)]
+        # A row of no calls (a warm-up-only op in older baselines) is no op of this side.
+        keep = [
+            i for i, n in enumerate(t.names) if t.calls[i].any() and not _ignored(n, rule.ignore)
+        ]
         round_total = values[keep].sum(axis=0) * s if keep else np.zeros(t.rounds)
         totals.append(round_total)
         session_rows.append(({t.names[i]: values[i] * s for i in keep}, round_total))
@@ -418,6 +421,9 @@ def _classify_timed(
 def _op_verdict(
     name: str, family: str, o: _OpStats, vs_rest: _VsRest | None, call: _Call
 ) -> OpVerdict:
+    # From 0 µs an op called on both sides has no relative change (an infinite one reads
+    # "new"); only an op the baseline never called is new.
+    pct = o.pct if math.isfinite(o.pct) or o.base_calls == 0 else math.nan
     return OpVerdict(
         op=name,
         family=family,
@@ -425,7 +431,7 @@ def _op_verdict(
         baseline_median_us=o.base_us,
         current_median_us=o.cur_us,
         delta_us=o.cur_us - o.base_us,
-        delta_pct=o.pct * 100.0,
+        delta_pct=pct * 100.0,
         p_value=o.p,
         calls_baseline=o.base_calls,
         calls_current=o.cur_calls,

@@ -5,12 +5,18 @@ Readers see the old file or the new one, never a part.  The temp file is
 :mod:`profiler.store` removes a baseline's temp file once the process that wrote it is gone.
 Every failure is an ``OSError`` (the temp file removed, the target unchanged): each caller
 words its own message.
+
+Reading goes through :func:`read_regular` (regular files only, up to a size), and writers that
+read, change and write one file in several processes hold :func:`locked` around the three.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
+import shutil
+import stat
 import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -43,16 +49,120 @@ def atomic_path(path: Path, *, mode_like_existing: bool = True) -> Iterator[Path
 
 
 @contextlib.contextmanager
-def scratch_path(beside: Path) -> Iterator[Path]:
-    """An empty temp file beside ``beside`` for an intermediate product, removed on exit."""
+def scratch_dir(beside: Path) -> Iterator[Path]:
+    """An empty temp folder beside ``beside`` for intermediate products, removed on exit with
+    everything in it (a producer's own temp files included: kineto leaves ``<name>.tmp``
+    behind when its write fails)."""
     beside = Path(beside)
-    fd, name = tempfile.mkstemp(prefix=_prefix(beside, os), suffix=TMP_SUFFIX, dir=beside.parent)
-    os.close(fd)
+    name = tempfile.mkdtemp(prefix=_prefix(beside, os), suffix=TMP_SUFFIX, dir=beside.parent)
     try:
         yield Path(name)
     finally:
-        with contextlib.suppress(OSError):
-            os.unlink(name)
+        shutil.rmtree(name, ignore_errors=True)
+
+
+class NotRegularFileError(OSError):
+    """The path is a FIFO, a device or a socket: reading it could block or never end."""
+
+    def __init__(self, path: Path, kind: str) -> None:
+        super().__init__(errno.EINVAL, f"is a {kind}, not a regular file", str(path))
+        self.kind = kind
+
+
+class FileTooLargeError(OSError):
+    """The file holds more bytes than the reader accepts."""
+
+    def __init__(self, path: Path, limit: int) -> None:
+        super().__init__(errno.EFBIG, f"larger than {limit // 2**20} MiB", str(path))
+        self.limit = limit
+
+
+def read_regular(path: Path, *, limit: int) -> bytes:
+    """The bytes of the regular file ``path``, at most ``limit`` of them.
+
+    A folder is an ``IsADirectoryError``; a FIFO, device or socket a
+    :class:`NotRegularFileError` (checked on the open file, which a FIFO can't stall:
+    it is opened non-blocking); a file over ``limit`` a :class:`FileTooLargeError`.
+    """
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
+    with os.fdopen(fd, "rb") as f:
+        info = os.fstat(fd)
+        if stat.S_ISDIR(info.st_mode):
+            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(path))
+        if not stat.S_ISREG(info.st_mode):
+            raise NotRegularFileError(Path(path), _kind(info.st_mode))
+        if info.st_size > limit:
+            raise FileTooLargeError(Path(path), limit)
+        data = f.read(limit + 1)  # it may have grown since
+    if len(data) > limit:
+        raise FileTooLargeError(Path(path), limit)
+    return data
+
+
+def _kind(mode: int) -> str:
+    if stat.S_ISFIFO(mode):
+        return "FIFO"
+    if stat.S_ISCHR(mode):
+        return "character device"
+    if stat.S_ISBLK(mode):
+        return "block device"
+    return "socket" if stat.S_ISSOCK(mode) else "special file"
+
+
+# flock can't work on this file system (NFS without a lock daemon, some FUSE mounts).
+_NO_LOCKS = frozenset({errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL})
+
+
+@contextlib.contextmanager
+def locked(path: Path) -> Iterator[None]:
+    """Hold an exclusive lock for ``path`` (which need not exist) while inside.
+
+    The lock is ``flock`` on ``.<name>.lock`` beside ``path``, so writers in different
+    processes (two pytest runs saving at once) take turns; the lock file is removed on exit.
+    Without ``fcntl`` (Windows) or on a file system without ``flock`` it doesn't lock.
+    Creating the lock file can fail like any write: an ``OSError``.
+    """
+    try:
+        import fcntl
+    except ImportError:
+        yield
+        return
+    lock_path = Path(path).with_name(f".{Path(path).name}.lock")
+    fd = _acquire(fcntl, lock_path)
+    try:
+        yield
+    finally:
+        if fd is not None:
+            # Removed while held: a process waiting on this inode sees the path gone and retries.
+            with contextlib.suppress(OSError):
+                os.unlink(lock_path)
+            os.close(fd)
+
+
+def _acquire(fcntl: Any, lock_path: Path) -> int | None:
+    """An open, locked descriptor of ``lock_path``'s current inode (None: no locks here)."""
+    while True:
+        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o666)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            held = os.fstat(fd)
+            now = os.stat(lock_path)
+        except FileNotFoundError:  # the holder removed it as we got it: take the new one
+            os.close(fd)
+            continue
+        except OSError as exc:
+            os.close(fd)
+            if exc.errno in _NO_LOCKS:
+                with contextlib.suppress(OSError):
+                    os.unlink(lock_path)
+                return None
+            raise
+        except BaseException:  # Ctrl-C while waiting
+            os.close(fd)
+            raise
+        if (held.st_dev, held.st_ino) == (now.st_dev, now.st_ino):
+            return fd
+        os.close(fd)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -121,6 +231,17 @@ class TempFile:
                 system.unlink(self.path)
             raise
         _fsync_folder(system, self.target.parent)
+
+
+def file_in_the_way(folder: Path) -> Path | None:
+    """The file that stands where ``folder`` or one of its parents should be, if any."""
+    for p in (Path(folder), *Path(folder).parents):
+        try:
+            if p.exists():
+                return None if p.is_dir() else p
+        except OSError:  # can't tell (no permission to look): let the write name the problem
+            return None
+    return None
 
 
 def _prefix(target: Path, system: Any) -> str:

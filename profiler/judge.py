@@ -17,8 +17,10 @@ from profiler.checks import is_count
 from profiler.compare import NOTHING_CHANGED, compare_across
 from profiler.environment import Fingerprint, comparability
 from profiler.records import OpTable
+from profiler.reduce import COMPILE_OP, GRAPH_KEY
 from profiler.rule import Rule
 from profiler.verdicts import (
+    IMPROVED,
     INCOMPARABLE,
     INCONCLUSIVE,
     REGRESSED,
@@ -69,7 +71,51 @@ def judge(
     )  # fmt: skip
     if verdict.verdict == INCOMPARABLE:
         return verdict
+    verdict = with_compile_structure(verdict, base_tables[-1], current_table)
     return with_work(verdict, baseline.work, current.work, rule)
+
+
+def compiled_graphs(table: OpTable) -> tuple[int, int]:
+    """Calls of compiled graphs per round, and compilations in the measured rounds."""
+    graphs = sum(
+        int(np.median(table.calls[i]))
+        for i, name in enumerate(table.names)
+        if name.startswith(GRAPH_PREFIX)
+    )
+    index = table.index()
+    compiles = int(table.calls[index[COMPILE_OP]].sum()) if COMPILE_OP in index else 0
+    return graphs, compiles
+
+
+def with_compile_structure(
+    verdict: TestVerdict, baseline: OpTable, current: OpTable
+) -> TestVerdict:
+    """torch.compile's structure, exactly: more compiled graphs per round is a new graph break,
+    a compilation during the measured rounds a recompilation; either fails the test."""
+    (b_graphs, _), (c_graphs, compiles) = compiled_graphs(baseline), compiled_graphs(current)
+    reasons = []
+    if c_graphs > b_graphs:
+        reasons.append(f"compiled graphs per round {b_graphs} → {c_graphs}: a new graph break")
+    if compiles:
+        reasons.append(f"recompiled {compiles} times during the measured rounds")
+    if reasons:
+        reason = "compile: " + "; ".join(reasons)
+        return replace(verdict, verdict=REGRESSED, reason=f"{verdict.reason} | {reason}")
+    if c_graphs < b_graphs:
+        reason = f"compile: compiled graphs per round {b_graphs} → {c_graphs}: fewer graph breaks"
+        word = worst([verdict.verdict, IMPROVED])
+        return replace(verdict, verdict=word, reason=f"{verdict.reason} | {reason}")
+    return verdict
+
+
+def new_graph_breaks(before: Mapping[str, int], after: Mapping[str, int]) -> list[str]:
+    """Notes for the graph breaks torch.compile reported while the test ran, by reason."""
+    notes = []
+    for reason, n in after.items():
+        if n > before.get(reason, 0):
+            first = reason.strip().splitlines()[0] if reason.strip() else "unknown reason"
+            notes.append(f"graph break while compiling (×{n - before.get(reason, 0)}): {first}")
+    return notes
 
 
 def with_work(
@@ -97,6 +143,7 @@ def with_work(
 
 
 _WORK_REASONS = 3  # work reasons in the one-line reason; the failure lists them all
+GRAPH_PREFIX = GRAPH_KEY.split("{")[0]
 
 
 def _differences(

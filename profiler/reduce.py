@@ -9,7 +9,9 @@ total device time adds its descendants'.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -41,6 +43,20 @@ FILTERED_NAMES = frozenset(
 )
 ROUND_PREFIX = "ProfilerStep#"  # torch.profiler's own step annotation: trace tools see iterations
 PROBE_PREFIX = "tprof::probe#"
+
+# torch.compile: a compiled region and the compiled graph it calls carry process-global frame
+# and compile ids and a content hash.  Keyed by their order of first appearance in the session
+# instead, a slower graph compares with the graph it replaced (docs/design.md §9).
+_REGION = re.compile(r"^Torch-Compiled Region: (\d+)/\d+$")
+_GRAPH = re.compile(r"^## Call CompiledFxGraph (\S+) ##$")
+REGION_KEY = "Torch-Compiled Region #{}"
+GRAPH_KEY = "## Call CompiledFxGraph #{} ##"
+# Compilation (Dynamo tracing, AOT, Inductor) as the profiler sees it: these ranges and all
+# they hold are compile time, never op rows; one that starts in a measured round is counted
+# as a call of COMPILE_OP (a recompilation while measuring is itself a finding).
+_COMPILE_ROOTS = frozenset({"dynamo", "entire_frame_compile"})
+_COMPILE_SUFFIX = " (dynamo_timed)"
+COMPILE_OP = "tprof::compile"
 
 
 def _names_starting(names: Sequence[str], prefix: str) -> npt.NDArray[np.bool_]:
@@ -119,6 +135,7 @@ def reduce_events(
     ``tprof::probe#N`` annotation are summed into the round's probe time instead of ops.
     A trace without step annotations is one round spanning every event.
     """
+    ev = with_stable_names(ev)
     is_round_name = _names_starting(ev.names, ROUND_PREFIX)
     is_probe_name = _names_starting(ev.names, PROBE_PREFIX)
     rounds = _rounds(ev, is_round_name, is_probe_name)
@@ -126,16 +143,23 @@ def reduce_events(
     cpu = _cpu_events(ev)
     self_dev, total_dev, has_device = _device_times(ev, cpu)
     dup, self_cpu, self_dev = _merge_duplicates(cpu, self_dev, has_device)
+    compiling, compile_root = _compile_time(ev.names, cpu)
 
     c_round = _locate(rounds.starts, rounds.ends, cpu.start)
     in_probe = _locate(rounds.probe_starts, rounds.probe_ends, cpu.start) >= 0
     marker = (is_round_name | is_probe_name)[cpu.name]
-    counted = (c_round >= 0) & ~marker & ~in_probe & ~dup
+    counted = (c_round >= 0) & ~marker & ~in_probe & ~dup & ~compiling
     probe_ev = (c_round >= 0) & in_probe & ~marker & ~dup
     probe_cpu = np.bincount(c_round[probe_ev], weights=self_cpu[probe_ev], minlength=n_rounds)
     probe_dev = np.bincount(c_round[probe_ev], weights=self_dev[probe_ev], minlength=n_rounds)
 
-    op_names, cells = _op_cells(ev.names, cpu.name[counted], c_round[counted], n_rounds)
+    names, cpu_names = ev.names, cpu.name
+    if compile_root.any():  # compilations in rounds: one COMPILE_OP call each, their time
+        names = (*names, COMPILE_OP)
+        cpu_names = np.where(compile_root, len(names) - 1, cpu_names)
+        counted |= compile_root & (c_round >= 0)
+        self_cpu = np.where(compile_root, cpu.dur, self_cpu)
+    op_names, cells = _op_cells(names, cpu_names[counted], c_round[counted], n_rounds)
     shape = (len(op_names), n_rounds)
     info = dict(meta or {})
     info.setdefault("events", len(ev))
@@ -153,6 +177,57 @@ def reduce_events(
         has_device=has_device,
         meta=info,
     )
+
+
+def with_stable_names(ev: EventArrays) -> EventArrays:
+    """``ev`` with compiled regions keyed by frame and compiled graphs by their order of first
+    appearance (``Torch-Compiled Region #1``, ``## Call CompiledFxGraph #1 ##``)."""
+    firsts = _first_starts(ev)
+    regions: dict[str, int] = {}
+    graphs: dict[str, int] = {}
+    stable: list[str] = []
+    for i in sorted(range(len(ev.names)), key=lambda k: (firsts[k], k)):
+        name = ev.names[i]
+        if (m := _REGION.match(name)) is not None:
+            name = REGION_KEY.format(regions.setdefault(m.group(1), len(regions) + 1))
+        elif (m := _GRAPH.match(name)) is not None:
+            name = GRAPH_KEY.format(graphs.setdefault(m.group(1), len(graphs) + 1))
+        stable.append(name)
+    if not regions and not graphs:
+        return ev
+    order = sorted(range(len(ev.names)), key=lambda k: (firsts[k], k))
+    by_index = dict(zip(order, stable, strict=True))
+    names = tuple(dict.fromkeys(by_index[i] for i in range(len(ev.names))))
+    position = {n: k for k, n in enumerate(names)}
+    remap = np.asarray([position[by_index[i]] for i in range(len(ev.names))], dtype=np.int64)
+    return replace(ev, names=names, name_idx=remap[ev.name_idx])
+
+
+def _first_starts(ev: EventArrays) -> list[int]:
+    """Each name's earliest start (ns); names no event uses come last."""
+    first = np.full(len(ev.names), np.iinfo(np.int64).max, dtype=np.int64)
+    np.minimum.at(first, ev.name_idx, ev.start_ns)
+    return [int(v) for v in first]
+
+
+def _compile_time(
+    names: Sequence[str], cpu: _CpuEvents
+) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.bool_]]:
+    """Which CPU events are compile time, and which of them are outermost (one per compile)."""
+    is_compile_name = np.fromiter(
+        (n in _COMPILE_ROOTS or n.endswith(_COMPILE_SUFFIX) for n in names),
+        dtype=bool,
+        count=len(names),
+    )
+    compiling = is_compile_name[cpu.name]
+    if not compiling.any():
+        return compiling, compiling
+    for d in range(1, int(cpu.depth.max(initial=0)) + 1):  # descendants of a compile range
+        at = np.flatnonzero((cpu.depth == d) & cpu.has_parent)
+        compiling[at] |= compiling[cpu.parent[at]]
+    root = compiling.copy()
+    root[cpu.has_parent] &= ~compiling[cpu.parent[cpu.has_parent]]
+    return compiling, root
 
 
 class _Rounds(NamedTuple):
@@ -301,17 +376,22 @@ def _wall_us(wall_us: Sequence[float] | FloatArray | None, rounds: _Rounds) -> F
 
 
 def drop_leading_rounds(table: OpTable, count: int) -> OpTable:
-    """The same table without its first ``count`` rounds (extra warm-up found after capture)."""
+    """The same table without its first ``count`` rounds (extra warm-up found after capture).
+
+    Ops called only in the dropped rounds go too: lazy first-step work (an optimizer's state)
+    is warm-up, and a row of zero calls would read as a change of structure.
+    """
     if count <= 0:
         return table
     keep = slice(count, None)
+    called = np.flatnonzero(table.calls[:, keep].any(axis=1))
     return OpTable(
-        names=table.names,
-        calls=table.calls[:, keep],
-        self_cpu_us=table.self_cpu_us[:, keep],
-        total_cpu_us=table.total_cpu_us[:, keep],
-        self_device_us=table.self_device_us[:, keep],
-        total_device_us=table.total_device_us[:, keep],
+        names=tuple(table.names[i] for i in called.tolist()),
+        calls=table.calls[called, keep],
+        self_cpu_us=table.self_cpu_us[called, keep],
+        total_cpu_us=table.total_cpu_us[called, keep],
+        self_device_us=table.self_device_us[called, keep],
+        total_device_us=table.total_device_us[called, keep],
         wall_us=table.wall_us[keep],
         probe_cpu_us=table.probe_cpu_us[keep],
         probe_device_us=table.probe_device_us[keep],

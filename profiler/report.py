@@ -7,7 +7,7 @@ from typing import Any
 
 from profiler import fmt
 from profiler.results import ProfiledTest
-from profiler.verdicts import EXPLAINED, NO_BASELINE, SAVED, OpVerdict, TestVerdict
+from profiler.verdicts import EXPLAINED, NO_BASELINE, NOT_SAVED, SAVED, OpVerdict, TestVerdict
 from profiler.work import ModuleWork, WorkDelta, WorkVerdict, by_module
 
 # 2: op rows name the op-against-the-rest figures vs_rest_pct / vs_rest_floor_pct (were peer_*).
@@ -69,7 +69,7 @@ def where_lines(v: TestVerdict) -> list[str]:
     for o in v.flagged_ops():
         rows = [r for r in v.work.rows if r.op == o.op and r.cur_calls > 0]
         if rows:
-            out.append(f"{o.op} runs in: " + "; ".join(_where(rows)))
+            out.append(f"{o.op} runs " + "; ".join(_where(rows)))
     return out
 
 
@@ -82,7 +82,8 @@ def _where(rows: Sequence[WorkDelta]) -> list[str]:
     ranked = sorted(rows, key=lambda r: -getattr(r, measure))
     what = {"cur_flops": "FLOPs", "cur_bytes": "bytes", "cur_calls": "calls"}[measure]
     parts = [
-        f"{r.module or '(top)'} ({r.phase}{' of ' + r.grad_fns[0] if r.grad_fns else ''}) "
+        f"{'in ' + r.module if r.module else 'at top level'} "
+        f"({r.phase}{' of ' + r.grad_fns[0] if r.grad_fns else ''}) "
         f"{getattr(r, measure) / total:.0%} of its {what}, {r.cur_calls} call"
         + ("" if r.cur_calls == 1 else "s")
         + (f", {r.source}" if r.source else "")
@@ -193,7 +194,7 @@ def summary_line(test: ProfiledTest) -> str:
     v = test.verdict
     parts = [f"{v.verdict.upper():<12} {test.nodeid}"]
     top = v.top_op()
-    if top is not None and v.verdict != SAVED:
+    if top is not None and v.verdict not in (SAVED, NOT_SAVED):
         parts.append(f"{top.op} {fmt.family(top.family)} {fmt.pct(top.delta_pct)}")
     if v.uniform_shift_pct is not None:
         parts.append(f"shift {v.uniform_shift_pct:+.0f}%")
@@ -205,6 +206,8 @@ def summary_line(test: ProfiledTest) -> str:
         parts.append("timings not compared: " + ", ".join(v.differences))
     if test.save_note:
         parts.append(test.save_note)
+    if test.trace_problem:
+        parts.append(test.trace_problem)
     return " | ".join(parts)
 
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from profiler.records import OpTable
-from profiler.verdicts import TestVerdict
+from profiler.verdicts import NOT_SAVED, TestVerdict
 from profiler.work import WorkTable
 
 
@@ -19,6 +19,7 @@ class ProfiledTest:
     verdict: TestVerdict
     table: OpTable | None = None
     trace: str | None = None
+    trace_problem: str = ""  # why the trace wasn't written, when it wasn't
     baseline: str | None = None
     warmup_used: int = 0
     iterations: int = 1
@@ -36,12 +37,18 @@ class ProfiledTest:
     def with_outcome(self, outcome: str) -> ProfiledTest:
         return replace(self, outcome=outcome)
 
+    def not_saved(self, why: str) -> ProfiledTest:
+        """This test after a ``--tprof-save`` run that didn't record it, saying why."""
+        verdict = replace(self.verdict, verdict=NOT_SAVED, reason=why)
+        return replace(self, verdict=verdict, save_note="")
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "nodeid": self.nodeid,
             "verdict": self.verdict.to_dict(),
             "table": None if self.table is None else self.table.to_dict(),
             "trace": self.trace,
+            "trace_problem": self.trace_problem,
             "baseline": self.baseline,
             "warmup_used": self.warmup_used,
             "iterations": self.iterations,
@@ -64,6 +71,7 @@ class ProfiledTest:
             verdict=TestVerdict.from_dict(d["verdict"]),
             table=None if d.get("table") is None else OpTable.from_dict(d["table"]),
             trace=d.get("trace"),
+            trace_problem=str(d.get("trace_problem", "")),
             baseline=d.get("baseline"),
             warmup_used=int(d.get("warmup_used", 0)),
             iterations=int(d.get("iterations", 1)),

@@ -106,12 +106,12 @@ class Runner:
         }
 
     def load(self, nodeid: str) -> tuple[store.Baseline | None, str | None]:
-        """The test's baseline, or the error message that stands for it."""
+        """The test's baseline (its newest window of sessions), or the error that stands for it."""
         path = self.baseline_path(nodeid)
         if not path.exists():
-            return None, None
+            return None, store.folder_error(path)
         try:
-            return store.load_baseline(path, expected_nodeid=nodeid), None
+            return store.load_baseline(path, expected_nodeid=nodeid, keep=self.config.window), None
         except BaselineError as exc:
             return None, str(exc)
 
@@ -125,8 +125,11 @@ class Runner:
         rule: Rule | None = None,
     ) -> tuple[Any, ProfiledTest]:
         """Capture the body for the rounds, judge it, confirm a timing regression."""
+        before = self._capture.graph_breaks()
         with self._capture.intra_op_threads(self.config.threads):
-            return self._profile(nodeid, body, rounds=rounds, warmup=warmup, rule=rule)
+            value, test = self._profile(nodeid, body, rounds=rounds, warmup=warmup, rule=rule)
+        seen = judge.new_graph_breaks(before, self._capture.graph_breaks())
+        return value, replace(test, verdict=test.verdict.with_notes(*seen)) if seen else test
 
     def _iterations(self, body: Body, baseline: store.Baseline | None) -> int:
         """Calls of the body per round: the baseline's, else calibrated to the minimum round."""
@@ -168,6 +171,7 @@ class Runner:
 
         result = run()
         work, census_note = self._census(body)
+        census_note += (result.trace_problem,) if result.trace_problem else ()
         test = replace(self._tested(nodeid, result, protocol), work=work)
         if cfg.save:
             note = ("the damaged file will be replaced",) if error else ()
@@ -181,6 +185,10 @@ class Runner:
             work=test.work,
         )  # fmt: skip
         verdict = self.judge(nodeid, found, current, rule or cfg.rule)
+        if verdict.timing_regressed and verdict.work_regressed:
+            verdict = verdict.with_notes(
+                "timing not re-measured: the work census already fails the test"
+            )
         if judge.needs_remeasurement(verdict) and cfg.confirm:
             second = run()
             current = replace(current, tables=(second.table,))
@@ -199,6 +207,7 @@ class Runner:
             verdict=TestVerdict(verdict=NO_BASELINE, reason=""),
             table=result.table,
             trace=None if result.trace_path is None else str(result.trace_path),
+            trace_problem=result.trace_problem,
             baseline=str(self.baseline_path(nodeid)),
             warmup_used=result.warmup_used,
             iterations=result.iterations,
@@ -242,6 +251,8 @@ class Runner:
             return work, ()
         except TprofError as exc:
             return None, (f"no work census: {exc}",)
+        except Exception as exc:  # the census is a second layer: it must not fail the test
+            return None, (f"no work census (please report this): {type(exc).__name__}: {exc}",)
 
     def judge(self, nodeid: str, found: _Found, current: judge.Recorded, rule: Rule) -> TestVerdict:
         """The verdict on the current run given what was found on disk for the test."""
@@ -280,7 +291,6 @@ class Runner:
         if test.table is None:
             return test
         path = self.baseline_path(test.nodeid)
-        existing, error = self.load(test.nodeid)
         session = store.Session(
             table=test.table,
             recorded_at=store.now_iso(),
@@ -289,17 +299,19 @@ class Runner:
             work=test.work,
         )
         protocol = {k: v for k, v in test.protocol.items() if k != "warmup_used"}
-        updated, what = store.with_session(
-            existing,
-            nodeid=test.nodeid,
-            fingerprint=self.fingerprint,
-            protocol=protocol,
-            session=session,
-            window=self.config.window,
-        )
-        if error is not None:
-            what = "replaced a damaged file"
-        store.save_baseline(path, updated)
+        with store.locked(path):  # read under the lock: a concurrent save's session is kept
+            existing, error = self.load(test.nodeid)
+            updated, what = store.with_session(
+                existing,
+                nodeid=test.nodeid,
+                fingerprint=self.fingerprint,
+                protocol=protocol,
+                session=session,
+                window=self.config.window,
+            )
+            if error is not None:
+                what = "replaced a damaged file"
+            store.save_baseline(path, updated)
         if self.config.save_trace and test.trace and Path(test.trace).is_file():
             _copy_atomic(Path(test.trace), self.baseline_trace_path(test.nodeid))
             what += " (with its trace)"

@@ -26,7 +26,7 @@ import numpy as np
 from profiler import __version__, files
 from profiler.checks import is_count
 from profiler.environment import Fingerprint
-from profiler.errors import BaselineError
+from profiler.errors import BaselineError, ConfigError
 from profiler.records import OpTable
 from profiler.work import WorkTable, judge_work
 
@@ -36,11 +36,23 @@ SCHEMA_VERSION = 2
 OLDEST_SCHEMA_VERSION = 1
 DEFAULT_WINDOW = 5
 FIX = "restore it from git or re-record it with --tprof-save"
+RERECORD = "re-record it with --tprof-save"
 _SLUG_MAX = 80
 # Larger values are damage, not measurements: a round of 11.6 days, 10**12 calls.
 _MAX_US = 1e12
 _MAX_CALLS = 10**12
-_MAX_ITERATIONS = 1_000_000
+# Body calls per round: calibration never asks for more (capture.calibrate_iterations), and a
+# file that asks a 10 µs body for 10**6 calls per round would stall its test for minutes.
+MAX_ITERATIONS = 1000
+# Sessions read when the caller gives no window (tprof show, diff): the most --tprof-window keeps.
+MAX_SESSIONS = 100
+# A baseline of 5 sessions, 20 rounds and 500 ops is about 1.2 MB; past this a file is damage,
+# and parsing it would take seconds and GBs.
+MAX_BASELINE_BYTES = 256 * 2**20
+# The drift probe (capture._Probe: twelve ops, four of them 96x96 matmuls) takes tens of µs;
+# no profiler records it in less than 1 µs.  A smaller probe time is damage, and it would
+# put the current run in units where every op reads far faster than its baseline.
+_MIN_PROBE_US = 1.0
 _CONFLICT = re.compile(r"^(<{7}|>{7}|\|{7})( |$)|^={7}$")
 _CONSTANT = re.compile(r"(?<=[\[,:])\s*(-?Infinity|NaN)\b")
 # Makes the error of a damaged file: ``fail(message, fix=FIX)``.
@@ -145,7 +157,8 @@ def other_environments(root: Path, env_key: str, nodeid: str) -> list[Path]:
 def iter_baselines(folder: Path) -> Iterator[Path]:
     """Every baseline file under ``folder`` (one environment folder or the root).
 
-    Temporary files of a save (``.<name>.json.<pid>-<random>.tmp``) are not baselines.
+    Temporary files of a save (``.<name>.json.<pid>-<random>.tmp``) and lock files
+    (``.<name>.json.lock``) are not baselines.
     """
     yield from sorted(p for p in Path(folder).rglob("*.json") if not p.name.startswith("."))
 
@@ -153,20 +166,24 @@ def iter_baselines(folder: Path) -> Iterator[Path]:
 # --------------------------------------------------------------------------- reading
 
 
-def load_baseline(path: Path, *, expected_nodeid: str | None = None) -> Baseline:
+def load_baseline(
+    path: Path, *, expected_nodeid: str | None = None, keep: int | None = None
+) -> Baseline:
     """Read and validate a baseline file; any problem is a :class:`BaselineError` naming it.
 
-    The file is only read: a damaged baseline is never rewritten here.
+    Only the newest ``keep`` sessions are validated and kept (the run's window: a save keeps
+    no more, and the rule judges against those); without ``keep``, the newest
+    :data:`MAX_SESSIONS`.  The file is only read: a damaged baseline is never rewritten here.
     """
     path = Path(path)
     data = _parsed_json(path, _baseline_text(path))
-    return baseline_from_dict(data, path=path, expected_nodeid=expected_nodeid)
+    return baseline_from_dict(data, path=path, expected_nodeid=expected_nodeid, keep=keep)
 
 
 def _baseline_text(path: Path) -> str:
     """The file's text: readable, UTF-8, not empty, no merge left half done."""
     try:
-        raw = path.read_bytes()
+        raw = files.read_regular(path, limit=MAX_BASELINE_BYTES)
     except FileNotFoundError:
         raise BaselineError(
             f"{path}: no such baseline file; record one with --tprof-save"
@@ -174,6 +191,16 @@ def _baseline_text(path: Path) -> str:
     except IsADirectoryError:
         raise BaselineError(
             f"{path}: is a folder, not a baseline file; move it away or re-record with --tprof-save"
+        ) from None
+    except files.NotRegularFileError as exc:
+        raise BaselineError(
+            f"{path}: is a {exc.kind}, not a baseline file; move it away or re-record with "
+            "--tprof-save"
+        ) from None
+    except files.FileTooLargeError:
+        raise BaselineError(
+            f"{path}: larger than {MAX_BASELINE_BYTES // 2**20} MiB, so not a baseline this "
+            f"version wrote; {FIX}"
         ) from None
     except OSError as exc:
         raise BaselineError(
@@ -223,10 +250,11 @@ def _parsed_json(path: Path, text: str) -> Any:
 def read_nodeid(path: Path) -> str | None:
     """The node id a baseline file says it holds, or None if it can't tell; never raises.
 
-    For listing stale baselines, where one unreadable stray file must not stop the listing.
+    For listing stale baselines, where one unreadable stray file must not stop the listing
+    (nor a FIFO stall it).
     """
     try:
-        data = json.loads(Path(path).read_bytes())
+        data = json.loads(files.read_regular(Path(path), limit=MAX_BASELINE_BYTES))
     except (OSError, ValueError, RecursionError):
         return None
     nodeid = data.get("nodeid") if isinstance(data, dict) else None
@@ -238,8 +266,10 @@ def _line_col(text: str, pos: int) -> tuple[int, int]:
     return line, pos - (text.rfind("\n", 0, pos) + 1) + 1
 
 
-def baseline_from_dict(data: Any, *, path: Path, expected_nodeid: str | None = None) -> Baseline:
-    """Validate the parsed contents of a baseline file."""
+def baseline_from_dict(
+    data: Any, *, path: Path, expected_nodeid: str | None = None, keep: int | None = None
+) -> Baseline:
+    """Validate the parsed contents of a baseline file (its newest ``keep`` sessions)."""
     where = str(path)
 
     def fail(msg: str, fix: str = FIX) -> BaselineError:
@@ -249,7 +279,7 @@ def baseline_from_dict(data: Any, *, path: Path, expected_nodeid: str | None = N
     nodeid = _checked_nodeid(data, expected_nodeid, fail)
     env = _checked_environment(data, fail)
     protocol, rounds = _checked_protocol(data, fail)
-    sessions = _checked_sessions(data, rounds, fail)
+    sessions = _checked_sessions(data, rounds, MAX_SESSIONS if keep is None else keep, fail)
     return Baseline(
         nodeid=nodeid,
         fingerprint=Fingerprint.from_dict(env),
@@ -323,24 +353,29 @@ def _checked_protocol(data: dict[str, Any], fail: _Fail) -> tuple[dict[str, Any]
     if not is_count(rounds, minimum=2):
         raise fail(f"'protocol.rounds' must be an integer >= 2 (got {_short(rounds)})")
     iterations = protocol.get("iterations", 1)
-    if not is_count(iterations) or iterations > _MAX_ITERATIONS:
+    if not is_count(iterations) or iterations > MAX_ITERATIONS:
         raise fail(
-            f"'protocol.iterations' must be an integer from 1 to {_MAX_ITERATIONS} "
+            f"'protocol.iterations' must be an integer from 1 to {MAX_ITERATIONS} "
             f"(got {_short(iterations)})"
         )
     return protocol, rounds
 
 
-def _checked_sessions(data: dict[str, Any], rounds: int, fail: _Fail) -> tuple[Session, ...]:
+def _checked_sessions(
+    data: dict[str, Any], rounds: int, keep: int, fail: _Fail
+) -> tuple[Session, ...]:
+    """The newest ``keep`` sessions, validated; older ones are left unread, as a save with
+    that window would drop them (a file of 10,000 sessions costs what one of ``keep`` does)."""
     sessions = data.get("sessions")
     if not isinstance(sessions, list) or not sessions:
         raise fail("'sessions' must be a non-empty list")
-    parsed = tuple(_session(s, i, fail) for i, s in enumerate(sessions))
+    start = max(0, len(sessions) - max(1, keep))
+    parsed = tuple(_session(sessions[i], i, fail) for i in range(start, len(sessions)))
     # The protocol is the latest save's, and a save appends its session last.
     last = parsed[-1].table.rounds
     if last != rounds:
         raise fail(
-            f"'sessions[{len(parsed) - 1}]' has {last} rounds but 'protocol.rounds' is {rounds}"
+            f"'sessions[{len(sessions) - 1}]' has {last} rounds but 'protocol.rounds' is {rounds}"
         )
     return parsed
 
@@ -368,13 +403,42 @@ def _session(s: Any, i: int, fail: _Fail) -> Session:
     if not is_count(warm, minimum=0):
         raise fail(f"'{at}.warmup_used' must be an integer >= 0 (got {_short(warm)})")
     soft = s.get("soft", {})
+    table = OpTable.from_dict(s)
+    _check_comparable(table, at, fail)
     return Session(
-        table=OpTable.from_dict(s),
+        table=table,
         recorded_at=str(s.get("recorded_at", "")),
         warmup_used=int(warm),
         soft=soft if isinstance(soft, dict) else {},
         work=_checked_work(s, at, fail),
     )
+
+
+def _check_comparable(table: OpTable, at: str, fail: _Fail) -> None:
+    """That the session's times can carry a comparison: a real probe, time where ops ran.
+
+    Either would otherwise pass every later run: a probe of a few ns puts the current run in
+    units where every op reads far faster, and a round of calls but no time makes any current
+    time read as no change (a session of no calls at all is no threat: every current op is new).
+    """
+    probes = {"probe_cpu_us": table.probe_cpu_us}
+    if table.has_device:
+        probes["probe_device_us"] = table.probe_device_us
+    for key, probe in probes.items():  # all 0: no probe ran, the times stay in µs
+        median = float(np.median(probe))
+        if probe.any() and median < _MIN_PROBE_US:
+            raise fail(
+                f"'{at}.{key}' has a median of {median:g} µs, but the drift probe takes "
+                f">= {_MIN_PROBE_US:g} µs, so these times can't support a comparison",
+                RERECORD,
+            )
+    timeless = np.flatnonzero(table.calls.any(axis=0) & ~(table.self_cpu_us > 0).any(axis=0))
+    if timeless.size:
+        raise fail(
+            f"'{at}' has op calls but no self CPU time in round {int(timeless[0])}, so these "
+            "times can't support a comparison",
+            RERECORD,
+        )
 
 
 def _checked_work(s: dict[str, Any], at: str, fail: _Fail) -> WorkTable | None:
@@ -517,8 +581,13 @@ def _new(
 
 
 def _structure(table: OpTable) -> dict[str, int]:
-    """Op name → median calls per round: what a session's code does, whatever its timing."""
-    return {n: int(np.median(table.calls[i])) for i, n in enumerate(table.names)}
+    """Op name → median calls per round: what a session's code does, whatever its timing.
+
+    Ops with a median of no calls are left out, as the comparison sees them: a session that
+    kept a warm-up-only op's row of zeros did the same work as one that didn't.
+    """
+    medians = (int(np.median(table.calls[i])) for i in range(len(table.names)))
+    return {n: m for n, m in zip(table.names, medians, strict=True) if m > 0}
 
 
 def dumps(data: Any) -> str:
@@ -540,6 +609,72 @@ def _dump(v: Any, level: int) -> str:
     return json.dumps(v, allow_nan=False, ensure_ascii=False)
 
 
+@contextlib.contextmanager
+def locked(path: Path) -> Iterator[None]:
+    """Hold the lock of the baseline ``path`` while inside (its folder made first).
+
+    A save reads the baseline, appends its session and writes it under this lock, so two
+    processes saving the same test at once (two pytest runs) each keep their session.
+    Any failure is a :class:`BaselineError` naming the path.
+    """
+    path = Path(path)
+    folder = path.parent
+    _check_folder(path)
+    with contextlib.ExitStack() as stack:
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            stack.enter_context(files.locked(path))
+        except OSError as exc:
+            raise BaselineError(
+                f"{path}: can't write the baseline ({exc.strerror}); make {folder} writable "
+                "and re-run with --tprof-save"
+            ) from None
+        yield
+
+
+def folder_error(path: Path) -> str | None:
+    """Why the baseline ``path`` can't exist: a file stands where one of its folders should."""
+    blocking = files.file_in_the_way(Path(path).parent)
+    if blocking is None:
+        return None
+    return (
+        f"{blocking}: is a file, not a baseline folder; move it away or point "
+        "--tprof-baseline-dir at a folder"
+    )
+
+
+_SCHEMA_KEY = re.compile(rb'"schema"\s*:\s*"' + re.escape(SCHEMA.encode()) + rb'"')
+
+
+def check_not_baseline(path: Path, root: Path | None = None) -> None:
+    """Refuse to let a report replace a baseline: a :class:`ConfigError` when ``path`` lies under
+    the baseline folder ``root`` or is a file that holds a baseline (damaged or moved ones too).
+    """
+    path = Path(path)
+    why = ""
+    if root is not None and _real(path).is_relative_to(_real(Path(root))):
+        why = f"is inside the baseline folder {root}"
+    else:
+        try:
+            head = files.read_regular(path, limit=MAX_BASELINE_BYTES)
+        except OSError:  # nothing there, or nothing this version could read as a baseline
+            head = b""
+        if _SCHEMA_KEY.search(head):
+            why = "is a pytest-tprof baseline"
+    if why:
+        raise ConfigError(
+            f"{path}: {why}, and only --tprof-save writes baselines; write the report elsewhere"
+        )
+
+
+def _real(path: Path) -> Path:
+    """``path`` with symlinks resolved where they can be (a symlink loop can't)."""
+    try:
+        return path.resolve()
+    except (OSError, RuntimeError):  # RuntimeError: a loop, before Python 3.13
+        return Path(os.path.abspath(path))
+
+
 def save_baseline(path: Path, baseline: Baseline) -> Path:
     """Write atomically: a temp file in the same folder, fsync, then ``os.replace``.
 
@@ -549,10 +684,14 @@ def save_baseline(path: Path, baseline: Baseline) -> Path:
     Any failure is a :class:`BaselineError` naming the path; the previous file stays intact.
     """
     path = Path(path)
+    if path.is_dir():
+        raise _is_folder(path)
     data = _encoded(path, baseline)
     temp = _temp_file_for(path)
     try:
         temp.write(data)
+    except IsADirectoryError:  # made a folder since the check
+        raise _is_folder(path) from None
     except OSError as exc:
         raise BaselineError(
             f"{path}: can't write the baseline ({exc.strerror}); the previous baseline is "
@@ -560,6 +699,23 @@ def save_baseline(path: Path, baseline: Baseline) -> Path:
             "--tprof-save"
         ) from None
     return path
+
+
+def _is_folder(path: Path) -> BaselineError:
+    return BaselineError(
+        f"{path}: can't write the baseline: it is a folder; move it away and re-run with "
+        "--tprof-save"
+    )
+
+
+def _check_folder(path: Path) -> None:
+    """That the baseline's folder can be made: no file stands where it or a parent should."""
+    blocking = files.file_in_the_way(path.parent)
+    if blocking is not None:
+        raise BaselineError(
+            f"{path}: can't write the baseline: {blocking} is a file, not a folder; move it away "
+            "and re-run with --tprof-save"
+        )
 
 
 def _encoded(path: Path, baseline: Baseline) -> bytes:
@@ -576,11 +732,7 @@ def _encoded(path: Path, baseline: Baseline) -> bytes:
 def _temp_file_for(path: Path) -> files.TempFile:
     """The save's temp file beside ``path``, made after its folder and dead saves' leftovers."""
     folder = path.parent
-    if folder.exists() and not folder.is_dir():
-        raise BaselineError(
-            f"{path}: can't write the baseline: {folder} is a file, not a folder; move it away "
-            "and re-run with --tprof-save"
-        )
+    _check_folder(path)
     try:
         folder.mkdir(parents=True, exist_ok=True)
         _remove_leftovers(folder)

@@ -11,6 +11,7 @@ the launching op's.
 from __future__ import annotations
 
 import gzip
+import io
 import json
 import zlib
 from collections.abc import Mapping
@@ -56,6 +57,9 @@ _CATEGORY_KIND: dict[str, int] = {
 
 _GZIP_MAGIC = b"\x1f\x8b"
 _REEXPORT = "re-export the trace"
+# The most JSON a trace may hold, gzipped or not.  A trace is ≈ 250 bytes per event and parses
+# to ≈ 4x its size in Python objects; tprof's largest measured trace (105k events) is ≈ 27 MB.
+MAX_TRACE_BYTES = 256 * 2**20
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -119,19 +123,9 @@ def table_from_trace(trace: str | Path | TraceData) -> OpTable:
 
 
 def _load_json(path: Path) -> Any:
-    try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
-        raise TraceError(f"{path}: no such trace file; check the path") from None
-    except OSError as exc:
-        raise TraceError(f"{path}: can't read the trace ({exc.strerror}); check the path") from None
+    raw = _read_bytes(path)
     if raw.startswith(_GZIP_MAGIC):
-        try:
-            raw = gzip.decompress(raw)
-        except EOFError:
-            raise TraceError(f"{path}: truncated gzip stream; {_REEXPORT}") from None
-        except (gzip.BadGzipFile, zlib.error) as exc:
-            raise TraceError(f"{path}: corrupt gzip stream ({exc}); {_REEXPORT}") from None
+        raw = _gunzip(path, raw)
     if not raw.strip():
         raise TraceError(f"{path}: empty file, no trace in it; {_REEXPORT}")
     try:
@@ -142,6 +136,44 @@ def _load_json(path: Path) -> Any:
         ) from None
     except UnicodeDecodeError:
         raise TraceError(f"{path}: not a JSON text file (undecodable bytes); {_REEXPORT}") from None
+
+
+def _read_bytes(path: Path) -> bytes:
+    """The file's bytes: a regular file of at most :data:`MAX_TRACE_BYTES`."""
+    try:
+        return files.read_regular(path, limit=MAX_TRACE_BYTES)
+    except FileNotFoundError:
+        raise TraceError(f"{path}: no such trace file; check the path") from None
+    except files.NotRegularFileError as exc:
+        raise TraceError(
+            f"{path}: is a {exc.kind}, not a trace file; pass a trace written by torch.profiler "
+            "or pytest --tprof"
+        ) from None
+    except files.FileTooLargeError:
+        raise TraceError(
+            f"{path}: larger than {MAX_TRACE_BYTES // 2**20} MiB, more than tprof reads; "
+            "pass a trace of fewer rounds or steps"
+        ) from None
+    except OSError as exc:
+        raise TraceError(f"{path}: can't read the trace ({exc.strerror}); check the path") from None
+
+
+def _gunzip(path: Path, raw: bytes) -> bytes:
+    """The gzip stream decompressed, stopping past :data:`MAX_TRACE_BYTES` (a small file can
+    expand to GBs)."""
+    try:
+        with gzip.GzipFile(fileobj=io.BytesIO(raw)) as f:
+            out = f.read(MAX_TRACE_BYTES + 1)
+    except EOFError:
+        raise TraceError(f"{path}: truncated gzip stream; {_REEXPORT}") from None
+    except (gzip.BadGzipFile, zlib.error) as exc:
+        raise TraceError(f"{path}: corrupt gzip stream ({exc}); {_REEXPORT}") from None
+    if len(out) > MAX_TRACE_BYTES:
+        raise TraceError(
+            f"{path}: expands to more than {MAX_TRACE_BYTES // 2**20} MiB of JSON, more than "
+            "tprof reads; pass a trace of fewer rounds or steps"
+        )
+    return out
 
 
 class _Columns(NamedTuple):
@@ -360,12 +392,18 @@ def side_by_side(
         *_run_events(Path(current), _CURRENT_PID, "current", flagged),
     ]
     doc = {"traceEvents": merged, "displayTimeUnit": "ms", "tprof": {"side_by_side": title}}
-    out.parent.mkdir(parents=True, exist_ok=True)
-    with (
-        files.atomic_path(out, mode_like_existing=False) as tmp,
-        gzip.open(tmp, "wt", encoding="utf-8") as f,
-    ):
-        json.dump(doc, f)
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        with (
+            files.atomic_path(out, mode_like_existing=False) as tmp,
+            gzip.open(tmp, "wt", encoding="utf-8") as f,
+        ):
+            json.dump(doc, f)
+    except OSError as exc:
+        raise TraceError(
+            f"{out}: side-by-side trace not written ({exc.strerror}); free space on or fix the "
+            f"permissions of {out.parent}"
+        ) from None
     return out
 
 

@@ -21,6 +21,7 @@ TestWord = Literal[
     "inconclusive",
     "improved",
     "no-baseline",
+    "not-saved",
     "unchanged",
     "saved",
 ]
@@ -44,6 +45,7 @@ INCOMPARABLE: Final = "incomparable"
 NO_BASELINE: Final = "no-baseline"
 ERROR: Final = "error"
 SAVED: Final = "saved"
+NOT_SAVED: Final = "not-saved"  # a --tprof-save run that didn't record the test (says why)
 
 # Op verdicts beyond the test verdicts.
 NEW: Final = "new"
@@ -61,13 +63,14 @@ TEST_ORDER: Final[tuple[TestWord, ...]] = (
     INCONCLUSIVE,
     IMPROVED,
     NO_BASELINE,
+    NOT_SAVED,
     UNCHANGED,
     SAVED,
 )
 # Test verdicts that fail the test.
 FAILING: Final = frozenset({REGRESSED, ERROR})
 # Test verdicts that say why in the one-line summary.
-EXPLAINED: Final = frozenset({ERROR, INCOMPARABLE, INCONCLUSIVE, NO_BASELINE})
+EXPLAINED: Final = frozenset({ERROR, INCOMPARABLE, INCONCLUSIVE, NO_BASELINE, NOT_SAVED})
 # Op verdicts a failure shows: regressions and structural changes.
 FLAGGED_OPS: Final = frozenset({REGRESSED, NEW, REMOVED, CALLS_CHANGED})
 STRUCTURAL_OPS: Final = frozenset({NEW, REMOVED, CALLS_CHANGED})

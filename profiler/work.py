@@ -844,13 +844,58 @@ def _gate_lines(
             line = f"total {measure} {_change(base, cur)} ({base:,} → {cur:,})"
             (grew if cur > base else shrank).append(line)
     nets = _replacement_nets(rows)
+    for line, direction in _replacement_lines(rows, nets, sides, floor):
+        (grew if direction > 0 else shrank).append(line)
     flagged = sorted((r for r in rows if r.gated), key=lambda r: -_weight(r, sides))
+    named = False
     for r in flagged:
         direction = _direction(r, nets)
         moved = _moved(r, sides, floor, direction)
         if moved:  # a replacement lists the rows that moved its module's way
             (grew if direction > 0 else shrank).append(_row_line(r, moved))
+            named |= direction > 0
+    if grew and not named:
+        grew.extend(_largest_growth(rows, sides))
     return grew, shrank
+
+
+def _replacement_lines(
+    rows: Sequence[WorkDelta],
+    nets: Mapping[tuple[str, str], tuple[int, int]],
+    sides: _Sides,
+    floor: float,
+) -> list[tuple[str, int]]:
+    """One line per module and phase whose new ops, net of its gone ones, moved its work."""
+    out = []
+    for (module, phase), (flops, size) in nets.items():
+        moved = [
+            f"{measure} {delta:+,} net ({delta / total * 100:+.1f}% of the test's)"
+            for measure, delta, total in (
+                ("FLOPs", flops, sides.base_flops),
+                ("bytes", size, sides.base_bytes),
+            )
+            if total and abs(delta) > floor * total
+        ]
+        group = [r for r in rows if (r.module, r.phase) == (module, phase)]
+        gone = [r.op for r in group if r.status == "deleted"]
+        new = [r.op for r in group if r.status == "added"]
+        if not moved or not gone or not new:
+            continue  # a new op alone, or one gone alone, is its own row's line
+        where = row_label(("", module, phase)).lstrip()  # "in m (phase)" / "at top level (…)"
+        what = f"{', '.join(gone[:3])} gone, {len(new)} new op{'s' if len(new) > 1 else ''}"
+        out.append((f"{where}: {what}, {', '.join(moved)}", 1 if max(flops, size) > 0 else -1))
+    return out
+
+
+def _largest_growth(rows: Sequence[WorkDelta], sides: _Sides, limit: int = 3) -> list[str]:
+    """When only the totals moved past the floor: the rows that grew most, by share of it."""
+    growing = [r for r in rows if r.status != "varies" and (r.flops_delta > 0 or r.bytes_delta > 0)]
+    ranked = sorted(growing, key=lambda r: -_weight(r, sides))[:limit]
+    return [
+        "largest growth: "
+        + _row_line(r, _moved(r, sides, 0.0, +1) or ["work " + _change(0, r.bytes_delta)])
+        for r in ranked
+    ]
 
 
 def _weight(r: WorkDelta, sides: _Sides) -> float:

@@ -7,7 +7,8 @@ from typing import Any, Protocol
 
 import pytest
 
-from profiler.errors import CaptureError
+from profiler.checks import ROUNDS_LIMIT, WARMUP_LIMIT, number_problem
+from profiler.errors import CaptureError, ConfigError, TprofError
 from profiler.results import ProfiledTest
 from profiler.runner import Body
 
@@ -38,6 +39,7 @@ class TprofFixture:
         return self._profile is not None
 
     def __call__(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
+        __tracebackhide__ = True
         return self._run(fn, args, kwargs, setup=None, rounds=None, warmup=None)
 
     def pedantic(
@@ -52,6 +54,8 @@ class TprofFixture:
     ) -> Any:
         """Like pytest-benchmark's: ``setup`` runs before every round, outside the measurement,
         and may return ``(args, kwargs)`` for that round."""
+        __tracebackhide__ = True  # a bad argument's error points at the test's own line
+        _check_pedantic(args, kwargs, setup=setup, rounds=rounds, warmup=warmup)
         return self._run(
             fn, tuple(args), dict(kwargs or {}), setup=setup, rounds=rounds, warmup=warmup
         )
@@ -66,8 +70,14 @@ class TprofFixture:
         rounds: int | None,
         warmup: int | None,
     ) -> Any:
+        __tracebackhide__ = True
         if self._used:
             raise CaptureError("tprof was called twice in one test; profile one callable per test")
+        if not callable(fn):
+            raise ConfigError(
+                f"tprof's first argument must be the function to profile (got {_a(fn)}); "
+                "pass the function and its arguments: tprof(fn, *args)"
+            )
         self._used = True
         if self._profile is None:
             if setup is not None:
@@ -76,6 +86,35 @@ class TprofFixture:
                     args, kwargs = prepared
             return fn(*args, **kwargs)
         body = Body(fn=fn, args=args, kwargs=kwargs, setup=setup)
-        value, result = self._profile(self._item, body, rounds=rounds, warmup=warmup)
+        try:
+            value, result = self._profile(self._item, body, rounds=rounds, warmup=warmup)
+        except TprofError as exc:  # its message is the whole story: point at the test's line
+            raise exc.with_traceback(None) from None
         self._item.stash[RESULT_KEY] = result
         return value
+
+
+def _check_pedantic(args: Any, kwargs: Any, *, setup: Any, rounds: Any, warmup: Any) -> None:
+    """A :class:`ConfigError` naming the first argument of ``tprof.pedantic`` that can't be used."""
+    __tracebackhide__ = True
+    for key, value, minimum, maximum in (
+        ("rounds", rounds, 2, ROUNDS_LIMIT),
+        ("warmup", warmup, 0, WARMUP_LIMIT),
+    ):
+        problem = None
+        if value is not None:
+            problem = number_problem(value, minimum=minimum, maximum=maximum, integer=True)
+        if problem is not None:
+            raise ConfigError(f"tprof.pedantic '{key}' {problem}")
+    if not isinstance(args, (tuple, list)):
+        raise ConfigError(f"tprof.pedantic 'args' must be a tuple (got {_a(args)})")
+    if kwargs is not None and not isinstance(kwargs, Mapping):
+        raise ConfigError(f"tprof.pedantic 'kwargs' must be a dict (got {_a(kwargs)})")
+    if setup is not None and not callable(setup):
+        raise ConfigError(f"tprof.pedantic 'setup' must be callable or None (got {_a(setup)})")
+
+
+def _a(value: object) -> str:
+    """``a Tensor``, ``an int``: what a value is, for a message."""
+    name = type(value).__name__
+    return f"{'an' if name[:1].lower() in 'aeiou' else 'a'} {name}"

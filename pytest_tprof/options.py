@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from profiler.checks import ROUNDS_LIMIT, WARMUP_LIMIT, number_problem
 from profiler.errors import ConfigError
 from profiler.rule import Rule
 from profiler.runner import RunConfig
@@ -148,15 +150,20 @@ _OPTIONS: tuple[tuple[str, str, str, Any, str], ...] = (
     ),
 )
 
-MARKER_KWARGS = {
-    "rounds": int,
-    "warmup": int,
-    "rel_floor": float,
-    "abs_floor_us": float,
-    "ignore": (list, tuple, str),
-    "strict": bool,
-    "work_floor": float,
+# Numeric marker keywords: (minimum, maximum, integer, below the maximum).  NaN or an
+# infinite floor would switch a gate off; each maximum is where a value stops being a setting.
+_MARKER_NUMBERS: dict[str, tuple[float, float, bool, bool]] = {
+    "rounds": (2, ROUNDS_LIMIT, True, False),
+    "warmup": (0, WARMUP_LIMIT, True, False),
+    # A fraction (0.1 = 10 %), bounded as --tprof-floor: +1000 % is no floor but "never".
+    "rel_floor": (0.0, 10.0, False, True),
+    # The smallest slowdown of a round worth failing; rounds run 20+ times per test, so no
+    # profiled round is long enough for a 10 s floor to be one.  'ignore' leaves ops out.
+    "abs_floor_us": (0.0, 1e7, False, False),
+    # A share of the test's total work: at 1 the work may double unnoticed; more is no gate.
+    "work_floor": (0.0, 1.0, False, False),
 }
+MARKER_KWARGS = (*_MARKER_NUMBERS, "ignore", "strict")
 MARKER_HELP = (
     "tprof(rounds=N, warmup=N, rel_floor=F, abs_floor_us=F, ignore=[patterns], strict=bool, "
     "work_floor=F): "
@@ -189,23 +196,60 @@ class Settings:
     rootdir: Path
 
 
-def _value(config: pytest.Config, ini: str, kind: str, default: Any) -> Any:
+# Numeric options: (minimum, maximum, integer); each maximum is where a value stops being a
+# setting and becomes a typo.
+_RANGES: dict[str, tuple[float, float, bool]] = {
+    "tprof_rounds": (2, ROUNDS_LIMIT, True),
+    "tprof_warmup": (0, WARMUP_LIMIT, True),
+    # The learned floor's range constants stop at 10 sessions and every kept session is read
+    # and pooled on each run: a longer window only slows the run.
+    "tprof_window": (1, 100, True),
+    "tprof_threads": (0, 1024, True),  # more intra-op threads than any machine has cores
+    # The body runs rounds + warm-up rounds per test and calibration stops at 1000 calls per
+    # round: above a second, a minimum only makes each test's profiling minutes long.
+    "tprof_min_round_us": (0.0, 1e6, False),
+}
+
+
+def _value(config: pytest.Config, ini: str, kind: str, default: Any) -> tuple[Any, str]:
+    """The option's value, and its name for an error: the command line's, else the ini's."""
     cli = config.getoption(ini)
     if cli is not None:
-        return cli
-    raw = config.getini(ini)
-    if kind == "bool":
-        return bool(raw)
-    if raw in (None, ""):
-        return default
+        return cli, "'--" + ini.replace("_", "-") + "'"
+    name = f"ini option '{ini}'"
     try:
-        return {"int": int, "float": float, "path": str}[kind](raw)
-    except ValueError:
-        raise pytest.UsageError(f"ini option '{ini}' must be {kind} (got {raw!r})") from None
+        raw = config.getini(ini)
+    except (pytest.UsageError, ValueError) as exc:  # a bool that isn't one; no name in it
+        found = re.search(r"(?:invalid truth value|got \w+:) (.+)$", str(exc))
+        got = f"got {found.group(1)}" if found else str(exc)
+        raise pytest.UsageError(f"{name} must be true or false ({got})") from None
+    if kind == "bool":
+        return bool(raw), name
+    if raw in (None, ""):
+        return default, name
+    try:
+        return {"int": int, "float": float, "path": str}[kind](raw), name
+    except (TypeError, ValueError):  # TypeError: a TOML list or table
+        raise pytest.UsageError(f"{name} must be {kind} (got {raw!r})") from None
+
+
+def _checked(given: dict[str, tuple[Any, str]]) -> dict[str, Any]:
+    """The values, once every number is within its range (a UsageError naming it if not)."""
+    for ini, (minimum, maximum, integer) in _RANGES.items():
+        value, name = given[ini]
+        problem = number_problem(value, minimum=minimum, maximum=maximum, integer=integer)
+        if problem is not None:
+            raise pytest.UsageError(f"{name} {problem}")
+    floor, name = given["tprof_floor"]
+    if floor is not None and not 0 <= floor < 10:
+        raise pytest.UsageError(f"{name} must be a fraction like 0.1 (got {floor})")
+    return {ini: value for ini, (value, _) in given.items()}
 
 
 def read_settings(config: pytest.Config) -> Settings:
-    values = {ini: _value(config, ini, kind, default) for _, ini, kind, default, _ in _OPTIONS}
+    values = _checked(
+        {ini: _value(config, ini, kind, default) for _, ini, kind, default, _ in _OPTIONS}
+    )
     root = Path(config.rootpath)
 
     def path(v: Any) -> Path | None:
@@ -214,14 +258,7 @@ def read_settings(config: pytest.Config) -> Settings:
         p = Path(v)
         return p if p.is_absolute() else root / p
 
-    minimums = {"tprof_rounds": 2, "tprof_warmup": 0, "tprof_window": 1, "tprof_threads": 0}
-    for name, minimum in minimums.items():
-        if values[name] < minimum:
-            opt = "--" + name.replace("_", "-")
-            raise pytest.UsageError(f"'{opt}' must be >= {minimum} (got {values[name]})")
     floor = values["tprof_floor"]
-    if floor is not None and not 0 <= floor < 10:
-        raise pytest.UsageError(f"'--tprof-floor' must be a fraction like 0.1 (got {floor})")
     run = RunConfig(
         rounds=values["tprof_rounds"],
         warmup=values["tprof_warmup"],
@@ -255,31 +292,39 @@ def marker_overrides(item: pytest.Item, rule: Rule) -> tuple[dict[str, int], Rul
         if mark.args:
             raise ConfigError(f"@pytest.mark.tprof takes keywords only (got {mark.args!r})")
         for key, value in mark.kwargs.items():
-            if key not in MARKER_KWARGS:
+            if key == "ignore":
+                changes["ignore"] = _ignore_patterns(value)
+            elif key == "strict":
+                if not isinstance(value, bool):
+                    raise ConfigError(
+                        f"@pytest.mark.tprof 'strict' must be True or False (got {value!r})"
+                    )
+                changes["strict_calls"] = value
+            elif key in _MARKER_NUMBERS:
+                minimum, maximum, integer, below = _MARKER_NUMBERS[key]
+                problem = number_problem(
+                    value, minimum=minimum, maximum=maximum, integer=integer, below_maximum=below
+                )
+                if problem is not None:
+                    raise ConfigError(f"@pytest.mark.tprof '{key}' {problem}")
+                if integer:
+                    counts[key] = value
+                else:
+                    changes[key] = float(value)
+            else:
                 valid = ", ".join(sorted(MARKER_KWARGS))
                 raise ConfigError(
                     f"@pytest.mark.tprof got an unknown keyword {key!r}; valid: {valid}"
                 )
-            expected = MARKER_KWARGS[key]
-            if isinstance(value, bool) and expected is not bool:
-                raise ConfigError(f"@pytest.mark.tprof '{key}' must be a number (got {value!r})")
-            if expected is float and isinstance(value, int):
-                value = float(value)
-            if not isinstance(value, expected):  # type: ignore[arg-type]
-                raise ConfigError(f"@pytest.mark.tprof '{key}' has the wrong type (got {value!r})")
-            if key in ("rounds", "warmup"):
-                minimum = 2 if key == "rounds" else 0
-                if value < minimum:
-                    raise ConfigError(
-                        f"@pytest.mark.tprof '{key}' must be >= {minimum} (got {value})"
-                    )
-                counts[key] = value
-            elif key == "ignore":
-                changes["ignore"] = (value,) if isinstance(value, str) else tuple(value)
-            elif key == "strict":
-                changes["strict_calls"] = value
-            else:
-                if value < 0:
-                    raise ConfigError(f"@pytest.mark.tprof '{key}' must be >= 0 (got {value})")
-                changes[key] = value
     return counts, replace(rule, **changes) if changes else rule
+
+
+def _ignore_patterns(value: Any) -> tuple[str, ...]:
+    """The marker's ``ignore``: one op name pattern or a list of them."""
+    patterns = (value,) if isinstance(value, str) else value
+    if not isinstance(patterns, (list, tuple)) or not all(isinstance(p, str) for p in patterns):
+        raise ConfigError(
+            "@pytest.mark.tprof 'ignore' must be an op name pattern or a list of them "
+            f"(got {value!r})"
+        )
+    return tuple(patterns)

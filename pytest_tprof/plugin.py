@@ -19,7 +19,7 @@ import pytest
 from profiler import judge, store
 from profiler import report as rpt
 from profiler.errors import BaselineError, ConfigError, TprofError
-from profiler.files import write_atomic
+from profiler.files import file_in_the_way, write_atomic
 from profiler.markdown import markdown_summary
 from profiler.results import ProfiledTest
 from profiler.rule import Rule
@@ -219,13 +219,19 @@ class TprofPlugin:
             if workeroutput is not None:
                 workeroutput["tprof"] = [r.to_dict() for r in self.results.values()]
             return
-        if self.settings.run.save and session.exitstatus != pytest.ExitCode.INTERRUPTED:
+        interrupted = session.exitstatus == pytest.ExitCode.INTERRUPTED
+        if self.settings.run.save and not interrupted:
             self._save()
             if self.save_failed:
                 session.exitstatus = pytest.ExitCode.TESTS_FAILED
         else:
+            if self.settings.run.save:
+                self._not_saved("the run was interrupted before saving")
             self._stale()
-        self._write_reports()
+        # A report asked for and not written fails the run as a failed save does: CI that
+        # publishes it must not go green on a stale or missing file.  An earlier status stays.
+        if not self._write_reports() and session.exitstatus == pytest.ExitCode.OK:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
         if not self.is_worker:
@@ -247,12 +253,18 @@ class TprofPlugin:
     def _save(self) -> None:
         for nodeid, r in list(self.results.items()):
             if r.outcome != "passed":
+                self.results[nodeid] = r.not_saved(f"the test {_OUTCOME.get(r.outcome, r.outcome)}")
                 continue
             try:
                 self.results[nodeid] = self.runner.save(r)
             except BaselineError as exc:
                 self.messages.append(f"save failed: {exc}")
+                self.results[nodeid] = r.not_saved("the save failed (see below)")
                 self.save_failed = True
+
+    def _not_saved(self, why: str) -> None:
+        for nodeid, r in list(self.results.items()):
+            self.results[nodeid] = r.not_saved(why)
 
     def _stale(self) -> None:
         """List baselines of tests that no longer exist: their test is gone from a collected
@@ -278,33 +290,74 @@ class TprofPlugin:
             if gone or (test_file in self.collected_files and not partial):
                 self.messages.append(f"stale baseline (its test no longer exists): {path}")
 
-    def _write_reports(self) -> None:
+    def _write_reports(self) -> bool:
+        """Write the reports asked for; False when one couldn't be (its message says why)."""
         tests = list(self.results.values())
         env = self.runner.fingerprint.to_dict() if self._runner or tests else {}
+        written = True
         if self.settings.json_path is not None:
             doc = rpt.json_report(
                 tests, environment=env, extra={"reduction": self.runner.reduction}
             )
-            _write_text(self.settings.json_path, json.dumps(doc, indent=2, sort_keys=True) + "\n")
-            self.messages.append(f"JSON report: {self.settings.json_path}")
+            text = json.dumps(doc, indent=2, sort_keys=True) + "\n"
+            written &= self._write_report(_JSON, self.settings.json_path, text)
         md_target = self.settings.markdown_path
         step_summary = os.environ.get("GITHUB_STEP_SUMMARY")
         if md_target is not None or (step_summary and tests):
             text = markdown_summary(tests)
             if md_target is not None:
-                _write_text(md_target, text)
-                self.messages.append(f"Markdown summary: {md_target}")
+                written &= self._write_report(_MARKDOWN, md_target, text)
             if step_summary and tests:
-                with open(step_summary, "a", encoding="utf-8") as f:
-                    f.write(text)
+                target = Path(step_summary)
+                written &= self._write_report(_STEP_SUMMARY, target, text, append=True)
+        return written
+
+    def _write_report(
+        self, report: tuple[str, str], path: Path, text: str, *, append: bool = False
+    ) -> bool:
+        what, option = report
+        try:
+            _write_text(
+                path, text, option, baseline_dir=self.settings.run.baseline_dir, append=append
+            )
+        except TprofError as exc:
+            self.messages.append(f"{what} not written: {exc}")
+            return False
+        if not append:
+            self.messages.append(f"{what}: {path}")
+        return True
 
 
-def _write_text(path: Path, text: str) -> None:
+_OUTCOME = {"failed": "failed", "skipped": "was skipped"}
+# Each report: what the summary calls it, and where its path comes from.
+_JSON = ("JSON report", "--tprof-json")
+_MARKDOWN = ("Markdown summary", "--tprof-markdown")
+_STEP_SUMMARY = ("GitHub step summary", "GITHUB_STEP_SUMMARY")
+
+
+def _write_text(path: Path, text: str, option: str, *, baseline_dir: Path, append: bool) -> None:
+    """Write (or append to) a report; never over a baseline, never with a traceback."""
+    store.check_not_baseline(path, baseline_dir)
+    blocking = file_in_the_way(path.parent)
+    if blocking is not None:
+        raise TprofError(
+            f"{path}: {blocking} is a file, not a folder; point {option} at a path in a folder"
+        )
+    if path.is_dir():
+        raise TprofError(f"{path}: is a folder; point {option} at a file")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        write_atomic(path, text)
+        if append:  # non-blocking: a FIFO with no reader is an error, not a hang
+            flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_NONBLOCK", 0)
+            with os.fdopen(os.open(path, flags, 0o666), "a", encoding="utf-8") as f:
+                f.write(text)
+        else:
+            write_atomic(path, text)
     except OSError as exc:
-        raise TprofError(f"{path}: can't write the report ({exc.strerror})") from None
+        raise TprofError(
+            f"{path}: can't write it ({exc.strerror}); free space on or fix the permissions of "
+            f"{path.parent}, or point {option} elsewhere"
+        ) from None
 
 
 def _benchmark_machine_info(config: pytest.Config) -> dict[str, Any]:

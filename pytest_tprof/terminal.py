@@ -9,7 +9,7 @@ import pytest
 
 from profiler import report as rpt
 from profiler.results import ProfiledTest
-from profiler.verdicts import UNCHANGED, verdict_rank
+from profiler.verdicts import NOT_SAVED, UNCHANGED, verdict_rank
 
 
 def summary(
@@ -26,7 +26,10 @@ def summary(
     tr.write_sep("=", "tprof")
     for r in sorted(results, key=lambda r: (verdict_rank(r.verdict.verdict), r.nodeid)):
         bad = r.verdict.failing
-        tr.write_line(rpt.summary_line(r), red=bad, green=r.verdict.verdict == UNCHANGED)
+        word = r.verdict.verdict
+        tr.write_line(
+            rpt.summary_line(r), red=bad, green=word == UNCHANGED, yellow=word == NOT_SAVED
+        )
     if results:
         tr.write_line(f"baselines: {baseline_dir}")
         if trace_dir is not None:

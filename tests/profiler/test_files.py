@@ -179,10 +179,13 @@ def test_a_rename_that_cant_be_synced_to_disk_still_counts_as_written(
     assert old.read_bytes() == b"new contents\n"
 
 
-def test_a_scratch_file_is_removed_on_exit_even_after_an_error(tmp_path: Path) -> None:
-    with pytest.raises(RuntimeError), files.scratch_path(tmp_path / "t.json.gz") as scratch:
+def test_a_scratch_folder_is_removed_on_exit_with_its_contents_even_after_an_error(
+    tmp_path: Path,
+) -> None:
+    with pytest.raises(RuntimeError), files.scratch_dir(tmp_path / "t.json.gz") as scratch:
         assert scratch.parent == tmp_path
         assert scratch.name.startswith(f".t.json.gz.{os.getpid()}-")
-        scratch.write_text("partial", encoding="utf-8")
+        (scratch / "trace.json").write_text("partial", encoding="utf-8")
+        (scratch / "trace.json.tmp").write_text("a producer's own leftover", encoding="utf-8")
         raise RuntimeError
     assert list(tmp_path.iterdir()) == []

@@ -274,7 +274,7 @@ DICT_CASES: list[tuple[str, Callable[[dict[str, Any]], None], str]] = [
     (
         "iterations zero",
         _set("protocol.iterations", 0),
-        f"'protocol.iterations' must be an integer from 1 to 1000000 (got 0); {FIX}",
+        f"'protocol.iterations' must be an integer from 1 to 1000 (got 0); {FIX}",
     ),
     (
         "environment without hard keys",

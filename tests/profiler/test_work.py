@@ -455,8 +455,10 @@ def test_a_dearer_replacement_in_one_module_regresses_naming_the_new_ops() -> No
     )
     verdict = judge_work(WorkTable(rows=(norm, other)), WorkTable(rows=(*parts, other)))
     assert verdict.verdict == "regressed"
-    assert verdict.reasons[:3] == (
+    assert verdict.reasons[:4] == (
         "total bytes +22.9% (2,200 → 2,704)",
+        "in norm1 (forward): aten::native_layer_norm gone, 2 new ops, "
+        "bytes +504 net (+22.9% of the test's)",
         "aten::div in norm1 (forward): new, bytes +1,000 (+45.5% of the test's)",
         "aten::mean in norm1 (forward): new, bytes +504 (+22.9% of the test's)",
     )
@@ -540,3 +542,18 @@ def test_a_negative_floor_and_different_iterations_are_refused() -> None:
         judge_work(encoder_table(), encoder_table(), floor=-0.1)
     with pytest.raises(ConfigError, match="different iterations per round"):
         judge_work(encoder_table(), encoder_table(iterations=2))
+
+
+def test_when_only_the_totals_pass_the_floor_the_largest_growth_is_named() -> None:
+    # Eight layers, two 5 % wider: each moves 0.6 % of the test's FLOPs, together 1.25 %.
+    layers = [row("aten::mm", module=f"layers.{i}", flops=1000) for i in range(8)]
+    wider = [
+        row("aten::mm", module=f"layers.{i}", flops=1050 if i in (2, 5) else 1000) for i in range(8)
+    ]
+    verdict = judge_work(WorkTable(rows=tuple(layers)), WorkTable(rows=tuple(wider)))
+    assert verdict.verdict == "regressed"
+    assert verdict.reasons == (
+        "total FLOPs +1.2% (8,000 → 8,100)",
+        "largest growth: aten::mm in layers.2 (forward): FLOPs +5.0%",
+        "largest growth: aten::mm in layers.5 (forward): FLOPs +5.0%",
+    )

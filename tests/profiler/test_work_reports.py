@@ -36,8 +36,8 @@ def regressed() -> TestVerdict:
 
 def test_a_flagged_op_says_where_it_runs_from_the_census_largest_share_first() -> None:
     assert where_lines(regressed()) == [
-        "aten::mm runs in: fc1 (backward of AddmmBackward0) 75% of its FLOPs, 1 call, "
-        "model.py:12 in forward; fc2 (backward of AddmmBackward0) 25% of its FLOPs, 2 calls"
+        "aten::mm runs in fc1 (backward of AddmmBackward0) 75% of its FLOPs, 1 call, "
+        "model.py:12 in forward; in fc2 (backward of AddmmBackward0) 25% of its FLOPs, 2 calls"
     ]
 
 
