@@ -3,22 +3,19 @@ folders where files should be (and files where folders should be), unwritable tr
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import gzip
 import json
 import os
-import signal
 import subprocess
 import sys
 import textwrap
-from collections.abc import Iterator
 from pathlib import Path
-from types import FrameType
 from typing import Any
 
 import numpy as np
 import pytest
+from tprof_testing import deadline
 
 from profiler import capture, files, store, traces
 from profiler.cli import main
@@ -30,22 +27,6 @@ FIX = "restore it from git or re-record it with --tprof-save"
 NODEID = "tests/test_m.py::test_a"
 TRACE_FIX = "pass a trace written by torch.profiler or pytest --tprof"
 needs_fifo = pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs on this platform")
-
-
-@contextlib.contextmanager
-def deadline(seconds: int) -> Iterator[None]:
-    """Fail instead of hanging: a blocked open() or read() is interrupted by SIGALRM."""
-
-    def expired(signum: int, frame: FrameType | None) -> None:
-        raise TimeoutError(f"still blocked after {seconds} s")
-
-    before = signal.signal(signal.SIGALRM, expired)
-    signal.alarm(seconds)
-    try:
-        yield
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, before)
 
 
 def make_table(rounds: int = 4, value: float = 10.0) -> OpTable:

@@ -21,6 +21,7 @@ import pytest
 # ("Only a single TORCH_LIBRARY can be used to register the namespace _inductor_test"), so
 # import it once here, outside the runs.
 import torch._inductor.config
+from tprof_testing import line, summary
 
 from profiler import store
 from profiler.environment import cpu_model
@@ -67,18 +68,6 @@ class Suite:
 @pytest.fixture
 def suite(pytester: pytest.Pytester) -> Suite:
     return Suite(pytester)
-
-
-def summary(result: pytest.RunResult) -> list[str]:
-    """The lines of the tprof section of the terminal summary."""
-    lines = result.outlines
-    start = next(i for i, line in enumerate(lines) if line.strip("= ") == "tprof")
-    end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("===")), len(lines))
-    return lines[start + 1 : end]
-
-
-def line(verdict: str, nodeid: str, rest: str) -> str:
-    return f"{verdict.upper():<12} {nodeid} | {rest}"
 
 
 def no_internal_error(result: pytest.RunResult) -> None:

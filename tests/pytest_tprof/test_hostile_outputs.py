@@ -7,15 +7,11 @@ processes.  Each test asserts the exact lines a user reads.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import signal
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
-from types import FrameType
 from typing import Any
 
 import pytest
@@ -23,6 +19,7 @@ import pytest
 # torch.profiler imports torch._inductor when a session starts; import it once, outside the
 # in-process runs (see tests/pytest_tprof/test_bad_input.py).
 import torch._inductor.config  # noqa: F401
+from tprof_testing import deadline, line, summary
 
 from profiler import store
 
@@ -70,18 +67,6 @@ def suite(pytester: pytest.Pytester) -> Suite:
     return Suite(pytester)
 
 
-def summary(result: pytest.RunResult) -> list[str]:
-    """The lines of the tprof section of the terminal summary."""
-    lines = result.outlines
-    start = next(i for i, line in enumerate(lines) if line.strip("= ") == "tprof")
-    end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("===")), len(lines))
-    return lines[start + 1 : end]
-
-
-def line(verdict: str, nodeid: str, rest: str) -> str:
-    return f"{verdict.upper():<12} {nodeid} | {rest}"
-
-
 def no_traceback(result: pytest.RunResult) -> None:
     text = "\n".join(result.outlines + result.errlines)
     assert "INTERNALERROR" not in text, text[-3000:]
@@ -90,22 +75,6 @@ def no_traceback(result: pytest.RunResult) -> None:
 
 def leftovers(*folders: Path) -> list[Path]:
     return [p for d in folders if d.exists() for p in d.rglob("*") if ".tmp" in p.name]
-
-
-@contextlib.contextmanager
-def deadline(seconds: int) -> Iterator[None]:
-    """Fail instead of hanging: a blocked open() or read() is interrupted by SIGALRM."""
-
-    def expired(signum: int, frame: FrameType | None) -> None:
-        raise TimeoutError(f"still blocked after {seconds} s")
-
-    before = signal.signal(signal.SIGALRM, expired)
-    signal.alarm(seconds)
-    try:
-        yield
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, before)
 
 
 # --------------------------------------------------------------------------- unwritable reports
