@@ -54,8 +54,9 @@ GRAPH_KEY = "## Call CompiledFxGraph #{} ##"
 # Compilation (Dynamo tracing, AOT, Inductor) as the profiler sees it: these ranges and all
 # they hold are compile time, never op rows; one that starts in a measured round is counted
 # as a call of COMPILE_OP (a recompilation while measuring is itself a finding).
-_COMPILE_ROOTS = frozenset({"dynamo", "entire_frame_compile"})
+_COMPILE_ROOTS = frozenset({"dynamo", "entire_frame_compile", "entire_backward_compile"})
 _COMPILE_SUFFIX = " (dynamo_timed)"
+_COMPILE_MARK = "compile_id="  # the ``…_data: fn_name=…, compile_id=0/0`` companions
 COMPILE_OP = "tprof::compile"
 
 
@@ -215,7 +216,7 @@ def _compile_time(
 ) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.bool_]]:
     """Which CPU events are compile time, and which of them are outermost (one per compile)."""
     is_compile_name = np.fromiter(
-        (n in _COMPILE_ROOTS or n.endswith(_COMPILE_SUFFIX) for n in names),
+        (n in _COMPILE_ROOTS or n.endswith(_COMPILE_SUFFIX) or _COMPILE_MARK in n for n in names),
         dtype=bool,
         count=len(names),
     )

@@ -113,3 +113,21 @@ def test_a_compilation_in_the_measured_rounds_fails_the_test() -> None:
     assert np.array_equal(
         reduce_events(arrays(recompiled)).calls[0], reduce_events(arrays(ONE_GRAPH)).calls[0]
     )
+
+
+def test_a_backward_compiled_lazily_in_a_round_is_compile_time_too() -> None:
+    # AOT compiles a graph's backward at its first backward call, in its own ranges.
+    events = arrays(
+        [
+            step(0, 0, 1_000_000),
+            Ev("entire_backward_compile", 0, 300_000),
+            Ev("entire_backward_compile_data: fn_name=backward._backward_impl, compile_id=1/1",
+               1_000, 2_000),
+            Ev("aten::mm", 3_000, 4_000),
+            *compiled_call(600_000, 0, GRAPH_A),
+        ]
+    )  # fmt: skip
+    table = reduce_events(events)
+    assert [n for n in table.names if "compile" in n and n != COMPILE_OP] == []
+    assert "aten::mm" not in table.names
+    assert table.calls[table.index()[COMPILE_OP]].tolist() == [1]
