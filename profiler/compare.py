@@ -380,9 +380,9 @@ def _classify(
     if o.base_calls != o.cur_calls:
         return _Call(verdict=CALLS_CHANGED, gated=False)
     if o.p is None:
-        return _Call(
-            verdict=NOT_GATED, gated=False, note="waits for the device: reported, not gated"
-        )
+        # A device wait (on device runs), or an op in too few rounds to have a per-round time.
+        why = "waits for the device" if o.base_calls else "in too few rounds to time"
+        return _Call(verdict=NOT_GATED, gated=False, note=f"{why}: reported, not gated")
     if not timed:
         return _Call(verdict=UNCHANGED, gated=False)
     return _classify_timed(o, vs_rest, total, rule, n_tested)

@@ -96,12 +96,12 @@ def test_a_new_graph_break_fails_the_test_and_one_fewer_is_improved() -> None:
     broke = verdict_of(ONE_GRAPH, TWO_GRAPHS)
     assert broke.verdict == REGRESSED
     assert broke.reason == (
-        "no op changed beyond its floor | compile: compiled graphs per round 1 → 2: "
+        "no op changed beyond its floor | compile: compiled graphs per call 1 → 2: "
         "a new graph break"
     )
     mended = verdict_of(TWO_GRAPHS, ONE_GRAPH)
     assert mended.verdict == IMPROVED
-    assert mended.reason.endswith("compile: compiled graphs per round 2 → 1: fewer graph breaks")
+    assert mended.reason.endswith("compile: compiled graphs per call 2 → 1: fewer graph breaks")
     assert verdict_of(ONE_GRAPH, ONE_GRAPH).verdict == UNCHANGED
 
 
@@ -109,7 +109,7 @@ def test_a_compilation_in_the_measured_rounds_fails_the_test() -> None:
     recompiled = [*ONE_GRAPH, Ev("dynamo", 30_000, 60_000), Ev("prims::add", 31_000, 32_000)]
     verdict = verdict_of(ONE_GRAPH, recompiled)
     assert verdict.verdict == REGRESSED
-    assert verdict.reason.endswith("compile: recompiled 1 times during the measured rounds")
+    assert verdict.reason.endswith("compile: recompiled during the measured rounds")
     assert np.array_equal(
         reduce_events(arrays(recompiled)).calls[0], reduce_events(arrays(ONE_GRAPH)).calls[0]
     )
@@ -131,3 +131,20 @@ def test_a_backward_compiled_lazily_in_a_round_is_compile_time_too() -> None:
     assert [n for n in table.names if "compile" in n and n != COMPILE_OP] == []
     assert "aten::mm" not in table.names
     assert table.calls[table.index()[COMPILE_OP]].tolist() == [1]
+
+
+def test_graphs_are_counted_per_call_of_the_body_not_per_round() -> None:
+    # Three calls of the body per round: one graph each, then two each after a graph break.
+    start = TestVerdict(verdict=UNCHANGED, reason="no op changed beyond its floor")
+    one = [
+        step(0, 0, 100_000),
+        *[e for k in range(3) for e in compiled_call(k * 20_000, 0, GRAPH_A)],
+    ]
+    two = [
+        *one,
+        *[e for k in range(3) for e in compiled_call(60_000 + k * 10_000, 1, GRAPH_B)],
+    ]
+    broke = with_compile_structure(
+        start, reduce_events(arrays(one)), reduce_events(arrays(two)), per_call=3
+    )
+    assert broke.reason.endswith("compile: compiled graphs per call 1 → 2: a new graph break")
