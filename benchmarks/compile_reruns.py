@@ -35,7 +35,7 @@ three-session baseline (``--tprof-save`` in three fresh pytest processes), then 
    (the compile handling, both inside ``reduce_events``: their share of it is printed);
    ``reduce_events`` on events already made stable (the brief's alternative measure: it still
    pays the key search and ``_compile_time``, only the renaming is saved);
-   ``judge.compiled_graphs`` and ``capture.graph_breaks()`` twice each (what a test's
+   ``judge.compiled_graphs`` and ``capture.compile_log()`` twice each (what a test's
    judgement adds outside the reduction).  The overhead per test is the
    three together (one reduction; a re-measured test reduces again).  It also reduces each
    whole profile with round 0 counted as measured (a compilation inside the measured rounds)
@@ -682,8 +682,8 @@ def overhead(folder: Path, iterations: dict[str, int], repeat: int) -> list[Cost
             def judged(t: Any) -> None:
                 judge.compiled_graphs(t)
                 judge.compiled_graphs(t)
-                cap.graph_breaks()
-                cap.graph_breaks()
+                cap.compile_log()
+                cap.compile_log()
 
             us = medians_us(
                 {

@@ -578,14 +578,27 @@ def _sum_function_events(
     return acc, probe_cpu, probe_dev, has_device
 
 
-def graph_breaks() -> dict[str, int]:
-    """torch.compile's graph breaks so far in this process: reason → count (empty when Dynamo
-    was never imported: nothing was compiled)."""
+def compile_log() -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """What torch.compile has logged in this process so far: each graph break as ``reason
+    (file:line)`` (the user's frame torch gives), and each guard failure's reason.  Empty when
+    Dynamo was never imported: nothing was compiled."""
     if "torch._dynamo" not in sys.modules:
-        return {}
-    from torch._dynamo.utils import counters
+        return (), ()
+    from torch._dynamo import utils
 
-    return {str(reason): int(n) for reason, n in counters["graph_break"].items()}
+    breaks = tuple(_graph_break_text(r) for r in list(utils.graph_break_reasons))
+    guards = tuple(str(g) for failures in list(utils.guard_failures.values()) for g in failures)
+    return breaks, guards
+
+
+def _graph_break_text(reason: Any) -> str:
+    text = str(getattr(reason, "reason", reason)).strip()
+    first = text.splitlines()[0] if text else "unknown reason"
+    stack = getattr(reason, "user_stack", None) or []
+    if not stack:
+        return first
+    frame = stack[-1]
+    return f"{first} ({Path(frame.filename).name}:{frame.lineno})"
 
 
 def torch_facts() -> dict[str, Any]:

@@ -7,6 +7,7 @@ diff`` both call these and only render what comes back.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -112,13 +113,17 @@ def with_compile_structure(
     return verdict
 
 
-def new_graph_breaks(before: Mapping[str, int], after: Mapping[str, int]) -> list[str]:
-    """Notes for the graph breaks torch.compile reported while the test ran, by reason."""
-    notes = []
-    for reason, n in after.items():
-        if n > before.get(reason, 0):
-            first = reason.strip().splitlines()[0] if reason.strip() else "unknown reason"
-            notes.append(f"graph break while compiling (×{n - before.get(reason, 0)}): {first}")
+def compile_notes(
+    before: tuple[Sequence[str], Sequence[str]], after: tuple[Sequence[str], Sequence[str]]
+) -> list[str]:
+    """Notes for what torch.compile logged while the test ran: its graph breaks (reason and
+    the user's line torch gives) and its guard failures, counted exactly."""
+    breaks = Counter(after[0][len(before[0]) :])
+    notes = [f"graph break while compiling (×{n}): {text}" for text, n in breaks.items()]
+    guards = list(after[1])[len(before[1]) :]
+    if guards:
+        first = guards[0].strip().splitlines()[0] if guards[0].strip() else "no reason given"
+        notes.append(f"guard failures while profiling: {len(guards)} (first: {first})")
     return notes
 
 

@@ -125,10 +125,10 @@ class Runner:
         rule: Rule | None = None,
     ) -> tuple[Any, ProfiledTest]:
         """Capture the body for the rounds, judge it, confirm a timing regression."""
-        before = self._capture.graph_breaks()
+        before = self._capture.compile_log()
         with self._capture.intra_op_threads(self.config.threads):
             value, test = self._profile(nodeid, body, rounds=rounds, warmup=warmup, rule=rule)
-        seen = judge.new_graph_breaks(before, self._capture.graph_breaks())
+        seen = judge.compile_notes(before, self._capture.compile_log())
         return value, replace(test, verdict=test.verdict.with_notes(*seen)) if seen else test
 
     def _iterations(self, body: Body, baseline: store.Baseline | None) -> int:

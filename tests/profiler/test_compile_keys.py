@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 from test_reduce_synthetic import Ev, arrays, step
 
-from profiler.judge import compiled_graphs, with_compile_structure
+from profiler.judge import compile_notes, compiled_graphs, with_compile_structure
 from profiler.reduce import COMPILE_OP, reduce_events
 from profiler.verdicts import IMPROVED, REGRESSED, UNCHANGED, TestVerdict
 
@@ -148,3 +148,23 @@ def test_graphs_are_counted_per_call_of_the_body_not_per_round() -> None:
         start, reduce_events(arrays(one)), reduce_events(arrays(two)), per_call=3
     )
     assert broke.reason.endswith("compile: compiled graphs per call 1 → 2: a new graph break")
+
+
+def test_compile_notes_count_the_graph_breaks_and_guard_failures_of_the_test_only() -> None:
+    before = (("Call to `torch._dynamo.graph_break()` (a.py:3)",), ("x.size()[0] == 4",))
+    after = (
+        (
+            *before[0],
+            "Call to `torch._dynamo.graph_break()` (m.py:16)",
+            "Call to `torch._dynamo.graph_break()` (m.py:16)",
+            "data-dependent branching (m.py:20)",
+        ),
+        (*before[1], "x.size()[0] == 8\nmore", "y.dtype == torch.float32"),
+    )
+    assert compile_notes(before, after) == [
+        "graph break while compiling (×2): Call to `torch._dynamo.graph_break()` (m.py:16)",
+        "graph break while compiling (×1): data-dependent branching (m.py:20)",
+        "guard failures while profiling: 2 (first: x.size()[0] == 8)",
+    ]
+    # A reset of Dynamo's logs between the two reads is not a negative count.
+    assert compile_notes(after, ((), ())) == []
