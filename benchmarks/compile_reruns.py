@@ -33,7 +33,7 @@ three-session baseline (``--tprof-save`` in three fresh pytest processes), then 
    off, repetitions of about 50 ms each, the measures interleaved, the median of
    ``--repeat``): ``reduce_events(ev)``; ``with_stable_names(ev)`` and ``reduce._compile_time``
    (the compile handling, both inside ``reduce_events``: their share of it is printed);
-   ``reduce_events`` on events already made stable (the brief's alternative measure: it still
+   ``reduce_events`` on events already made stable (an alternative measure: it still
    pays the key search and ``_compile_time``, only the renaming is saved);
    ``judge.compiled_graphs`` and ``capture.compile_log()`` twice each (what a test's
    judgement adds outside the reduction).  The overhead per test is the
@@ -56,8 +56,8 @@ The tests (plants switched by ``COMPILE_PLANT`` in the test file, so one file ru
 - ``test_compiled_encoder_train``: ``nn.TransformerEncoderLayer(d_model=64, nhead=4,
   dim_feedforward=256, batch_first=True)`` and a linear head (logits times a Python float
   ``temperature``, 1.0), the model ``torch.compile``'d, cross-entropy loss and an AdamW step
-  (eager: the optimizer is not compiled).  Plant ``recompile`` (an addition to the brief's
-  two, ``--plants`` drops it): the body sets ``temperature = 0.5`` on its 6th call, which is
+  (eager: the optimizer is not compiled).  Plant ``recompile`` (beside the other
+  two; ``--plants`` drops it): the body sets ``temperature = 0.5`` on its 6th call, which is
   in the measured rounds when a baseline exists (no calibration; 2 warm-up rounds of one call),
   so Dynamo recompiles while the plugin measures; caught when the reason holds "recompiled"
   and "during the measured rounds".  It is the run where compile-time events fall in measured
