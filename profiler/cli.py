@@ -26,7 +26,7 @@ from profiler.checks import is_count
 from profiler.environment import Fingerprint
 from profiler.errors import ConfigError, TprofError
 from profiler.records import FloatArray, OpTable
-from profiler.report import failure_text, json_report, summary_line
+from profiler.report import aligned, failure_text, json_report, summary_line
 from profiler.results import ProfiledTest
 from profiler.rule import Rule
 from profiler.verdicts import CHANGED, REGRESSED, TestVerdict, verdict_rank
@@ -252,11 +252,7 @@ def _work_lines(work: WorkTable, limit: int | None) -> list[str]:
             (r.op, r.module or "(top)", r.phase, f"{r.calls:,}", f"{r.flops:,}",
              f"{r.bytes_total:,}")
         )  # fmt: skip
-    widths = [max(len(c[i]) for c in cells) for i in range(len(cells[0]))]
-    for c in cells:
-        left = [v.ljust(w) for v, w in zip(c[:3], widths[:3], strict=True)]
-        right = [v.rjust(w) for v, w in zip(c[3:], widths[3:], strict=True)]
-        lines.append("  " + "  ".join(left + right).rstrip())
+    lines += ["  " + line for line in aligned(cells, right=(3, 4, 5))]
     if limit and len(rows) > limit:
         lines.append(f"  ... {len(rows) - limit} more rows (--limit 0 shows all)")
     return lines

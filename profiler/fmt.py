@@ -90,7 +90,7 @@ def family_line(f: Mapping[str, Any]) -> str:
     )
 
 
-def work_lines(work: Any, *, limit: int = 6) -> list[str]:
+def work_facts(work: Any, *, limit: int = 6) -> list[str]:
     """A report's ``work`` section in words: the verdict with its totals, then its reasons."""
     if not isinstance(work, Mapping):
         return []

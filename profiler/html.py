@@ -142,7 +142,7 @@ def _section(i: int, t: Mapping[str, Any], link_base: Path | None) -> list[str]:
     if t.get("reason"):
         out.append(f"<p class='reason'>{_e(t['reason'])}</p>")
     facts = [_e(fmt.family_line(f)) for f in t.get("families", []) if isinstance(f, Mapping)]
-    facts += [_e(line) for line in fmt.work_lines(t.get("work"))]
+    facts += [_e(line) for line in fmt.work_facts(t.get("work"))]
     facts += [_e(n) for n in t.get("notes", []) if n]
     if t.get("trace"):
         href = _href(str(t["trace"]), link_base)

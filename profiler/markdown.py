@@ -70,7 +70,7 @@ def _details(t: Mapping[str, Any]) -> list[str]:
         out += [_cell(reason), ""]
     listed = len(out)
     facts = [fmt.family_line(f) for f in t.get("families", []) if isinstance(f, Mapping)]
-    facts += fmt.work_lines(t.get("work"))
+    facts += fmt.work_facts(t.get("work"))
     facts += [str(n) for n in t.get("notes", []) if n]
     out += [f"- {_cell(x)}" for x in facts]
     for name in ("trace", "baseline"):

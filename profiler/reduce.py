@@ -186,21 +186,17 @@ def with_stable_names(ev: EventArrays) -> EventArrays:
     firsts = _first_starts(ev)
     regions: dict[str, int] = {}
     graphs: dict[str, int] = {}
-    stable: list[str] = []
+    stable = list(ev.names)
     for i in sorted(range(len(ev.names)), key=lambda k: (firsts[k], k)):
-        name = ev.names[i]
-        if (m := _REGION.match(name)) is not None:
-            name = REGION_KEY.format(regions.setdefault(m.group(1), len(regions) + 1))
-        elif (m := _GRAPH.match(name)) is not None:
-            name = GRAPH_KEY.format(graphs.setdefault(m.group(1), len(graphs) + 1))
-        stable.append(name)
+        if (m := _REGION.match(stable[i])) is not None:
+            stable[i] = REGION_KEY.format(regions.setdefault(m.group(1), len(regions) + 1))
+        elif (m := _GRAPH.match(stable[i])) is not None:
+            stable[i] = GRAPH_KEY.format(graphs.setdefault(m.group(1), len(graphs) + 1))
     if not regions and not graphs:
         return ev
-    order = sorted(range(len(ev.names)), key=lambda k: (firsts[k], k))
-    by_index = dict(zip(order, stable, strict=True))
-    names = tuple(dict.fromkeys(by_index[i] for i in range(len(ev.names))))
+    names = tuple(dict.fromkeys(stable))
     position = {n: k for k, n in enumerate(names)}
-    remap = np.asarray([position[by_index[i]] for i in range(len(ev.names))], dtype=np.int64)
+    remap = np.asarray([position[n] for n in stable], dtype=np.int64)
     return replace(ev, names=names, name_idx=remap[ev.name_idx])
 
 

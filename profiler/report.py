@@ -131,7 +131,7 @@ def work_table(rows: Sequence[WorkDelta], *, limit: int | None = None) -> list[s
                 r.status,
             )
         )
-    lines = _aligned(cells, right=(3, 4, 5))
+    lines = aligned(cells, right=(3, 4, 5))
     if limit is not None and len(rows) > limit:
         lines.append(f"... {len(rows) - limit} more rows (-v shows all)")
     return lines
@@ -149,10 +149,11 @@ def module_table(modules: Sequence[ModuleWork]) -> list[str]:
                 f"{m.base_bytes:,} → {m.cur_bytes:,}",
             )
         )
-    return _aligned(cells, right=(2, 3))
+    return aligned(cells, right=(2, 3))
 
 
-def _aligned(cells: Sequence[Sequence[str]], *, right: tuple[int, ...]) -> list[str]:
+def aligned(cells: Sequence[Sequence[str]], *, right: tuple[int, ...]) -> list[str]:
+    """Rows of cells in columns two spaces apart; the ``right`` columns right-aligned."""
     widths = [max(len(c[i]) for c in cells) for i in range(len(cells[0]))]
     return [
         "  ".join(
