@@ -61,6 +61,7 @@ class Source:
     protocol: Mapping[str, Any] = field(default_factory=dict)
     device_names: tuple[str, ...] = ()
     work: WorkTable | None = None  # a baseline's work census (its newest session's)
+    hosts: tuple[str | None, ...] = ()  # a baseline's host per session
 
     @property
     def label(self) -> str:
@@ -116,6 +117,7 @@ def load_source(path: Path) -> Source:
         fingerprint=base.fingerprint,
         protocol=base.protocol,
         work=base.work,
+        hosts=base.hosts,
     )
 
 
@@ -153,6 +155,7 @@ def _recorded(source: Source) -> judging.Recorded:
         protocol=source.protocol,
         device_names=source.device_names if source.kind == "trace" else None,
         work=source.work,
+        hosts=source.hosts,
     )
 
 
@@ -658,6 +661,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_show(sub)
     _add_diff(sub)
     _add_report(sub)
+    _add_accept(sub)
     return parser
 
 
@@ -734,6 +738,47 @@ def _add_report(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         help="write a Markdown summary (default: none)",
     )
     report.set_defaults(func=_cmd_report)
+
+
+def _add_accept(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    accept = sub.add_parser(
+        "accept",
+        help="accept an intended change: keep only the newest session of each test's baseline",
+        description=(
+            "After `pytest --tprof --tprof-save` recorded an intended change, keep only that "
+            "newest session of each named test's baseline, so the floor learns nothing from "
+            "sessions of the code before it. Name tests by node id or baseline file."
+        ),
+    )
+    accept.add_argument("tests", metavar="TEST", nargs="+", help="node id or baseline file")
+    accept.add_argument(
+        "--baseline-dir",
+        metavar="DIR",
+        default="baselines",
+        help="where node ids are looked up (default: baselines)",
+    )
+    accept.set_defaults(func=_cmd_accept)
+
+
+def _cmd_accept(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    code = EXIT_OK
+    for test in args.tests:
+        given = Path(test)
+        paths = [given] if given.is_file() else store.baselines_of(Path(args.baseline_dir), test)
+        if not paths:
+            print(
+                f"tprof: error: {test}: no baseline under {args.baseline_dir}; record one with "
+                "pytest --tprof-save (or pass --baseline-dir)",
+                file=err,
+            )
+            code = EXIT_ERROR
+        for path in paths:
+            try:
+                print(f"accepted {test}: {store.accept_newest(path)}", file=out)
+            except TprofError as exc:
+                print(f"tprof: error: {exc}", file=err)
+                code = EXIT_ERROR
+    return code
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -6,6 +6,7 @@ and passed in here as plain data, so this module never imports torch.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import platform
 import re
@@ -44,6 +45,25 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine() or "unknown"
 
 
+def host_id() -> str:
+    """This host as timing knows it: the hostname and a short hash of this boot.
+
+    Timings differ between machines whose CPU model reads the same (cloud VMs, CI runners with
+    one hostname) and between boots of one machine, so a host is one boot of one machine
+    (Linux's boot id; elsewhere the machine id, else the hostname alone).  docs/design.md §7.
+    """
+    name = socket.gethostname() or "unknown"
+    for source in ("/proc/sys/kernel/random/boot_id", "/etc/machine-id"):
+        try:
+            with open(source, encoding="ascii", errors="replace") as f:
+                token = f.read(128).strip()
+        except OSError:
+            continue
+        if token:
+            return f"{name}·{hashlib.sha1(token.encode()).hexdigest()[:8]}"
+    return name
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Fingerprint:
     """Hard keys (comparability) and soft keys (information only) of one environment."""
@@ -70,6 +90,7 @@ class Fingerprint:
         }
         soft: dict[str, Any] = {
             "hostname": socket.gethostname(),
+            "host": host_id(),
             "system": platform.system().lower(),
             "machine": platform.machine().lower(),
             "cpu_count": os.cpu_count(),

@@ -45,6 +45,7 @@ class Recorded:
     protocol: Mapping[str, Any] = field(default_factory=dict)
     device_names: tuple[str, ...] | None = None  # set for traces
     work: WorkTable | None = None  # the work census (a baseline's: its last session's)
+    hosts: tuple[str | None, ...] = ()  # the host each table was recorded on (None: unknown)
 
 
 def judge(
@@ -72,9 +73,48 @@ def judge(
     )  # fmt: skip
     if verdict.verdict == INCOMPARABLE:
         return verdict
+    verdict = with_noise_check(verdict, rule)
     per_call = 1 if ib != ic else (ib or 1)  # tables already per iteration when they differ
     verdict = with_compile_structure(verdict, base_tables[-1], current_table, per_call=per_call)
     return with_work(verdict, baseline.work, current.work, rule)
+
+
+def too_noisy(verdict: TestVerdict, rule: Rule) -> str | None:
+    """Why the timing layer can't vouch for an unchanged test, or None when it can.
+
+    A floor or a minimum detectable effect above ``rule.useful_floor`` passes any slowdown
+    short of it: such a test is inconclusive, not unchanged.  A fixed floor is the user's
+    choice and isn't second-guessed; the detectable effect still is.
+    """
+    if not verdict.timing_compared:
+        return None
+    limit = rule.useful_floor * 100.0
+    worst_family = []
+    for f in verdict.families:
+        learned = rule.rel_floor is None and f.floor_pct > limit
+        if learned or f.mde_pct > limit:
+            worst_family.append(
+                f"{f.family.upper()} floor {f.floor_pct:.0f}% ({f.floor_source}), "
+                f"min detectable effect {f.mde_pct:.0f}%"
+            )
+    if not worst_family:
+        return None
+    return (
+        "timing too noisy to judge: " + "; ".join(worst_family) + ". Record more sessions "
+        "(--tprof-save; a larger --tprof-window), longer rounds (--tprof-min-round-us), "
+        "or a fixed floor (--tprof-floor / rel_floor=)"
+    )
+
+
+def with_noise_check(verdict: TestVerdict, rule: Rule) -> TestVerdict:
+    """An unchanged verdict whose timing couldn't have seen a slowdown says so."""
+    if verdict.verdict != UNCHANGED:
+        return verdict
+    why = too_noisy(verdict, rule)
+    if why is None:
+        return verdict
+    reason = why if verdict.reason == NOTHING_CHANGED else f"{why} | {verdict.reason}"
+    return replace(verdict, verdict=INCONCLUSIVE, reason=reason)
 
 
 def compiled_graphs(table: OpTable) -> tuple[int, int]:
@@ -146,8 +186,12 @@ def with_work(
         shown = "; ".join(work.reasons[:_WORK_REASONS])
         more = len(work.reasons) - _WORK_REASONS
         work_reason = f"work: {shown}" + (f" (+{more} more)" if more > 0 else "")
-        quiet = verdict.reason == NOTHING_CHANGED
-        reason = work_reason if quiet else f"{reason} | {work_reason}"
+        if verdict.reason == NOTHING_CHANGED:
+            reason = work_reason
+        elif work.regressed:  # what fails the test comes first
+            reason = f"{work_reason} | {reason}"
+        else:
+            reason = f"{reason} | {work_reason}"
     return replace(verdict, verdict=word, reason=reason, work=work)
 
 
@@ -160,15 +204,39 @@ def _differences(
 ) -> tuple[list[str], list[str]]:
     """Structure and timing differences between the sides (notes say what couldn't be told)."""
     if baseline.fingerprint is not None and current.fingerprint is not None:
-        return comparability(
+        structure, timing = comparability(
             baseline.fingerprint, current.fingerprint, baseline.protocol, current.protocol
         )
+        host = host_difference(baseline.hosts, current.hosts[-1] if current.hosts else None)
+        return structure, timing + ([host] if host and not timing else [])
     diffs: list[str] = []
     b_dev, c_dev = baseline.device_names, current.device_names
     if b_dev is not None and c_dev is not None and b_dev != c_dev:
         diffs = [f"gpus {_names(b_dev)} → {_names(c_dev)}"]
     notes.append("a trace carries no environment fingerprint: comparability was not checked")
     return [], diffs
+
+
+def host_difference(baseline_hosts: Sequence[str | None], here: str | None) -> str | None:
+    """Why timings can't be judged across hosts, or None when they can.
+
+    A floor learned on one host knows nothing of the spread between hosts: timing is judged
+    against a baseline that holds sessions of this host, or of two hosts or more (its floor
+    then spans hosts).  Calls and work gate either way.  A baseline whose sessions record no
+    host (saved before hosts were kept) could come from anywhere: re-recording fixes it.  A
+    side with no host at all (a trace, a table built in code) isn't judged by this rule.
+    """
+    if here is None or not baseline_hosts:
+        return None
+    known = sorted({h for h in baseline_hosts if h})
+    if here in known or len(known) >= 2:
+        return None
+    if not known:
+        return "host: the baseline's sessions record no host (re-record with --tprof-save)"
+    return (
+        f"host: baseline from one other host ({known[0]}, this is {here}); timings are judged "
+        "against sessions of this host or of 2+ hosts"
+    )
 
 
 def _names(names: Sequence[str]) -> str:
@@ -200,6 +268,32 @@ def per_iteration(table: OpTable, iterations: int) -> OpTable:
         total_device_us=table.total_device_us / iterations,
         wall_us=table.wall_us / iterations,
     )
+
+
+def unlike_window(verdict: TestVerdict, rule: Rule) -> str | None:
+    """Why a session about to join a baseline's window measured other code, or None.
+
+    A save whose work or structure changed restarts the window on its own; one whose timing
+    alone moved beyond the floor (a family's total, or an op carrying a material share of the
+    round) is kept, with this warning: sessions of other code would teach the floor their
+    difference.
+    """
+    if verdict.structure_regressed or verdict.work_regressed:
+        return None
+    moved = [
+        o
+        for o in verdict.ops
+        if o.verdict in (REGRESSED, IMPROVED) and o.share >= rule.material_share
+    ]
+    totals = [f for f in verdict.families if f.verdict in (REGRESSED, IMPROVED)]
+    if not (moved or totals):
+        return None
+    if moved:
+        top = max(moved, key=lambda o: abs(o.delta_pct))
+        what = f"{top.op} {top.family.upper()} {top.delta_pct:+.0f}%"
+    else:
+        what = f"{totals[0].family.upper()} total {totals[0].delta_pct:+.0f}%"
+    return f"unlike the window: {what} (its floor would learn that difference)"
 
 
 # --------------------------------------------------------------------------- confirmation

@@ -78,6 +78,9 @@ class Rule:
     # test's FLOPs or bytes is a real change.
     work_floor: float = DEFAULT_WORK_FLOOR
 
+    # A test whose floor or minimum detectable effect is above this share can't say
+    # "unchanged" about its timing: it says "inconclusive" and what would help.
+    useful_floor: float = 0.5
     floor_z: float = 3.0  # how far out a new session's drift may fall before it counts
     # Where a side's time is read: a lower quantile, since contention on a shared machine only
     # ever adds time; the U tests use the rounds below twice that quantile.  0.5 reads the

@@ -31,6 +31,7 @@ class RunConfig:
     baseline_dir: Path = Path("baselines")
     trace_dir: Path | None = Path(".tprof/traces")
     save: bool = False
+    reset: bool = False  # a save starts each test's window afresh from this run
     window: int = store.DEFAULT_WINDOW
     rule: Rule = field(default_factory=Rule)
     confirm: bool = True
@@ -182,7 +183,7 @@ class Runner:
         found = _Found(baseline=baseline, error=error)
         current = judge.Recorded(
             tables=(result.table,), fingerprint=self.fingerprint, protocol=protocol,
-            work=test.work,
+            work=test.work, hosts=(self.fingerprint.soft.get("host"),),
         )  # fmt: skip
         verdict = self.judge(nodeid, found, current, rule or cfg.rule)
         if verdict.timing_regressed and verdict.work_regressed:
@@ -263,7 +264,7 @@ class Runner:
         base = found.baseline
         baseline = judge.Recorded(
             tables=tuple(base.tables), fingerprint=base.fingerprint, protocol=base.protocol,
-            work=base.work,
+            work=base.work, hosts=base.hosts,
         )  # fmt: skip
         return judge.judge(baseline, current, rule)
 
@@ -301,8 +302,9 @@ class Runner:
         protocol = {k: v for k, v in test.protocol.items() if k != "warmup_used"}
         with store.locked(path):  # read under the lock: a concurrent save's session is kept
             existing, error = self.load(test.nodeid)
+            unlike = None if existing is None else self._unlike_window(existing, test, protocol)
             updated, what = store.with_session(
-                existing,
+                None if self.config.reset else existing,
                 nodeid=test.nodeid,
                 fingerprint=self.fingerprint,
                 protocol=protocol,
@@ -311,11 +313,29 @@ class Runner:
             )
             if error is not None:
                 what = "replaced a damaged file"
+            elif self.config.reset and existing is not None:
+                what = f"restarted (--tprof-reset; {len(existing.sessions)} older session(s) dropped)"
+            elif unlike and what.startswith("appended"):
+                what = f"{what}; {unlike}; if that change is intended: tprof accept '{test.nodeid}'"
             store.save_baseline(path, updated)
         if self.config.save_trace and test.trace and Path(test.trace).is_file():
             _copy_atomic(Path(test.trace), self.baseline_trace_path(test.nodeid))
             what += " (with its trace)"
         return replace(test, save_note=f"{what}: {path}")
+
+    def _unlike_window(
+        self, existing: store.Baseline, test: ProfiledTest, protocol: Mapping[str, Any]
+    ) -> str | None:
+        """How the session about to be saved differs in timing from the window it joins."""
+        if test.table is None:
+            return None
+        current = judge.Recorded(
+            tables=(test.table,), fingerprint=self.fingerprint, protocol=protocol,
+            work=test.work, hosts=(self.fingerprint.soft.get("host"),),
+        )  # fmt: skip
+        found = _Found(baseline=existing, error=None)
+        rule = self.config.rule
+        return judge.unlike_window(self.judge(test.nodeid, found, current, rule), rule)
 
 
 def _copy_atomic(src: Path, dst: Path) -> None:

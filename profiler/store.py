@@ -17,7 +17,7 @@ import re
 import tempfile
 import unicodedata
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -98,6 +98,11 @@ class Baseline:
         return [s.table for s in self.sessions]
 
     @property
+    def hosts(self) -> tuple[str | None, ...]:
+        """The host each session was recorded on (None: recorded before hosts were kept)."""
+        return tuple(_host(s.soft) for s in self.sessions)
+
+    @property
     def work(self) -> WorkTable | None:
         """The work census the test is judged against: the newest session's."""
         return self.sessions[-1].work
@@ -112,6 +117,11 @@ class Baseline:
             "protocol": dict(self.protocol),
             "sessions": [s.to_dict() for s in self.sessions],
         }
+
+
+def _host(soft: Mapping[str, Any]) -> str | None:
+    host = soft.get("host")
+    return host if isinstance(host, str) and host else None
 
 
 def now_iso() -> str:
@@ -152,6 +162,30 @@ def other_environments(root: Path, env_key: str, nodeid: str) -> list[Path]:
     except OSError:  # no baseline folder yet, or one we may not list
         return []
     return sorted(d / name for d in folders if (d / name).is_file())
+
+
+def baselines_of(root: Path, nodeid: str) -> list[Path]:
+    """The test's baseline files in every environment folder under ``root``."""
+    return other_environments(root, "", nodeid)  # no folder is named "": none is left out
+
+
+def accept_newest(path: Path) -> str:
+    """Keep only the newest session of the baseline at ``path``: an intended change accepted.
+
+    After ``pytest --tprof-save`` recorded the changed code, its session alone is the window,
+    so the floor learns nothing from sessions of the code before.  Says what it did.
+    """
+    with locked(path):
+        base = load_baseline(path)
+        newest = base.sessions[-1]
+        dropped = len(base.sessions) - 1
+        if dropped:
+            save_baseline(path, replace(base, sessions=(newest,)))
+    if not dropped:
+        return f"one session already (recorded {newest.recorded_at}): {path}"
+    return (
+        f"kept the newest session (recorded {newest.recorded_at}), dropped {dropped} older: {path}"
+    )
 
 
 def iter_baselines(folder: Path) -> Iterator[Path]:

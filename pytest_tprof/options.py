@@ -42,6 +42,14 @@ _OPTIONS: tuple[tuple[str, str, str, Any, str], ...] = (
         "pass, adding a session to each baseline's window; no gating in that run (default: off)",
     ),
     (
+        "--tprof-reset",
+        "tprof_reset",
+        "bool",
+        False,
+        "with --tprof-save: start each saved test's window afresh from this run's session, "
+        "dropping the older ones (accepts an intended change; default: off)",
+    ),
+    (
         "--tprof-baseline-dir",
         "tprof_baseline_dir",
         "path",
@@ -240,6 +248,11 @@ def _checked(given: dict[str, tuple[Any, str]]) -> dict[str, Any]:
         problem = number_problem(value, minimum=minimum, maximum=maximum, integer=integer)
         if problem is not None:
             raise pytest.UsageError(f"{name} {problem}")
+    if given["tprof_reset"][0] and not given["tprof_save"][0]:
+        raise pytest.UsageError(
+            f"{given['tprof_reset'][1]} restarts the windows a save appends to: "
+            "give it with --tprof-save"
+        )
     floor, name = given["tprof_floor"]
     if floor is not None and not 0 <= floor < 10:
         raise pytest.UsageError(f"{name} must be a fraction like 0.1 (got {floor})")
@@ -265,6 +278,7 @@ def read_settings(config: pytest.Config) -> Settings:
         baseline_dir=path(values["tprof_baseline_dir"]) or root / "baselines",
         trace_dir=path(values["tprof_trace_dir"]),
         save=values["tprof_save"],
+        reset=values["tprof_reset"],
         window=values["tprof_window"],
         rule=Rule(rel_floor=floor, strict_calls=values["tprof_strict"]),
         confirm=not values["tprof_no_confirm"],

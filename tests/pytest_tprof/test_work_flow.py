@@ -31,13 +31,13 @@ class Net(nn.Module):
 
     def forward(self, x):
         h = torch.relu(self.fc1(x))
-        if os.environ.get("PLANT") == "copy":
+        if "copy" in os.environ.get("PLANT", ""):
             h = h.t().contiguous().t()
         return self.fc2(h)
 
 
 def test_step(tprof):
-    hidden = 80 if os.environ.get("PLANT") == "wider" else 64
+    hidden = 80 if os.environ.get("PLANT", "").startswith("wider") else 64
     torch.manual_seed(0)
     net = Net(hidden)
     x = torch.randn(16, 32)
@@ -225,3 +225,50 @@ def test_with_stack_the_work_reasons_name_the_users_source_line(
     line = next(r for r in test["work"]["reasons"] if r.startswith("aten::addmm in fc1 (forward)"))
     assert line.endswith(f" [test_model.py:{forward} in forward]")
     assert f"[test_model.py:{forward} in forward]" in result.stdout.str()
+
+
+def test_an_accepted_change_gates_again_right_after_its_save(
+    model: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for _ in range(2):
+        run(model, monkeypatch, "--tprof-save")
+    run(model, monkeypatch, "--tprof-save", plant="wider")  # the intended change, accepted
+    assert len(json.loads(baseline_file(model).read_text())["sessions"]) == 1
+    result, _ = run(model, monkeypatch, "--tprof", plant="wider")
+    result.assert_outcomes(passed=1)
+    result, test = run(model, monkeypatch, "--tprof", plant="wider copy")  # then a regression
+    result.assert_outcomes(failed=1)
+    assert test["work"]["verdict"] == "regressed"
+
+
+def test_reset_starts_the_window_afresh_and_needs_a_save(
+    model: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for _ in range(2):
+        run(model, monkeypatch, "--tprof-save")
+    result, _ = run(model, monkeypatch, "--tprof-save", "--tprof-reset")
+    line = next(x for x in result.outlines if x.startswith("SAVED"))
+    assert "restarted (--tprof-reset; 2 older session(s) dropped)" in line
+    assert len(json.loads(baseline_file(model).read_text())["sessions"]) == 1
+    bare = model.runpytest_subprocess(*FAST, "--tprof", "--tprof-reset")
+    assert bare.ret == pytest.ExitCode.USAGE_ERROR
+    bare.stderr.fnmatch_lines(["*'--tprof-reset' restarts the windows a save appends to*"])
+
+
+def test_a_baseline_from_another_host_gates_calls_and_work_not_timing(
+    model: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for _ in range(2):
+        run(model, monkeypatch, "--tprof-save")
+    path = baseline_file(model)
+    doc = json.loads(path.read_text())
+    assert {s["soft"]["host"] for s in doc["sessions"]} == {doc["environment"]["soft"]["host"]}
+    for s in doc["sessions"]:
+        s["soft"]["host"] = "elsewhere·00000000"
+    path.write_text(json.dumps(doc))
+    result, test = run(model, monkeypatch, "--tprof")
+    result.assert_outcomes(passed=1)
+    assert test["differences"][0].startswith("host: baseline from one other host (elsewhere·")
+    result, test = run(model, monkeypatch, "--tprof", plant="wider")
+    result.assert_outcomes(failed=1)
+    assert test["work"]["verdict"] == "regressed"
