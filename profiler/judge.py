@@ -345,6 +345,25 @@ def after_fresh_process(verdict: TestVerdict, child: str | None, why: str) -> Te
     )
 
 
+def awaiting_serial_confirmation(verdict: TestVerdict, workers: int) -> TestVerdict:
+    """Under xdist, a timing regression waits for the workers to finish: other workers'
+    load makes one process slower than another, so it is confirmed in a fresh process run
+    alone afterwards, and gates no worse than a serial run.  Meanwhile it is inconclusive."""
+    return replace(
+        verdict,
+        verdict=worst([INCONCLUSIVE, UNCHANGED if verdict.work is None else verdict.work.verdict]),
+        reason=f"slower beside {workers - 1} other worker(s); confirmed alone once the workers "
+        f"finish: {verdict.reason}",
+    )
+
+
+def after_serial_confirmation(pending: TestVerdict, child: str | None, why: str) -> TestVerdict:
+    """The verdict of a regression found under xdist, once a fresh process ran it alone."""
+    return after_fresh_process(pending, child, why).with_notes(
+        "found beside other xdist workers; re-run alone once they finished"
+    )
+
+
 def under_xdist(verdict: TestVerdict, workers: int) -> TestVerdict:
     """What the header promises under xdist: timing verdicts say other workers ran beside."""
     if workers <= 1:

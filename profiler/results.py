@@ -33,6 +33,9 @@ class ProfiledTest:
     benchmark: bool = False
     side_by_side: str | None = None
     work: WorkTable | None = None  # this run's work census
+    # Under xdist: the timing regression that awaits its serial confirmation (the verdict
+    # meanwhile says so and passes), confirmed by the controller once the workers finish.
+    pending: TestVerdict | None = None
 
     def with_outcome(self, outcome: str) -> ProfiledTest:
         return replace(self, outcome=outcome)
@@ -62,6 +65,7 @@ class ProfiledTest:
             "benchmark": self.benchmark,
             "side_by_side": self.side_by_side,
             "work": None if self.work is None else self.work.to_dict(),
+            "pending": None if self.pending is None else self.pending.to_dict(),
         }
 
     @classmethod
@@ -85,4 +89,5 @@ class ProfiledTest:
             benchmark=bool(d.get("benchmark", False)),
             side_by_side=d.get("side_by_side"),
             work=None if d.get("work") is None else WorkTable.from_dict(d["work"]),
+            pending=None if d.get("pending") is None else TestVerdict.from_dict(d["pending"]),
         )

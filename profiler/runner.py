@@ -314,7 +314,9 @@ class Runner:
             if error is not None:
                 what = "replaced a damaged file"
             elif self.config.reset and existing is not None:
-                what = f"restarted (--tprof-reset; {len(existing.sessions)} older session(s) dropped)"
+                what = (
+                    f"restarted (--tprof-reset; {len(existing.sessions)} older session(s) dropped)"
+                )
             elif unlike and what.startswith("appended"):
                 what = f"{what}; {unlike}; if that change is intended: tprof accept '{test.nodeid}'"
             store.save_baseline(path, updated)

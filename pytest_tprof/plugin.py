@@ -124,8 +124,12 @@ class TprofPlugin:
             warmup=warmup if warmup is not None else counts.get("warmup"),
             rule=rule,
         )
-        verdict = result.verdict
-        if self._confirm_fresh(verdict):
+        verdict, pending = result.verdict, None
+        if self._confirm_fresh(verdict) and self.workers > 1:
+            pending = verdict
+            verdict = judge.awaiting_serial_confirmation(verdict, self.workers)
+        elif self._confirm_fresh(verdict):
+            self._progress("[tprof: slower; confirming in a fresh process]")
             child, why = fresh.verdict_in_fresh_process(
                 self.config,
                 self.settings.run,
@@ -134,7 +138,7 @@ class TprofPlugin:
             )
             verdict = judge.after_fresh_process(verdict, child, why)
         verdict = judge.under_xdist(verdict, self.workers)
-        return value, replace(result, verdict=verdict)
+        return value, replace(result, verdict=verdict, pending=pending)
 
     def _confirm_fresh(self, verdict: TestVerdict) -> bool:
         return (
@@ -220,6 +224,8 @@ class TprofPlugin:
                 workeroutput["tprof"] = [r.to_dict() for r in self.results.values()]
             return
         interrupted = session.exitstatus == pytest.ExitCode.INTERRUPTED
+        if not interrupted and self._confirm_serially():
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
         if self.settings.run.save and not interrupted:
             self._save()
             if self.save_failed:
@@ -249,6 +255,54 @@ class TprofPlugin:
         for d in dicts:
             r = ProfiledTest.from_dict(d)
             self.results[r.nodeid] = r
+
+    def _progress(self, text: str) -> None:
+        tr = self.config.pluginmanager.get_plugin("terminalreporter")
+        if tr is not None and not self.is_worker:
+            tr.write(f" {text} ", yellow=True, flush=True)
+
+    def _confirm_serially(self) -> bool:
+        """Re-run alone each timing regression the xdist workers found; True if one failed."""
+        pending = sorted(r.nodeid for r in self.results.values() if r.pending is not None)
+        tr = self.config.pluginmanager.get_plugin("terminalreporter")
+        if pending and tr is not None:
+            tr.line("")  # after the progress line
+            tr.write_line(
+                f"tprof: confirming {len(pending)} timing regression(s) found under xdist, "
+                "each alone in a fresh process"
+            )
+        failed = False
+        for nodeid in pending:
+            r = self.results[nodeid]
+            assert r.pending is not None
+            child, why = fresh.verdict_in_fresh_process(
+                self.config, self.settings.run, nodeid, timeout=_SERIAL_TIMEOUT_S
+            )
+            r = replace(r, verdict=judge.after_serial_confirmation(r.pending, child, why))
+            r = replace(r, pending=None)
+            if r.verdict.failing and r.outcome == "passed":
+                r = r.with_outcome("failed")
+                self._log_failure(r, tr)
+                failed = True
+            self.results[nodeid] = r
+        return failed
+
+    def _log_failure(self, result: ProfiledTest, tr: Any) -> None:
+        """Turn a test that passed in its worker into the failure its confirmation found."""
+        if tr is not None:  # its pass no longer counts
+            passed = tr.stats.get("passed", [])
+            tr.stats["passed"] = [x for x in passed if getattr(x, "nodeid", None) != result.nodeid]
+        path, _, name = result.nodeid.partition("::")
+        report = pytest.TestReport(
+            nodeid=result.nodeid,
+            location=(path, None, name or path),
+            keywords={},
+            outcome="failed",
+            longrepr=rpt.failure_text(result, verbose=self.config.get_verbosity() > 0),
+            when="call",
+            user_properties=[(PROPERTY, result.verdict.verdict)],
+        )
+        self.config.hook.pytest_runtest_logreport(report=report)
 
     def _save(self) -> None:
         for nodeid, r in list(self.results.items()):
@@ -333,6 +387,9 @@ _OUTCOME = {"failed": "failed", "skipped": "was skipped"}
 _JSON = ("JSON report", "--tprof-json")
 _MARKDOWN = ("Markdown summary", "--tprof-markdown")
 _STEP_SUMMARY = ("GitHub step summary", "GITHUB_STEP_SUMMARY")
+
+
+_SERIAL_TIMEOUT_S = 600.0  # one test re-run alone after the workers: generous, it runs once
 
 
 def _write_text(path: Path, text: str, option: str, *, baseline_dir: Path, append: bool) -> None:

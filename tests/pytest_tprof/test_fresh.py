@@ -26,7 +26,11 @@ HERE = Path(__file__).parent
 # "once.txt": this process (only) runs in a slow mode, like an op whose speed belongs to the
 # process; "always.txt": the code itself got slower, in every process.
 ONCE = HERE / "once.txt"
-SLOW = ONCE.exists() or (HERE / "always.txt").exists()
+# "workers.txt": slow in xdist's workers only, as when other workers load the machine.
+IN_WORKER = bool(os.environ.get("PYTEST_XDIST_WORKER"))
+SLOW = ONCE.exists() or (HERE / "always.txt").exists() or (
+    IN_WORKER and (HERE / "workers.txt").exists()
+)
 ONCE.unlink(missing_ok=True)
 
 
@@ -96,3 +100,23 @@ def test_a_fresh_process_without_a_verdict_leaves_the_regression_standing(
     assert test["verdict"] == "regressed"
     why = "not re-run in a fresh process: the fresh process did not run the test"
     assert why in test["notes"]  # type: ignore[operator]
+
+
+def test_under_xdist_a_slowdown_the_workers_alone_show_passes_after_the_workers(
+    suite: pytest.Pytester,
+) -> None:
+    result, test = _run(suite, ("workers.txt",), "-n", "2")
+    result.assert_outcomes(passed=1)
+    assert test["verdict"] == "inconclusive"
+    assert str(test["reason"]).startswith("slower in this process, not in a fresh one")
+    assert "found beside other xdist workers; re-run alone once they finished" in test["notes"]  # type: ignore[operator]
+    result.stdout.fnmatch_lines(["tprof: confirming 1 timing regression(s) found under xdist*"])
+
+
+def test_under_xdist_a_real_slowdown_fails_once_confirmed_alone(suite: pytest.Pytester) -> None:
+    result, test = _run(suite, ("always.txt",), "-n", "2")
+    result.assert_outcomes(failed=1)  # its pass in the worker no longer counts
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    assert test["verdict"] == "regressed" and test["outcome"] == "failed"
+    assert "confirmed in a fresh process" in test["notes"]  # type: ignore[operator]
+    result.stdout.fnmatch_lines(["*REGRESSED*test_modes.py::test_matmul*"])
