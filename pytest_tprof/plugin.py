@@ -124,7 +124,27 @@ class TprofPlugin:
             warmup=warmup if warmup is not None else counts.get("warmup"),
             rule=rule,
         )
-        verdict = result.verdict
+        return value, replace(result, verdict=self._confirmed(item, result.verdict, started))
+
+    def borrowed_rounds(self, item: pytest.Item) -> Any:
+        """A profiler session for the rounds of the test's pytest-benchmark fixture."""
+        counts, _ = marker_overrides(item, self.settings.run.rule)
+        return self.runner.borrowed_rounds(rounds=counts.get("rounds"), warmup=counts.get("warmup"))
+
+    def judge_borrowed(self, item: pytest.Item, borrowed: Any) -> ProfiledTest:
+        """The verdict on pytest-benchmark's profiled rounds, confirmed like :meth:`profile`'s."""
+        counts, rule = marker_overrides(item, self.settings.run.rule)
+        started = time.monotonic()
+        result = self.runner.judge_borrowed(
+            item.nodeid, borrowed, warmup=counts.get("warmup"), rule=rule
+        )
+        return replace(result, verdict=self._confirmed(item, result.verdict, started))
+
+    def profiling_threads(self) -> Any:
+        return self.runner.threads()
+
+    def _confirmed(self, item: pytest.Item, verdict: TestVerdict, started: float) -> TestVerdict:
+        """A timing regression confirmed in a fresh process; the note xdist's workers need."""
         if self._confirm_fresh(verdict):
             child, why = fresh.verdict_in_fresh_process(
                 self.config,
@@ -133,8 +153,7 @@ class TprofPlugin:
                 timeout=60.0 + 5.0 * (time.monotonic() - started),
             )
             verdict = judge.after_fresh_process(verdict, child, why)
-        verdict = judge.under_xdist(verdict, self.workers)
-        return value, replace(result, verdict=verdict)
+        return judge.under_xdist(verdict, self.workers)
 
     def _confirm_fresh(self, verdict: TestVerdict) -> bool:
         return (
@@ -182,7 +201,7 @@ class TprofPlugin:
         if "benchmark" in getattr(item, "fixturenames", ()):
             from pytest_tprof.benchmark import wrap
 
-            wrap(item, self.profile)
+            wrap(item, self)
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_makereport(
