@@ -8,12 +8,13 @@ It writes three pytest-benchmark tests (a 16-element ``relu``, which pytest-benc
 calibrates to many iterations per round; a 128x128 ``mm``; an MLP forward under
 ``pedantic(rounds=40)``) and runs them with ``pytest --benchmark-json --benchmark-save-data``,
 without and with ``--tprof`` (3 warm-up + 20 rounds, tprof's defaults), alternating, in one
-invocation.  Both runs use one intra-op thread, as ``--tprof`` does by default, so only the
-profiler differs (with torch's own threads on a busy 2-core machine the plain ``mm`` read
-≈ 48 ms against ≈ 50 µs: thread-pool stalls, design.md §5).  Under ``--tprof`` the first 23 rounds pytest-benchmark keeps
-run under the profiler and the rest unprofiled, so the table gives pytest-benchmark's mean and median per
-call both ways, and, from its per-round data, the median of the profiled rounds alone
-against the same rounds of the plain run.  Exits non-zero when pytest-benchmark's median
+invocation.  Both runs use one intra-op thread, as ``--tprof`` does by default, so only
+the profiler differs (with torch's own threads on a busy 2-core machine the plain ``mm``
+read ~48 ms against ~50 us: thread-pool stalls, design.md section 5).  Under ``--tprof``
+the first 23 rounds pytest-benchmark keeps run under the profiler and the rest unprofiled,
+so the table gives pytest-benchmark's mean and median per call both ways, and, from its
+per-round data, the median of the profiled rounds alone against the same rounds of the
+plain run.  Exits non-zero when pytest-benchmark's median
 under ``--tprof`` is more than 1.25x the plain one for a test whose rounds are mostly
 unprofiled (the relu and mm tests).
 """
