@@ -372,6 +372,29 @@ def _wall_us(wall_us: Sequence[float] | FloatArray | None, rounds: _Rounds) -> F
     return wall
 
 
+def keep_rounds(table: OpTable, rounds: Sequence[int]) -> OpTable:
+    """The same table with only ``rounds`` (indices, in that order); ops none of them called go.
+
+    Another harness's loop (pytest-benchmark's) runs warm-up rounds between its kept ones.
+    """
+    keep = np.asarray(rounds, dtype=np.int64)
+    called = np.flatnonzero(table.calls[:, keep].any(axis=1))
+    rows = np.ix_(called, keep)
+    return OpTable(
+        names=tuple(table.names[i] for i in called.tolist()),
+        calls=table.calls[rows],
+        self_cpu_us=table.self_cpu_us[rows],
+        total_cpu_us=table.total_cpu_us[rows],
+        self_device_us=table.self_device_us[rows],
+        total_device_us=table.total_device_us[rows],
+        wall_us=table.wall_us[keep],
+        probe_cpu_us=table.probe_cpu_us[keep],
+        probe_device_us=table.probe_device_us[keep],
+        has_device=table.has_device,
+        meta=table.meta,
+    )
+
+
 def drop_leading_rounds(table: OpTable, count: int) -> OpTable:
     """The same table without its first ``count`` rounds (extra warm-up found after capture).
 

@@ -201,6 +201,54 @@ class Runner:
             test = self.side_by_side(test)
         return result.value, test
 
+    def borrowed_rounds(self, *, rounds: int | None, warmup: int | None) -> Any:
+        """A profiler session for another harness's rounds (a ``capture.BorrowedRounds``):
+        it profiles up to ``warmup + rounds`` of the rounds that harness keeps."""
+        cfg = self.config
+        budget = (cfg.rounds if rounds is None else rounds) + (
+            cfg.warmup if warmup is None else warmup
+        )
+        return self._capture.BorrowedRounds(
+            budget=budget, probe=cfg.probe, record_shapes=cfg.record_shapes
+        )
+
+    def threads(self) -> Any:
+        """The intra-op threads tprof profiles with, as a context manager."""
+        return self._capture.intra_op_threads(self.config.threads)
+
+    def judge_borrowed(
+        self, nodeid: str, borrowed: Any, *, warmup: int | None, rule: Rule | None = None
+    ) -> ProfiledTest:
+        """Judge (or record) the rounds another harness ran under ``borrowed``.
+
+        Neither the work census nor a re-measurement is taken: both would call the body more
+        often than that harness does.  Raises ``CaptureError`` when no round was profiled.
+        """
+        cfg = self.config
+        result = borrowed.result(
+            warmup=cfg.warmup if warmup is None else warmup,
+            trace_path=self.trace_path(nodeid),
+            trace_metadata={"nodeid": nodeid},
+        )
+        protocol = self.protocol(
+            rounds=result.table.rounds, warmup=result.warmup_used, iterations=result.iterations
+        )
+        test = self._tested(nodeid, result, protocol)
+        notes = ("no work census: it would call the benchmarked function more often",)
+        notes += (result.trace_problem,) if result.trace_problem else ()
+        if cfg.save:
+            verdict = TestVerdict(verdict=SAVED, reason="recorded for the baseline", notes=notes)
+            return replace(test, verdict=verdict)
+        baseline, error = self.load(nodeid)
+        current = judge.Recorded(
+            tables=(result.table,), fingerprint=self.fingerprint, protocol=protocol
+        )
+        verdict = self.judge(
+            nodeid, _Found(baseline=baseline, error=error), current, rule or cfg.rule
+        )
+        test = replace(test, verdict=verdict.with_notes(*notes))
+        return self.side_by_side(test) if verdict.regressed else test
+
     def _tested(self, nodeid: str, result: Any, protocol: Mapping[str, Any]) -> ProfiledTest:
         """The record of a capture, before any verdict."""
         return ProfiledTest(

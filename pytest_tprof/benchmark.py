@@ -1,21 +1,39 @@
 """pytest-benchmark interplay: a ``benchmark``-using test also gets an op-level profile.
 
-After pytest-benchmark has timed the function its own way, the same function is profiled for
-tprof's rounds (outside pytest-benchmark's timing), compared like any tprof test, and a per-op
-summary is put in the benchmark's ``extra_info["tprof"]`` so ``--benchmark-json`` carries it.
+pytest-benchmark keeps its contract: the function is called exactly as often, in the same
+order, with the same setup and teardown as without ``--tprof``.  tprof profiles
+pytest-benchmark's own rounds instead of running its own: the profiler opens once
+pytest-benchmark has calibrated, each of its rounds becomes a profiler step, and the rounds it
+keeps in its statistics (not its warm-up) are tprof's rounds, up to tprof's warm-up + rounds;
+later rounds run unprofiled.  A per-op summary goes in ``extra_info["tprof"]`` so
+``--benchmark-json`` carries it, with how many of pytest-benchmark's rounds were profiled.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager
 from dataclasses import replace
-from typing import Any
+from typing import Any, Protocol
 
 import pytest
 
+from profiler.errors import TprofError
 from profiler.results import ProfiledTest
-from profiler.runner import Body
-from pytest_tprof.fixture import RESULT_KEY, Profile
+from pytest_tprof.fixture import RESULT_KEY
+
+# pytest-benchmark's fixture methods tprof wraps (present from 4.0 to 5.x).
+_HOOKS = ("_make_stats", "_make_runner", "__call__", "pedantic")
+
+
+class Borrowing(Protocol):
+    """What the plugin gives: a session for a test's rounds, and their verdict."""
+
+    def borrowed_rounds(self, item: pytest.Item) -> Any: ...
+
+    def judge_borrowed(self, item: pytest.Item, borrowed: Any) -> ProfiledTest: ...
+
+    def profiling_threads(self) -> AbstractContextManager[None]: ...
 
 
 def extra_info(result: ProfiledTest, *, limit: int = 10) -> dict[str, Any]:
@@ -46,44 +64,69 @@ def extra_info(result: ProfiledTest, *, limit: int = 10) -> dict[str, Any]:
     }
 
 
-def wrap(item: pytest.Item, profile: Profile) -> None:
-    """Make the test's ``benchmark`` fixture profile its function after benchmarking it."""
+def wrap(item: pytest.Item, tprof: Borrowing) -> None:
+    """Make the test's ``benchmark`` fixture run its rounds under one profiler session."""
     funcargs: Mapping[str, Any] = getattr(item, "funcargs", {})
     fixture = funcargs.get("benchmark")
     if fixture is None or RESULT_KEY in item.stash or getattr(fixture, "disabled", False):
         return
     original = type(fixture)
-
-    def profile_after(
-        fn: Callable[..., Any],
-        args: tuple[Any, ...],
-        kwargs: Mapping[str, Any],
-        setup: Callable[[], Any] | None,
-    ) -> None:
-        body = Body(fn=fn, args=args, kwargs=kwargs, setup=setup)
-        _, result = profile(item, body, rounds=None, warmup=None)
-        result = replace(result, benchmark=True)
-        item.stash[RESULT_KEY] = result
-        info = getattr(fixture, "extra_info", None)
-        if isinstance(info, dict):
-            info["tprof"] = extra_info(result)
+    if not all(hasattr(original, name) for name in _HOOKS):
+        return
+    borrowed = tprof.borrowed_rounds(item)
 
     class ProfilingBenchmark(original):  # type: ignore[misc, valid-type]
-        def __call__(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-            value = original.__call__(self, fn, *args, **kwargs)
-            profile_after(fn, args, kwargs, None)
-            return value
+        def _make_stats(self, iterations: int) -> Any:
+            # pytest-benchmark makes its statistics after calibrating and before any round
+            # it keeps: the session opens here, so calibration runs unprofiled.
+            stats = original._make_stats(self, iterations)
+            update = stats.update
 
-        def pedantic(
-            self,
-            target: Callable[..., Any],
-            args: tuple[Any, ...] = (),
-            kwargs: Mapping[str, Any] | None = None,
-            setup: Callable[[], Any] | None = None,
-            **rest: Any,
-        ) -> Any:
-            value = original.pedantic(self, target, args=args, kwargs=kwargs, setup=setup, **rest)
-            profile_after(target, tuple(args), dict(kwargs or {}), setup)
-            return value
+            def update_then_keep(duration: float) -> None:
+                update(duration)
+                borrowed.kept()
+
+            stats.update = update_then_keep
+            borrowed.start(iterations)
+            return stats
+
+        def _make_runner(self, fn: Callable[..., Any], args: Any, kwargs: Any) -> Any:
+            runner = original._make_runner(self, fn, args, kwargs)
+
+            def profiled_round(*a: Any, **k: Any) -> Any:
+                with borrowed.round():
+                    return runner(*a, **k)
+
+            return profiled_round
+
+        def __call__(self, *args: Any, **kwargs: Any) -> Any:
+            return _profiled(self, original.__call__, args, kwargs)
+
+        def pedantic(self, *args: Any, **kwargs: Any) -> Any:
+            return _profiled(self, original.pedantic, args, kwargs)
+
+    def _profiled(fixture: Any, method: Any, args: Any, kwargs: Any) -> Any:
+        with tprof.profiling_threads():
+            try:
+                value = method(fixture, *args, **kwargs)
+            finally:
+                borrowed.stop()
+        _record(item, fixture, tprof, borrowed)
+        return value
 
     fixture.__class__ = ProfilingBenchmark
+
+
+def _record(item: pytest.Item, fixture: Any, tprof: Borrowing, borrowed: Any) -> None:
+    """Judge the profiled rounds; say in ``extra_info`` what tprof did to the benchmark."""
+    info = getattr(fixture, "extra_info", None)
+    info = info if isinstance(info, dict) else {}
+    profiled = {"profiled_rounds": borrowed.kept_rounds, "iterations": borrowed.iterations}
+    try:
+        result = tprof.judge_borrowed(item, borrowed)
+    except TprofError as exc:  # no torch op, or a profiler already open: not tprof's test
+        info["tprof"] = {**profiled, "verdict": None, "reason": f"not profiled: {exc}"}
+        return
+    result = replace(result, benchmark=True)
+    item.stash[RESULT_KEY] = result
+    info["tprof"] = {**profiled, **extra_info(result)}

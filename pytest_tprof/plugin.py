@@ -124,7 +124,33 @@ class TprofPlugin:
             warmup=warmup if warmup is not None else counts.get("warmup"),
             rule=rule,
         )
-        verdict, pending = result.verdict, None
+        verdict, pending = self._confirmed(item, result.verdict, started)
+        return value, replace(result, verdict=verdict, pending=pending)
+
+    def borrowed_rounds(self, item: pytest.Item) -> Any:
+        """A profiler session for the rounds of the test's pytest-benchmark fixture."""
+        counts, _ = marker_overrides(item, self.settings.run.rule)
+        return self.runner.borrowed_rounds(rounds=counts.get("rounds"), warmup=counts.get("warmup"))
+
+    def judge_borrowed(self, item: pytest.Item, borrowed: Any) -> ProfiledTest:
+        """The verdict on pytest-benchmark's profiled rounds, confirmed like :meth:`profile`'s."""
+        counts, rule = marker_overrides(item, self.settings.run.rule)
+        started = time.monotonic()
+        result = self.runner.judge_borrowed(
+            item.nodeid, borrowed, warmup=counts.get("warmup"), rule=rule
+        )
+        verdict, pending = self._confirmed(item, result.verdict, started)
+        return replace(result, verdict=verdict, pending=pending)
+
+    def profiling_threads(self) -> Any:
+        return self.runner.threads()
+
+    def _confirmed(
+        self, item: pytest.Item, verdict: TestVerdict, started: float
+    ) -> tuple[TestVerdict, TestVerdict | None]:
+        """A timing regression confirmed in a fresh process (under xdist: left pending, to be
+        confirmed alone once the workers finish), and the note xdist's workers need."""
+        pending = None
         if self._confirm_fresh(verdict) and self.workers > 1:
             pending = verdict
             verdict = judge.awaiting_serial_confirmation(verdict, self.workers)
@@ -137,8 +163,7 @@ class TprofPlugin:
                 timeout=60.0 + 5.0 * (time.monotonic() - started),
             )
             verdict = judge.after_fresh_process(verdict, child, why)
-        verdict = judge.under_xdist(verdict, self.workers)
-        return value, replace(result, verdict=verdict, pending=pending)
+        return judge.under_xdist(verdict, self.workers), pending
 
     def _confirm_fresh(self, verdict: TestVerdict) -> bool:
         return (
@@ -186,7 +211,7 @@ class TprofPlugin:
         if "benchmark" in getattr(item, "fixturenames", ()):
             from pytest_tprof.benchmark import wrap
 
-            wrap(item, self.profile)
+            wrap(item, self)
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_makereport(

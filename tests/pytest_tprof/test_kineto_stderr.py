@@ -1,0 +1,67 @@
+"""kineto's ``USDT:`` lines at profiler start and stop never reach what the user reads."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from profiler import capture
+
+SMALL = ["--tprof-rounds=2", "--tprof-warmup=0", "--tprof-min-round-us=0", "-p", "no:cacheprovider"]
+
+
+def test_torch_prints_usdt_lines_at_start_and_stop() -> None:
+    # What is filtered must exist: without the filter, one line at start and one at stop.
+    code = (
+        "import torch\nfrom torch.profiler import profile\nwith profile():\n    torch.ones(2) + 1\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    usdt = [line for line in done.stderr.splitlines() if line.startswith("USDT:")]
+    if not usdt:
+        pytest.skip("this torch's kineto prints no USDT lines")
+    assert [line.rsplit("] ", 1)[-1] for line in usdt] == ["profiler_start", "profiler_stop"]
+
+
+def test_only_kineto_lines_are_dropped_and_the_rest_passes_in_order(
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    with capture.kineto_lines_dropped():
+        os.write(2, b"first\nUSDT:2026 x.cpp:52] profiler_start\nsecond (no newline)")
+    os.write(2, b"\nafter\n")
+    assert capfd.readouterr().err == "first\nsecond (no newline)\nafter\n"
+
+
+def test_a_capture_prints_nothing_but_what_the_body_writes(
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    import torch
+
+    def body() -> None:
+        torch.ones(3) + 1
+        os.write(2, b"from the body\n")
+
+    capture.capture(body, rounds=2, warmup=0, probe=False)
+    assert capfd.readouterr().err == "from the body\n" * 2
+
+
+def test_a_failing_tprof_test_shows_no_usdt_line(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        """
+        import os, sys
+        import torch
+
+        def test_fails(tprof):
+            tprof(lambda: torch.ones(8) + 1)
+            print("user's stderr", file=sys.stderr)
+            assert False
+        """
+    )
+    result = pytester.runpytest_subprocess(
+        "--tprof", f"--tprof-baseline-dir={pytester.path}", *SMALL
+    )
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*Captured stderr call*", "user's stderr"])
+    assert not [line for line in result.outlines + result.errlines if "USDT" in line]
