@@ -151,7 +151,7 @@ def _section(i: int, t: Mapping[str, Any], link_base: Path | None) -> list[str]:
     ]
     if t.get("reason"):
         out.append(f"<p class='reason'>{_e(t['reason'])}</p>")
-    moved = drift(t.get("uniform_shift"), t.get("probe_shift"), always=True)
+    moved = drift(t.get("uniform_shift"), t.get("probe_shift"))
     facts = [_e(moved)] if moved else []
     facts += [_e(line) for line in family_lines(t)]
     facts += [_e(line) for line in fmt.work_facts(t.get("work"))]

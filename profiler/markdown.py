@@ -71,7 +71,7 @@ def _details(t: Mapping[str, Any]) -> list[str]:
     if reason:
         out += [_cell(reason), ""]
     listed = len(out)
-    facts = [rows.drift(t.get("uniform_shift"), t.get("probe_shift"), always=True)]
+    facts = [rows.drift(t.get("uniform_shift"), t.get("probe_shift"))]
     facts += rows.family_lines(t)
     facts += fmt.work_facts(t.get("work"))
     facts += [str(n) for n in t.get("notes", []) if n]

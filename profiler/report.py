@@ -48,10 +48,10 @@ def where_lines(v: TestVerdict) -> list[str]:
     if v.work is None:
         return []
     out = []
-    for o in v.flagged_ops():
-        rows = [r for r in v.work.rows if r.op == o.op and r.cur_calls > 0]
-        if rows:
-            out.append(f"{o.op} runs " + "; ".join(_where(rows)))
+    for name in dict.fromkeys(o.op for o in v.flagged_ops()):  # once, not once per family
+        found = [r for r in v.work.rows if r.op == name and r.cur_calls > 0]
+        if found:
+            out.append(f"{name} runs " + "; ".join(_where(found)))
     return out
 
 
@@ -151,7 +151,7 @@ def details(test: ProfiledTest) -> list[str]:
     v = test.verdict
     doc = v.to_dict()
     out = []
-    moved = rows.drift(v.uniform_shift_pct, v.probe_shift_pct, always=True)
+    moved = rows.drift(v.uniform_shift_pct, v.probe_shift_pct)
     if moved:
         out.append(moved)
     out += rows.family_lines(doc)

@@ -224,7 +224,7 @@ def _structure_cause(label: str, f: Mapping[str, Any], ops: Sequence[Mapping[str
 # --------------------------------------------------------------------------- drift
 
 
-def drift(uniform: Any, probe: Any, *, always: bool = False) -> str:
+def drift(uniform: Any, probe: Any) -> str:
     """The machine's drift in words, or ``""`` when it is too small to matter.
 
     ``uniform`` is the median change of the ops' raw times (before the drift probe corrects
@@ -235,7 +235,7 @@ def drift(uniform: Any, probe: Any, *, always: bool = False) -> str:
     u, p = fmt.num(uniform), fmt.num(probe)
     if u is None:
         return ""
-    if not always and abs(u) < DRIFT_SHOWN_PCT and (p is None or abs(p) < DRIFT_SHOWN_PCT):
+    if abs(u) < DRIFT_SHOWN_PCT and (p is None or abs(p) < DRIFT_SHOWN_PCT):
         return ""
     ops = f"all ops {fmt.pct(u)} alike in raw time"
     if p is None:
