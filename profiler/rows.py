@@ -31,6 +31,8 @@ OP_COLUMNS: Final = (
 # Column headers of the table of tests (Markdown and HTML).
 SUMMARY_COLUMNS: Final = ("test", "verdict", "why", "machine drift")
 NUMERIC_COLUMNS: Final = frozenset(range(2, 9))  # right-aligned where a report aligns
+# Points between the judged total's change and its op rows' summed change worth explaining.
+SPLIT_SHOWN_PCT: Final = 10.0
 # Below this many percent either way, the drift of the machine is not worth a phrase.
 DRIFT_SHOWN_PCT: Final = 10.0
 # A probe that moved less than this is steady: a shift of all ops is then not the machine.
@@ -130,6 +132,12 @@ def family_line(f: Mapping[str, Any], ops: Sequence[Mapping[str, Any]]) -> str:
     if base > 0:
         change = (cur / base - 1.0) * 100.0
         line += f"; its op rows sum to {fmt.us(base)} → {fmt.us(cur)} µs ({fmt.pct(change)})"
+        total = fmt.num(f.get("delta_pct"))
+        if total is not None and abs(total - change) >= SPLIT_SHOWN_PCT:
+            line += (
+                " — they differ because the total is read from whole rounds and each row from"
+                " its own op's fast rounds: different ops were slow in different rounds"
+            )
     return line
 
 
@@ -237,13 +245,10 @@ def drift(uniform: Any, probe: Any) -> str:
         return ""
     if abs(u) < DRIFT_SHOWN_PCT and (p is None or abs(p) < DRIFT_SHOWN_PCT):
         return ""
-    ops = f"all ops {fmt.pct(u)} alike in raw time"
+    ops = f"ops {fmt.pct(u)} in raw time"
     if p is None:
         return ops
     if abs(p) >= PROBE_STEADY_PCT:
         who = "slower" if p > 0 else "faster"
-        return (
-            f"machine drift: drift probe {fmt.pct(p)}, {ops}: the machine was {who}; "
-            "times are compared in probe units, so this is corrected for"
-        )
-    return f"{ops}, drift probe steady ({fmt.pct(p)}): not the machine"
+        return f"machine {who}: drift probe {fmt.pct(p)}, {ops}; compared in probe units"
+    return f"all {ops}, drift probe steady ({fmt.pct(p)}): not the machine"

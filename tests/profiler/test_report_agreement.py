@@ -246,3 +246,4 @@ def test_the_judged_total_and_the_op_rows_sum_are_both_named_when_they_disagree(
     assert found is not None, line
     assert int(found.group(1)) >= 20
     assert abs(int(found.group(2).replace("±", ""))) <= 5
+    assert line.endswith("different ops were slow in different rounds")
