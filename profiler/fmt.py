@@ -10,7 +10,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from profiler.verdicts import FLAGGED_OPS, NEW, STRUCTURAL_OPS, verdict_rank
+from profiler.verdicts import FLAGGED_OPS, NEW, verdict_rank
 
 FAMILY = {"cpu": "CPU", "cuda": "CUDA"}
 
@@ -53,12 +53,6 @@ def share(v: Any) -> str:
     return "-" if x is None else f"{x:.0f}%"
 
 
-def p_value(v: Any) -> str:
-    """A p-value to two significant digits: ``0.0031``, ``1e-08``."""
-    x = num(v)
-    return "-" if x is None else f"{x:.2g}"
-
-
 def p_value_floored(v: Any) -> str:
     """A p-value for tables: below 0.0001 reads ``<0.0001``."""
     x = num(v)
@@ -68,26 +62,6 @@ def p_value_floored(v: Any) -> str:
 
 
 # --------------------------------------------------------------------------- report lines
-
-
-def op_delta(o: Mapping[str, Any]) -> str:
-    """``CPU +31% (+120.5 µs)``, or ``CPU new, calls 0→3 (+40.0 µs)`` for structure."""
-    fam = family(o.get("family", ""))
-    verdict = str(o.get("verdict", ""))
-    if verdict in STRUCTURAL_OPS:
-        calls = f"calls {o.get('calls_baseline')}→{o.get('calls_current')}"
-        return f"{fam} {verdict}, {calls} ({us(o.get('delta_us'), signed=True)} µs)"
-    return f"{fam} {pct(o.get('delta_pct'), verdict)} ({us(o.get('delta_us'), signed=True)} µs)"
-
-
-def family_line(f: Mapping[str, Any]) -> str:
-    """``CPU total 775.7 → 1,384.0 µs/round (+78%), floor 5% (...), min detectable effect 4%``."""
-    totals = f"{us(f.get('baseline_total_us'))} → {us(f.get('current_total_us'))}"
-    return (
-        f"{family(f.get('family', ''))} total {totals} µs/round ({pct(f.get('delta_pct'))}), "
-        f"floor {share(f.get('floor_pct'))} ({f.get('floor_source', '')}), "
-        f"min detectable effect {share(f.get('mde_pct'))}"
-    )
 
 
 def work_facts(work: Any, *, limit: int = 6) -> list[str]:
@@ -141,19 +115,15 @@ def ordered_tests(doc: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     return sorted(tests, key=lambda t: verdict_rank(str(t.get("verdict", ""))))
 
 
+def is_flagged(o: Mapping[str, Any]) -> bool:
+    """An op row a failure shows: a regression or a structural change."""
+    return o.get("verdict") in FLAGGED_OPS
+
+
 def ops_by_interest(ops: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
     """Flagged ops (regressed, structural) first, then the rest by the size of their delta."""
 
     def key(o: Mapping[str, Any]) -> tuple[int, float]:
-        flagged = o.get("verdict") in FLAGGED_OPS
-        return (0 if flagged else 1, -abs(num(o.get("delta_us")) or 0.0))
+        return (0 if is_flagged(o) else 1, -abs(num(o.get("delta_us")) or 0.0))
 
     return sorted(ops, key=key)
-
-
-def top_ops(t: Mapping[str, Any], n: int = 3) -> list[Mapping[str, Any]]:
-    """The ops worth naming in a one-line summary of a test."""
-    ops = [
-        o for o in t.get("ops", []) if isinstance(o, Mapping) and num(o.get("delta_us")) is not None
-    ]
-    return ops_by_interest(ops)[:n]

@@ -19,6 +19,16 @@ from urllib.parse import quote
 
 from profiler import fmt
 from profiler.errors import TprofError
+from profiler.rows import (
+    NUMERIC_COLUMNS,
+    OP_COLUMNS,
+    SUMMARY_COLUMNS,
+    OpRow,
+    drift,
+    family_lines,
+    op_rows,
+    why,
+)
 from profiler.verdicts import FLAGGED_OPS
 
 if TYPE_CHECKING:
@@ -88,8 +98,9 @@ def html_report(doc: Mapping[str, Any], *, link_base: Path | None = None) -> str
         for i, t in enumerate(tests):
             body += _section(i, t, link_base)
     body.append(
-        "<footer>Times are per round in drift-probe units (µs): medians in the tables, and "
-        "per-round distributions for the flagged ops.</footer>"
+        "<footer>Times are µs per round in drift-probe units: each side's fast-round time "
+        "(the 25th percentile of its rounds) in the tables, and per-round distributions for "
+        "the flagged ops. docs/reports.md explains every column and word.</footer>"
     )
     return _PAGE.format(style=_STYLE, body="\n".join(body))
 
@@ -119,19 +130,18 @@ def _badge(verdict: str) -> str:
 
 
 def _summary_table(tests: Sequence[Mapping[str, Any]]) -> list[str]:
-    rows = ["<table class='summary'><tr><th>test</th><th>verdict</th><th>top op deltas</th>"
-            "<th>uniform shift</th></tr>"]  # fmt: skip
+    head = "".join(f"<th>{_e(c)}</th>" for c in SUMMARY_COLUMNS)
+    out = [f"<table class='summary'><tr>{head}</tr>"]
     for i, t in enumerate(tests):
-        deltas = "<br>".join(
-            f"<code>{_e(o.get('op'))}</code> {_e(fmt.op_delta(o))}" for o in fmt.top_ops(t)
-        )
-        rows.append(
+        said = "<br>".join(_e(c) for c in why(t))
+        moved = drift(t.get("uniform_shift"), t.get("probe_shift"))
+        out.append(
             f"<tr><td><a href='#t{i}'><code>{_e(t.get('nodeid'))}</code></a></td>"
-            f"<td>{_badge(str(t.get('verdict')))}</td><td>{deltas or '-'}</td>"
-            f"<td class='num'>{_e(fmt.pct(t.get('uniform_shift')))}</td></tr>"
+            f"<td>{_badge(str(t.get('verdict')))}</td><td>{said or '-'}</td>"
+            f"<td>{_e(moved or '-')}</td></tr>"
         )
-    rows.append("</table>")
-    return rows
+    out.append("</table>")
+    return out
 
 
 def _section(i: int, t: Mapping[str, Any], link_base: Path | None) -> list[str]:
@@ -141,7 +151,9 @@ def _section(i: int, t: Mapping[str, Any], link_base: Path | None) -> list[str]:
     ]
     if t.get("reason"):
         out.append(f"<p class='reason'>{_e(t['reason'])}</p>")
-    facts = [_e(fmt.family_line(f)) for f in t.get("families", []) if isinstance(f, Mapping)]
+    moved = drift(t.get("uniform_shift"), t.get("probe_shift"))
+    facts = [_e(moved)] if moved else []
+    facts += [_e(line) for line in family_lines(t)]
     facts += [_e(line) for line in fmt.work_facts(t.get("work"))]
     facts += [_e(n) for n in t.get("notes", []) if n]
     if t.get("trace"):
@@ -171,8 +183,7 @@ def _section(i: int, t: Mapping[str, Any], link_base: Path | None) -> list[str]:
         medians = _medians_chart([o for o in ops if o.get("verdict") in FLAGGED_OPS])
         if medians:
             out.append(medians)
-    if ops:
-        out += _op_table(fmt.ops_by_interest(ops))
+    out += _op_table(op_rows(t))
     out.append("</section>")
     return out
 
@@ -202,34 +213,27 @@ def _module_table(rows: Sequence[tuple[str, str, str, str]]) -> list[str]:
     return [f"<h3>work per module</h3><table>{head}{body}</table>"]
 
 
-def _op_table(ops: Sequence[Mapping[str, Any]]) -> list[str]:
-    head = (
-        "<tr><th>op</th><th>family</th><th>baseline µs</th><th>current µs</th><th>Δ µs</th>"
-        "<th>Δ %</th><th>p (adj)</th><th>calls</th><th>verdict</th></tr>"
-    )
+def _op_table(shown: Sequence[OpRow]) -> list[str]:
+    """The op rows under :data:`rows.OP_COLUMNS`; past :data:`TABLE_ROWS`, folded away."""
+    if not shown:
+        return []
+    head = "<tr>" + "".join(f"<th>{_e(c)}</th>" for c in OP_COLUMNS) + "</tr>"
 
-    def row(o: Mapping[str, Any]) -> str:
-        v = str(o.get("verdict", ""))
-        note = f" ({o['note']})" if o.get("note") else ""
-        colour = COLOURS.get(v)
+    def row(r: OpRow) -> str:
+        colour = COLOURS.get(r.verdict)
         style = f" style='color:{colour};font-weight:600'" if colour else ""
-        return (
-            f"<tr><td><code>{_e(o.get('op'))}</code></td>"
-            f"<td>{_e(fmt.FAMILY.get(str(o.get('family')), o.get('family')))}</td>"
-            f"<td class='num'>{fmt.us(o.get('baseline_median_us'))}</td>"
-            f"<td class='num'>{fmt.us(o.get('current_median_us'))}</td>"
-            f"<td class='num'>{fmt.us(o.get('delta_us'), signed=True)}</td>"
-            f"<td class='num'>{_e(fmt.pct(o.get('delta_pct'), v))}</td>"
-            f"<td class='num'>{fmt.p_value_floored(o.get('p_value'))}</td>"
-            f"<td class='num'>{_e(o.get('calls_baseline'))} → {_e(o.get('calls_current'))}</td>"
-            f"<td{style}>{_e(v + note)}</td></tr>"
-        )
+        cells = [f"<td><code>{_e(r.op)}</code></td>"]
+        for i, c in enumerate(r.cells()[1:-1], start=1):
+            cls = " class='num'" if i in NUMERIC_COLUMNS else ""
+            cells.append(f"<td{cls}>{_e(c)}</td>")
+        cells.append(f"<td{style}>{_e(r.cells()[-1])}</td>")
+        return "<tr>" + "".join(cells) + "</tr>"
 
-    out = ["<table class='ops'>" + head + "".join(row(o) for o in ops[:TABLE_ROWS]) + "</table>"]
-    if len(ops) > TABLE_ROWS:
-        rest = "".join(row(o) for o in ops[TABLE_ROWS:])
+    out = ["<table class='ops'>" + head + "".join(row(r) for r in shown[:TABLE_ROWS]) + "</table>"]
+    if len(shown) > TABLE_ROWS:
+        rest = "".join(row(r) for r in shown[TABLE_ROWS:])
         out.append(
-            f"<details><summary>{len(ops) - TABLE_ROWS} more ops</summary>"
+            f"<details><summary>{len(shown) - TABLE_ROWS} more ops</summary>"
             f"<table class='ops'>{head}{rest}</table></details>"
         )
     return out
@@ -304,7 +308,7 @@ def _delta_chart(ops: Sequence[Mapping[str, Any]], totals: Mapping[str, float], 
 
 
 def _medians_chart(flagged: Sequence[Mapping[str, Any]]) -> str:
-    """Baseline and current median per round of the flagged ops, side by side."""
+    """Baseline and current fast-round time of the flagged ops, side by side."""
     rows = [
         o
         for o in fmt.ops_by_interest(flagged)[:CHART_OPS]
@@ -329,7 +333,7 @@ def _medians_chart(flagged: Sequence[Mapping[str, Any]]) -> str:
     ]
     ax.set_yticks(y, labels)
     ax.invert_yaxis()
-    ax.set_xlabel("median self time per round (µs)")
+    ax.set_xlabel("fast-round self time per round (µs, 25th percentile)")
     ax.set_title("Flagged ops: baseline vs current")
     ax.grid(axis="x", color="#e0e0e0", linewidth=0.6)
     ax.set_axisbelow(True)
@@ -337,7 +341,7 @@ def _medians_chart(flagged: Sequence[Mapping[str, Any]]) -> str:
         ax.spines[side].set_visible(False)
     handles = [Patch(color=BASELINE, label="baseline"), Patch(color=colours[0], label="current")]
     fig.legend(handles=handles, loc="outside lower center", ncols=2, frameon=False)
-    return _img(fig, "baseline vs current medians of the flagged ops")
+    return _img(fig, "baseline vs current fast-round times of the flagged ops")
 
 
 def _rounds_chart(rounds: Sequence[Mapping[str, Any]]) -> str:

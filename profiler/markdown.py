@@ -10,8 +10,9 @@ import html
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from profiler import fmt
+from profiler import fmt, rows
 from profiler.results import ProfiledTest
+from profiler.rows import NUMERIC_COLUMNS, OP_COLUMNS, SUMMARY_COLUMNS
 from profiler.verdicts import FAILING, REGRESSED
 
 DETAIL_ROWS = 20
@@ -45,15 +46,16 @@ def markdown_from_report(doc: Mapping[str, Any]) -> str:
         lines += ["No profiled tests.", ""]
         return "\n".join(lines)
     lines += [fmt.counts_line(tests) + ".", ""]
-    lines += ["| test | verdict | top op deltas | uniform shift |", "|---|---|---|---|"]
+    lines += [
+        "| " + " | ".join(SUMMARY_COLUMNS) + " |",
+        "|" + "---|" * len(SUMMARY_COLUMNS),
+    ]
     for t in tests:
         verdict = str(t.get("verdict", ""))
         shown = f"**{verdict}**" if verdict in FAILING else verdict
-        deltas = "<br>".join(
-            f"{_code(str(o.get('op')))} {_cell(fmt.op_delta(o))}" for o in fmt.top_ops(t)
-        )
-        shift = fmt.pct(t.get("uniform_shift"))
-        lines.append(f"| {_code(str(t.get('nodeid')))} | {shown} | {deltas or '-'} | {shift} |")
+        why = "<br>".join(_cell(c) for c in rows.why(t))
+        drift = _cell(rows.drift(t.get("uniform_shift"), t.get("probe_shift")))
+        lines.append(f"| {_code(str(t.get('nodeid')))} | {shown} | {why or '-'} | {drift or '-'} |")
     lines.append("")
     for t in tests:
         lines += _details(t)
@@ -69,10 +71,11 @@ def _details(t: Mapping[str, Any]) -> list[str]:
     if reason:
         out += [_cell(reason), ""]
     listed = len(out)
-    facts = [fmt.family_line(f) for f in t.get("families", []) if isinstance(f, Mapping)]
+    facts = [rows.drift(t.get("uniform_shift"), t.get("probe_shift"))]
+    facts += rows.family_lines(t)
     facts += fmt.work_facts(t.get("work"))
     facts += [str(n) for n in t.get("notes", []) if n]
-    out += [f"- {_cell(x)}" for x in facts]
+    out += [f"- {_cell(x)}" for x in facts if x]
     for name in ("trace", "baseline"):
         if t.get(name):
             out.append(f"- {name}: {_code(str(t[name]))}")
@@ -83,30 +86,20 @@ def _details(t: Mapping[str, Any]) -> list[str]:
         out += ["| module | phase | FLOPs | bytes |", "|---|---|--:|--:|"]
         out += ["| " + " | ".join(_cell(c) for c in row) + " |" for row in modules]
         out.append("")
-    ops = fmt.ops_by_interest([o for o in t.get("ops", []) if isinstance(o, Mapping)])
-    if ops:
+    op_rows = rows.op_rows(t)
+    if op_rows:
         out += [
-            "| op | family | baseline µs | current µs | Δ µs | Δ % | p (adj) | calls | verdict |",
-            "|---|---|--:|--:|--:|--:|--:|--:|---|",
+            "| " + " | ".join(OP_COLUMNS) + " |",
+            "|"
+            + "".join("--:|" if i in NUMERIC_COLUMNS else "---|" for i in range(len(OP_COLUMNS))),
         ]
-        for o in ops[:DETAIL_ROWS]:
-            v = str(o.get("verdict", ""))
-            note = f" ({o['note']})" if o.get("note") else ""
-            cells = [
-                _code(str(o.get("op"))),
-                fmt.family(o.get("family")),
-                fmt.us(o.get("baseline_median_us")),
-                fmt.us(o.get("current_median_us")),
-                fmt.us(o.get("delta_us"), signed=True),
-                fmt.pct(o.get("delta_pct"), v),
-                fmt.p_value_floored(o.get("p_value")),
-                f"{o.get('calls_baseline')} → {o.get('calls_current')}",
-                _cell(v + note),
-            ]
-            out.append("| " + " | ".join(cells) + " |")
-        if len(ops) > DETAIL_ROWS:
+        for r in op_rows[:DETAIL_ROWS]:
+            cells = list(r.cells())
+            cells[0] = _code(cells[0])
+            out.append("| " + " | ".join(_cell(c) if i else c for i, c in enumerate(cells)) + " |")
+        if len(op_rows) > DETAIL_ROWS:
             out.append("")
-            out.append(f"{len(ops) - DETAIL_ROWS} more ops in the JSON report.")
+            out.append(f"{len(op_rows) - DETAIL_ROWS} more ops in the JSON report.")
         out.append("")
     out += ["</details>", ""]
     return out

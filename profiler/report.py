@@ -5,41 +5,23 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from profiler import fmt
+from profiler import rows
 from profiler.results import ProfiledTest
-from profiler.verdicts import EXPLAINED, NO_BASELINE, NOT_SAVED, SAVED, OpVerdict, TestVerdict
+from profiler.rows import NUMERIC_COLUMNS, OP_COLUMNS, OpRow
+from profiler.verdicts import EXPLAINED, NO_BASELINE, NOT_SAVED, SAVED, TestVerdict
 from profiler.work import ModuleWork, WorkDelta, WorkVerdict, by_module
 
 # 2: op rows name the op-against-the-rest figures vs_rest_pct / vs_rest_floor_pct (were peer_*).
 JSON_SCHEMA_VERSION = 2
 
 
-def op_table(ops: Sequence[OpVerdict], *, limit: int | None = None) -> list[str]:
-    """Aligned rows: op, family, baseline → current median µs, Δ µs, Δ %, p, calls, verdict."""
-    header = ("op", "family", "baseline → current µs", "Δ µs", "Δ %", "p (adj)", "calls", "verdict")
-    rows = [header]
-    shown = list(ops if limit is None else ops[:limit])
-    for o in shown:
-        rows.append(
-            (
-                o.op,
-                fmt.family(o.family),
-                f"{fmt.us(o.baseline_median_us)} → {fmt.us(o.current_median_us)}",
-                f"{o.delta_us:+,.1f}",
-                fmt.pct(o.delta_pct),
-                fmt.p_value(o.p_value),
-                f"{o.calls_baseline} → {o.calls_current}",
-                o.verdict + (f" ({o.note})" if o.note else ""),
-            )
-        )
-    widths = [max(len(r[i]) for r in rows) for i in range(len(header) - 1)]
-    lines = []
-    for r in rows:
-        cells = [r[0].ljust(widths[0]), r[1].ljust(widths[1])]
-        cells += [c.rjust(w) for c, w in zip(r[2:-1], widths[2:], strict=True)]
-        lines.append("  ".join(cells) + "  " + r[-1])
-    if limit is not None and len(ops) > limit:
-        lines.append(f"... {len(ops) - limit} more ops (-v shows all)")
+def op_table(op_rows: Sequence[OpRow], *, limit: int | None = None) -> list[str]:
+    """The op rows under :data:`rows.OP_COLUMNS`, columns aligned."""
+    shown = list(op_rows if limit is None else op_rows[:limit])
+    cells = [OP_COLUMNS, *(r.cells() for r in shown)]
+    lines = aligned(cells, right=tuple(sorted(NUMERIC_COLUMNS)))
+    if limit is not None and len(op_rows) > limit:
+        lines.append(f"... {len(op_rows) - limit} more ops (-v shows all)")
     return lines
 
 
@@ -47,10 +29,10 @@ def failure_text(test: ProfiledTest, *, verbose: bool = False) -> str:
     """The message of a test that tprof failed: verdict, per-op table, trace path."""
     v = test.verdict
     lines = [f"tprof: {v.verdict} — {v.reason}"]
-    ops = list(v.ops) if verbose else v.flagged_ops()
-    if ops:
+    shown = rows.op_rows(v.to_dict(), flagged_only=not verbose)
+    if shown:
         lines.append("")
-        lines.extend("  " + line for line in op_table(ops, limit=None if verbose else 12))
+        lines.extend("  " + line for line in op_table(shown, limit=None if verbose else 12))
         lines.extend("  " + line for line in where_lines(v))
     if v.work is not None:
         lines.append("")
@@ -66,10 +48,10 @@ def where_lines(v: TestVerdict) -> list[str]:
     if v.work is None:
         return []
     out = []
-    for o in v.flagged_ops():
-        rows = [r for r in v.work.rows if r.op == o.op and r.cur_calls > 0]
-        if rows:
-            out.append(f"{o.op} runs " + "; ".join(_where(rows)))
+    for name in dict.fromkeys(o.op for o in v.flagged_ops()):  # once, not once per family
+        found = [r for r in v.work.rows if r.op == name and r.cur_calls > 0]
+        if found:
+            out.append(f"{name} runs " + "; ".join(_where(found)))
     return out
 
 
@@ -165,18 +147,14 @@ def aligned(cells: Sequence[Sequence[str]], *, right: tuple[int, ...]) -> list[s
 
 
 def details(test: ProfiledTest) -> list[str]:
-    """Context lines under a verdict: shift, floors, notes, files."""
+    """Context lines under a verdict: drift, totals and floors, notes, files."""
     v = test.verdict
+    doc = v.to_dict()
     out = []
-    shift = shift_message(v)
-    if shift:
-        out.append(shift)
-    for f in v.families:
-        out.append(
-            f"{fmt.family(f.family)} total {fmt.us(f.baseline_total_us)} → "
-            f"{fmt.us(f.current_total_us)} µs/round ({f.delta_pct:+.1f}%), "
-            f"floor {f.floor_pct:.0f}% ({f.floor_source}), min detectable effect {f.mde_pct:.0f}%"
-        )
+    moved = rows.drift(v.uniform_shift_pct, v.probe_shift_pct)
+    if moved:
+        out.append(moved)
+    out += rows.family_lines(doc)
     if v.families and not any(f.family == "cuda" for f in v.families) and v.timing_compared:
         if not any("CUDA" in n for n in v.notes):
             out.append("CUDA was not profiled")
@@ -191,19 +169,14 @@ def details(test: ProfiledTest) -> list[str]:
 
 
 def summary_line(test: ProfiledTest) -> str:
-    """One line per test for the terminal summary."""
+    """One line per test for the terminal summary: a failure names what failed it."""
     v = test.verdict
-    parts = [f"{v.verdict.upper():<12} {test.nodeid}"]
-    top = v.top_op()
-    if top is not None and v.verdict not in (SAVED, NOT_SAVED):
-        parts.append(f"{top.op} {fmt.family(top.family)} {fmt.pct(top.delta_pct)}")
-    if v.uniform_shift_pct is not None:
-        parts.append(f"shift {v.uniform_shift_pct:+.0f}%")
-    if v.work is not None and v.work.verdict != "unchanged" and v.work.reasons:
-        parts.append(f"work {v.work.verdict}: {v.work.reasons[0]}")
-    if v.verdict in EXPLAINED:
-        parts.append(v.reason)
-    elif v.differences:
+    parts = [f"{v.verdict.upper():<12} {test.nodeid}", *rows.why(v.to_dict())]
+    if v.verdict not in (SAVED, NOT_SAVED):
+        moved = rows.drift(v.uniform_shift_pct, v.probe_shift_pct)
+        if moved:
+            parts.append(moved)
+    if v.differences and v.verdict not in EXPLAINED:
         parts.append("timings not compared: " + ", ".join(v.differences))
     if test.save_note:
         parts.append(test.save_note)
@@ -247,6 +220,7 @@ def _test_json(t: ProfiledTest) -> dict[str, Any]:
         "rounds": t.rounds,
         "warmup_used": t.warmup_used,
         "iterations": t.iterations,
+        "timing_compared": v["timing_compared"],
         "families": v["families"],
         "notes": v["notes"],
         "differences": v["differences"],
@@ -265,17 +239,3 @@ def _work_json(work: WorkVerdict | None) -> dict[str, Any] | None:
     doc["rows"] = [r for r in doc["rows"] if r["status"] != "unchanged"]
     doc["modules"] = [m.to_dict() for m in by_module(work.rows)]
     return doc
-
-
-def shift_message(verdict: TestVerdict) -> str:
-    """Plain words for the uniform shift: did the machine or the code get slower?"""
-    u, p = verdict.uniform_shift_pct, verdict.probe_shift_pct
-    if u is None:
-        return ""
-    text = f"uniform shift {u:+.0f}%"
-    if p is None:
-        return text
-    if abs(p) >= 5:
-        who = "the machine itself got slower" if p > 0 else "the machine itself got faster"
-        return f"{text} (probe {p:+.0f}%: {who}; compared in probe units)"
-    return f"{text} (probe steady {p:+.0f}%: the change is in the code)"

@@ -142,10 +142,11 @@ def test_diff_exits_1_naming_the_test_and_the_op_that_got_twice_as_slow(
     regressed = next(i for i, line in enumerate(lines) if line.startswith("REGRESSED"))
     assert lines[regressed].startswith(f"REGRESSED    {MLP} | aten::mm CPU +")
     # The op table under it: header, then the one flagged op.
-    table_rows = [line.split() for line in lines[regressed + 1 :] if "→" in line]
-    assert table_rows[0][:2] == ["op", "family"]
-    assert table_rows[1][0] == "aten::mm"
-    assert table_rows[1][-1] == "regressed"
+    start = next(
+        i for i in range(regressed + 1, len(lines)) if lines[i].split()[:2] == ["op", "family"]
+    )
+    assert lines[start + 1].split()[0] == "aten::mm"
+    assert lines[start + 1].split()[-1] == "regressed"
     assert lines[-1] == "tprof diff: 2 tests compared: 1 regressed, 1 unchanged"
 
 
@@ -245,9 +246,13 @@ def test_strict_fails_on_a_call_change_that_is_otherwise_only_a_change(
     extra = {**OPS, "aten::sum": (2, 40.5)}
     b = write(tmp_path / "B", MLP, [table(extra, seed=7)])
     assert main(["diff", str(a), str(b)]) == 0
-    assert capsys.readouterr().out.startswith(f"CHANGED      {MLP} | aten::sum CPU ")
+    out = capsys.readouterr().out
+    assert out.startswith(
+        f"CHANGED      {MLP} | CPU: calls changed, net +20 µs per round: aten::sum 1→2\n"
+    )
     assert main(["diff", str(a), str(b), "--strict"]) == 1
-    assert capsys.readouterr().out.startswith(f"REGRESSED    {MLP} | aten::sum CPU ")
+    out = capsys.readouterr().out
+    assert out.startswith(f"REGRESSED    {MLP} | CPU calls changed: aten::sum 1→2 (+")
 
 
 def test_a_fixed_floor_above_the_slowdown_lets_it_pass(

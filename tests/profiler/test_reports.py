@@ -99,10 +99,14 @@ def test_markdown_lists_regressed_tests_first_in_the_table_and_the_details(
     assert text.splitlines()[2] == "3 profiled tests: 1 regressed, 1 improved, 1 unchanged."
 
 
-def test_markdown_names_the_regressed_op_with_its_delta(tests: list[ProfiledTest]) -> None:
+def test_markdown_names_what_failed_the_regressed_test(tests: list[ProfiledTest]) -> None:
     text = markdown_summary(tests)
     row = next(line for line in text.splitlines() if line.startswith(f"| `{REGRESSED}`"))
-    assert row.startswith(f"| `{REGRESSED}` | **regressed** | `aten::mm` CPU +")
+    # The op that gates on its own, then the total that crossed its floor too.
+    assert row == (
+        f"| `{REGRESSED}` | **regressed** | aten::mm CPU +103% (floor 10%)"
+        "<br>CPU total op time +78% (floor 10%) | - |"
+    )
     # The regressed test's details are open, with the op's row first.
     block = text[text.index(f"<details open><summary><code>{REGRESSED}</code>") :]
     first_op = next(line for line in block.splitlines() if line.startswith("| `aten::"))
@@ -146,7 +150,7 @@ def test_markdown_shows_a_p_value_rounded_to_zero_as_below_the_reports_precision
     }
     text = markdown_from_report({"tests": [{"nodeid": "t", "verdict": "regressed", "ops": [op]}]})
     assert (
-        "| `aten::mm` | CPU | 600.0 | 1,200.0 | +600.0 | +100% | <0.0001 | 3 → 3 | regressed |"
+        "| `aten::mm` | CPU | 3 → 3 | 600.0 | 1,200.0 | +600.0 | +100% | - | <0.0001 | regressed |"
         in text
     )
 
@@ -159,7 +163,9 @@ def test_markdown_of_a_test_without_a_baseline_has_no_op_table() -> None:
         ),
     )
     text = markdown_summary([test])
-    assert "| `tests/t.py::test_new` | no-baseline | - | - |" in text
+    assert (
+        "| `tests/t.py::test_new` | no-baseline | no baseline recorded for this test | - |" in text
+    )
     assert "| op |" not in text
 
 

@@ -178,7 +178,7 @@ def test_record_pass_catch_slowdown_and_extra_op_then_re_record(suite: pytest.Py
     extra.stdout.fnmatch_lines([f"REGRESSED {MATMUL} - tprof: regressed — CPU: *"])
     failure = failure_section(extra, "test_matmul")
     assert "calls changed, adding " in failure
-    assert re.search(r"^\s+aten::clone\s+CPU\s.*\s0 → \d+\s+new$", failure, re.M), failure
+    assert re.search(r"^\s+aten::clone\s+CPU\s+0 → \d+\s.*\snew$", failure, re.M), failure
 
     # 5. Re-recording restarts the window, since the calls changed; then the test passes.
     resaved = run_in(suite, "--tprof-save")
