@@ -106,6 +106,8 @@ def merge_folders(
     if not inputs:
         raise ConfigError("no baseline folders to merge; name one or more")
     into = Path(into)
+    if into.exists() and not into.is_dir():
+        raise ConfigError(f"{into}: is a file, not a folder; name a folder for --into")
     folders = [_checked_input(Path(f)) for f in inputs]
     into_order = _place_of(into, folders)
     if into_order is None and _holds_baselines(into):

@@ -320,6 +320,17 @@ def test_a_file_given_for_a_folder_is_an_error(
     assert err.startswith(f"tprof: error: {a / REL}: is a file, not a baseline folder; ")
 
 
+def test_a_file_given_for_into_is_an_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    a = folder(tmp_path / "a", session(1))
+    code, _, err = run_cli(str(a), "--into", str(a / REL), capsys=capsys)
+    assert (code, err) == (
+        2,
+        f"tprof: error: {a / REL}: is a file, not a folder; name a folder for --into\n",
+    )
+
+
 def test_an_unreadable_file_is_an_error_not_a_traceback(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
