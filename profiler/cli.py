@@ -1,4 +1,4 @@
-"""The ``tprof`` command: show, diff and render stored baselines, Chrome traces and reports.
+"""The ``tprof`` command: show, diff, render and merge stored baselines, traces and reports.
 
 ``tprof diff`` judges with the same engine as the pytest plugin (:mod:`profiler.judge`),
 so a comparison made in CI can be repeated from the shell on the files it left behind.
@@ -20,7 +20,7 @@ from typing import Any, NamedTuple, TextIO
 
 import numpy as np
 
-from profiler import files, store
+from profiler import files, merge, store
 from profiler import judge as judging
 from profiler.checks import is_count
 from profiler.environment import Fingerprint
@@ -640,6 +640,32 @@ def _floor(text: str) -> float:
     return value
 
 
+def _cmd_merge(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    folders = [Path(f) for f in args.folders]
+    merged = merge.merge_folders(folders, Path(args.into), window=args.window)
+    for test in merged:
+        print(test.line(), file=out)
+    written = sum(t.outcome == merge.WRITTEN for t in merged)
+    print(
+        f"merged {len(folders)} folders into {args.into}: {len(merged)} tests, "
+        f"{written} written, {len(merged) - written} unchanged",
+        file=out,
+    )
+    return EXIT_OK
+
+
+def _window(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if not 1 <= value <= store.MAX_SESSIONS:
+        raise argparse.ArgumentTypeError(
+            f"must be an integer from 1 to {store.MAX_SESSIONS} (got {text!r})"
+        )
+    return value
+
+
 def _limit(text: str) -> int:
     try:
         value = int(text)
@@ -662,6 +688,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_diff(sub)
     _add_report(sub)
     _add_accept(sub)
+    _add_merge(sub)
     return parser
 
 
@@ -779,6 +806,35 @@ def _cmd_accept(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                 print(f"tprof: error: {exc}", file=err)
                 code = EXIT_ERROR
     return code
+
+
+def _add_merge(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    merge_cmd = sub.add_parser(
+        "merge",
+        help="combine the baseline folders of several runs into one window per test",
+        description=(
+            "Combine the sessions of the same tests from several baseline folders (the CI "
+            "artifacts of several runs) into one window per test in --into, newest kept. "
+            "Identical sessions count once; sessions a save would have dropped (another "
+            "environment, protocol, ops or work than the newer ones; past the window) are "
+            "dropped, and each test's line says why. --into may be one of the folders; "
+            "baselines already in it are merged too."
+        ),
+    )
+    merge_cmd.add_argument(
+        "folders", nargs="+", metavar="DIR", help="baseline folders (each a --tprof-baseline-dir)"
+    )
+    merge_cmd.add_argument(
+        "--into", required=True, metavar="DIR", help="the baseline folder to write (required)"
+    )
+    merge_cmd.add_argument(
+        "--window",
+        type=_window,
+        default=store.DEFAULT_WINDOW,
+        metavar="N",
+        help=f"sessions kept per test, as --tprof-window (default: {store.DEFAULT_WINDOW})",
+    )
+    merge_cmd.set_defaults(func=_cmd_merge)
 
 
 def main(argv: list[str] | None = None) -> int:

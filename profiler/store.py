@@ -210,8 +210,18 @@ def load_baseline(
     :data:`MAX_SESSIONS`.  The file is only read: a damaged baseline is never rewritten here.
     """
     path = Path(path)
-    data = _parsed_json(path, _baseline_text(path))
+    data = read_baseline_data(path)
     return baseline_from_dict(data, path=path, expected_nodeid=expected_nodeid, keep=keep)
+
+
+def read_baseline_data(path: Path) -> Any:
+    """The parsed JSON of a baseline file, not yet validated (:func:`baseline_from_dict` does).
+
+    Damage a parser sees (unreadable, not UTF-8, empty, conflict-marked, malformed, NaN) is a
+    :class:`BaselineError` naming the file.
+    """
+    path = Path(path)
+    return _parsed_json(path, _baseline_text(path))
 
 
 def _baseline_text(path: Path) -> str:
@@ -717,13 +727,21 @@ def save_baseline(path: Path, baseline: Baseline) -> Path:
     baseline and which the next save into that folder removes once its process is gone.
     Any failure is a :class:`BaselineError` naming the path; the previous file stays intact.
     """
+    return write_baseline_data(path, baseline.to_dict())
+
+
+def write_baseline_data(path: Path, data: Mapping[str, Any]) -> Path:
+    """Write a baseline's JSON document atomically, as :func:`save_baseline` does.
+
+    For callers that keep the document's fields verbatim, those this version doesn't know too.
+    """
     path = Path(path)
     if path.is_dir():
         raise _is_folder(path)
-    data = _encoded(path, baseline)
+    data_bytes = _encoded(path, data)
     temp = _temp_file_for(path)
     try:
-        temp.write(data)
+        temp.write(data_bytes)
     except IsADirectoryError:  # made a folder since the check
         raise _is_folder(path) from None
     except OSError as exc:
@@ -752,10 +770,10 @@ def _check_folder(path: Path) -> None:
         )
 
 
-def _encoded(path: Path, baseline: Baseline) -> bytes:
+def _encoded(path: Path, data: Mapping[str, Any]) -> bytes:
     """The bytes of the baseline file; a value JSON can't hold is an error naming ``path``."""
     try:
-        return dumps(baseline.to_dict()).encode("utf-8")
+        return dumps(dict(data)).encode("utf-8")
     except (TypeError, ValueError):  # NaN, a lone surrogate, a non-JSON value
         raise BaselineError(
             f"{path}: not saved, the baseline holds a value JSON can't store (NaN, infinity, "
