@@ -33,6 +33,7 @@ class ProfiledTest:
     benchmark: bool = False
     side_by_side: str | None = None
     work: WorkTable | None = None  # this run's work census
+    tracer: str | None = None  # what traced every line while it was profiled (coverage)
 
     def with_outcome(self, outcome: str) -> ProfiledTest:
         return replace(self, outcome=outcome)
@@ -62,6 +63,7 @@ class ProfiledTest:
             "benchmark": self.benchmark,
             "side_by_side": self.side_by_side,
             "work": None if self.work is None else self.work.to_dict(),
+            "tracer": self.tracer,
         }
 
     @classmethod
@@ -85,4 +87,5 @@ class ProfiledTest:
             benchmark=bool(d.get("benchmark", False)),
             side_by_side=d.get("side_by_side"),
             work=None if d.get("work") is None else WorkTable.from_dict(d["work"]),
+            tracer=None if d.get("tracer") is None else str(d["tracer"]),
         )
