@@ -15,8 +15,9 @@ import pytest
 from profiler import judge
 from profiler.environment import Fingerprint, line_tracer
 from profiler.records import OpTable
+from profiler.results import ProfiledTest
 from profiler.rule import Rule
-from profiler.verdicts import REGRESSED, UNCHANGED
+from profiler.verdicts import REGRESSED, SAVED, UNCHANGED, TestVerdict
 
 COVERAGE = "coverage: coverage.py's CTracer traced every line while profiling"
 OPS = {"aten::addmm": (800.0, 6), "aten::relu": (120.0, 3), "aten::add_": (90.0, 6)}
@@ -130,3 +131,11 @@ def test_a_traced_run_still_fails_on_calls() -> None:
     assert v.verdict == REGRESSED
     assert v.differences == (COVERAGE,)
     assert "aten::clone" in v.reason
+
+
+def test_the_tracer_crosses_processes_with_the_test() -> None:
+    """Under xdist the controller saves what a worker profiled: it must know it was traced."""
+    test = ProfiledTest(nodeid="t.py::t", verdict=TestVerdict(verdict=SAVED, reason=""))
+    assert ProfiledTest.from_dict(test.to_dict()).tracer is None
+    traced = replace(test, tracer=COVERAGE)
+    assert ProfiledTest.from_dict(traced.to_dict()).tracer == COVERAGE
