@@ -12,6 +12,7 @@ import platform
 import re
 import socket
 import sys
+import types
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -143,6 +144,33 @@ def _show(v: Any) -> str:
     if isinstance(v, list):
         return "[" + ", ".join(map(str, v)) + "]" if v else "none"
     return "none" if v is None else str(v)
+
+
+def line_tracer() -> str | None:
+    """What traces every Python line in this thread, as a timing difference; None if nothing.
+
+    coverage.py (``pytest --cov``, ``coverage run -m pytest``) installs a ``sys.settrace``
+    tracer, or on Python 3.12+ may register as ``sys.monitoring``'s coverage tool; debuggers do
+    the same.  Each traced line costs the body time no baseline recorded without it paid.
+    """
+    tracer = sys.gettrace()
+    if tracer is not None:
+        owner = getattr(tracer, "__self__", tracer)  # coverage's PyTracer traces with a method
+        if isinstance(owner, types.FunctionType):
+            return _tracer_text(owner.__module__, owner.__qualname__)
+        return _tracer_text(type(owner).__module__, type(owner).__qualname__)
+    monitoring = getattr(sys, "monitoring", None)  # Python 3.12+
+    if monitoring is not None:
+        tool = monitoring.get_tool(monitoring.COVERAGE_ID)
+        if tool is not None:
+            return _tracer_text(str(tool), "sys.monitoring tool")
+    return None
+
+
+def _tracer_text(owner: str, name: str) -> str:
+    if owner.split(".", 1)[0] == "coverage":  # its modules, and its sys.monitoring tool name
+        return f"coverage: coverage.py's {name} traced every line while profiling"
+    return f"line tracer: {owner}.{name} traced every line while profiling"
 
 
 def comparability(

@@ -46,6 +46,9 @@ class Recorded:
     device_names: tuple[str, ...] | None = None  # set for traces
     work: WorkTable | None = None  # the work census (a baseline's: its last session's)
     hosts: tuple[str | None, ...] = ()  # the host each table was recorded on (None: unknown)
+    # What traced every Python line while this side was profiled (environment.line_tracer):
+    # its timings are the tracer's as much as the code's, so they are reported, not gated.
+    tracer: str | None = None
 
 
 def judge(
@@ -203,16 +206,17 @@ def _differences(
     baseline: Recorded, current: Recorded, notes: list[str]
 ) -> tuple[list[str], list[str]]:
     """Structure and timing differences between the sides (notes say what couldn't be told)."""
+    traced = list(dict.fromkeys(t for t in (baseline.tracer, current.tracer) if t))
     if baseline.fingerprint is not None and current.fingerprint is not None:
         structure, timing = comparability(
             baseline.fingerprint, current.fingerprint, baseline.protocol, current.protocol
         )
         host = host_difference(baseline.hosts, current.hosts[-1] if current.hosts else None)
-        return structure, timing + ([host] if host and not timing else [])
-    diffs: list[str] = []
+        return structure, timing + ([host] if host and not timing else []) + traced
+    diffs: list[str] = traced
     b_dev, c_dev = baseline.device_names, current.device_names
     if b_dev is not None and c_dev is not None and b_dev != c_dev:
-        diffs = [f"gpus {_names(b_dev)} → {_names(c_dev)}"]
+        diffs.append(f"gpus {_names(b_dev)} → {_names(c_dev)}")
     notes.append("a trace carries no environment fingerprint: comparability was not checked")
     return [], diffs
 

@@ -36,6 +36,7 @@ class ProfiledTest:
     # Under xdist: the timing regression that awaits its serial confirmation (the verdict
     # meanwhile says so and passes), confirmed by the controller once the workers finish.
     pending: TestVerdict | None = None
+    tracer: str | None = None  # what traced every line while it was profiled (coverage)
 
     def with_outcome(self, outcome: str) -> ProfiledTest:
         return replace(self, outcome=outcome)
@@ -66,6 +67,7 @@ class ProfiledTest:
             "side_by_side": self.side_by_side,
             "work": None if self.work is None else self.work.to_dict(),
             "pending": None if self.pending is None else self.pending.to_dict(),
+            "tracer": self.tracer,
         }
 
     @classmethod
@@ -90,4 +92,5 @@ class ProfiledTest:
             side_by_side=d.get("side_by_side"),
             work=None if d.get("work") is None else WorkTable.from_dict(d["work"]),
             pending=None if d.get("pending") is None else TestVerdict.from_dict(d["pending"]),
+            tracer=None if d.get("tracer") is None else str(d["tracer"]),
         )

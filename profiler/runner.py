@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from profiler import judge, store
-from profiler.environment import Fingerprint, differences
+from profiler.environment import Fingerprint, differences, line_tracer
 from profiler.errors import BaselineError, TprofError
 from profiler.files import atomic_path
 from profiler.results import ProfiledTest
@@ -161,6 +161,7 @@ class Runner:
         baseline, error = self.load(nodeid)
         iterations = self._iterations(body, baseline)
         protocol = self.protocol(rounds=rounds, warmup=warmup, iterations=iterations)
+        tracer = line_tracer()  # per test: pytest-cov's no_cover marker pauses coverage
 
         def run() -> Any:
             return self._capture.capture(
@@ -173,7 +174,7 @@ class Runner:
         result = run()
         work, census_note = self._census(body)
         census_note += (result.trace_problem,) if result.trace_problem else ()
-        test = replace(self._tested(nodeid, result, protocol), work=work)
+        test = replace(self._tested(nodeid, result, protocol), work=work, tracer=tracer)
         if cfg.save:
             note = ("the damaged file will be replaced",) if error else ()
             verdict = TestVerdict(
@@ -183,7 +184,7 @@ class Runner:
         found = _Found(baseline=baseline, error=error)
         current = judge.Recorded(
             tables=(result.table,), fingerprint=self.fingerprint, protocol=protocol,
-            work=test.work, hosts=(self.fingerprint.soft.get("host"),),
+            work=test.work, hosts=(self.fingerprint.soft.get("host"),), tracer=tracer,
         )  # fmt: skip
         verdict = self.judge(nodeid, found, current, rule or cfg.rule)
         if verdict.timing_regressed and verdict.work_regressed:
@@ -233,7 +234,8 @@ class Runner:
         protocol = self.protocol(
             rounds=result.table.rounds, warmup=result.warmup_used, iterations=result.iterations
         )
-        test = self._tested(nodeid, result, protocol)
+        # Checked after the rounds: a tracer that was on for them is still on at their end.
+        test = replace(self._tested(nodeid, result, protocol), tracer=line_tracer())
         notes = ("no work census: it would call the benchmarked function more often",)
         notes += (result.trace_problem,) if result.trace_problem else ()
         if cfg.save:
@@ -241,8 +243,9 @@ class Runner:
             return replace(test, verdict=verdict)
         baseline, error = self.load(nodeid)
         current = judge.Recorded(
-            tables=(result.table,), fingerprint=self.fingerprint, protocol=protocol
-        )
+            tables=(result.table,), fingerprint=self.fingerprint, protocol=protocol,
+            tracer=test.tracer,
+        )  # fmt: skip
         verdict = self.judge(
             nodeid, _Found(baseline=baseline, error=error), current, rule or cfg.rule
         )
@@ -340,6 +343,12 @@ class Runner:
         if test.table is None:
             return test
         path = self.baseline_path(test.nodeid)
+        if test.tracer is not None:  # its slowed timings would teach every later run's floors
+            raise BaselineError(
+                f"{path}: not recorded: its timings are the tracer's ({test.tracer}); "
+                "record baselines without coverage (drop --cov or add --no-cov; "
+                "not under `coverage run`)"
+            )
         session = store.Session(
             table=test.table,
             recorded_at=store.now_iso(),

@@ -202,6 +202,7 @@ class Settings:
     json_path: Path | None
     markdown_path: Path | None
     rootdir: Path
+    pytest_cov: bool = False  # pytest-cov measures this run (--cov given, no --no-cov)
 
 
 # Numeric options: (minimum, maximum, integer); each maximum is where a value stops being a
@@ -295,7 +296,14 @@ def read_settings(config: pytest.Config) -> Settings:
         json_path=path(values["tprof_json"]),
         markdown_path=path(values["tprof_markdown"]),
         rootdir=root,
+        pytest_cov=_pytest_cov_on(config),
     )
+
+
+def _pytest_cov_on(config: pytest.Config) -> bool:
+    """pytest-cov measures this run: it registers "_cov" when a --cov is given (and rewrites
+    the option's value, so the plugin is what tells), and --no-cov turns it off."""
+    return config.pluginmanager.hasplugin("_cov") and not config.getoption("no_cov", False)
 
 
 def marker_overrides(item: pytest.Item, rule: Rule) -> tuple[dict[str, int], Rule]:

@@ -18,6 +18,7 @@ import pytest
 
 from profiler import judge, store
 from profiler import report as rpt
+from profiler.environment import line_tracer
 from profiler.errors import BaselineError, ConfigError, TprofError
 from profiler.files import file_in_the_way, write_atomic
 from profiler.markdown import markdown_summary
@@ -184,6 +185,9 @@ class TprofPlugin:
             f"reduction: {r.reduction}; CUDA: {cuda}",
             f"tprof: baselines {r.env_dir}; traces {run.trace_dir}",
         ]
+        coverage = _coverage_line(line_tracer(), pytest_cov=self.settings.pytest_cov, save=run.save)
+        if coverage:
+            lines.append(coverage)
         if r.facts.get("cudnn_benchmark"):
             lines.append(
                 "tprof: warning: torch.backends.cudnn.benchmark is on; kernel choice can vary"
@@ -440,6 +444,19 @@ def _write_text(path: Path, text: str, option: str, *, baseline_dir: Path, appen
             f"{path}: can't write it ({exc.strerror}); free space on or fix the permissions of "
             f"{path.parent}, or point {option} elsewhere"
         ) from None
+
+
+def _coverage_line(tracer: str | None, *, pytest_cov: bool, save: bool) -> str | None:
+    """The header's line when coverage (or another line tracer) slows every traced line."""
+    if pytest_cov:
+        who = "coverage (pytest-cov) traces every line"
+    elif tracer is not None:
+        who = ("coverage" if tracer.startswith("coverage") else "a line tracer") + " is active"
+    else:
+        return None
+    if save:
+        return f"tprof: {who}: --tprof-save records no baseline under it; save without coverage"
+    return f"tprof: {who}: calls and work gate as usual; timings are reported, not gated"
 
 
 def _benchmark_machine_info(config: pytest.Config) -> dict[str, Any]:
