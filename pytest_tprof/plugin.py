@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from profiler import judge, store
+from profiler import judge, rows, store
 from profiler import report as rpt
 from profiler.environment import line_tracer
 from profiler.errors import BaselineError, ConfigError, TprofError
@@ -234,6 +234,9 @@ class TprofPlugin:
         props: list[tuple[str, str]] = [(PROPERTY, v.verdict)]
         if top is not None:
             props.append(("tprof_top_op", f"{top.op} {top.delta_pct:+.0f}%"))
+        why = rows.why(v.to_dict())
+        if why:
+            props.append(("tprof_why", " | ".join(why)))
         if result.trace:
             props.append(("tprof_trace", result.trace))
         # The call report's for the status word; the item's because JUnit XML writes those of
@@ -244,6 +247,7 @@ class TprofPlugin:
             report.outcome = "failed"
             verbose = self.config.get_verbosity() > 0
             report.longrepr = rpt.failure_text(result, verbose=verbose)
+            self.results[item.nodeid] = result.with_outcome("failed")  # as the reports say
         return report
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
