@@ -47,7 +47,7 @@ _OPTIONS: tuple[tuple[str, str, str, Any, str], ...] = (
         "bool",
         False,
         "with --tprof-save: start each saved test's window afresh from this run's session, "
-        "dropping the older ones (accepts an intended change; default: off)",
+        "dropping the older ones, to accept an intended change (default: off)",
     ),
     (
         "--tprof-baseline-dir",
