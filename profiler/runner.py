@@ -42,6 +42,8 @@ class RunConfig:
     save_trace: bool = False  # keep the saved run's trace next to its baseline
     census: bool = True  # take the work census of each test (one unprofiled pass, two rounds)
     stack: bool = False  # the census keeps the user's source line of each op's first call
+    nvtx: bool = False  # NVTX ranges per test and round, for Nsight (CUDA builds only)
+    counters: bool = False  # CPU instructions per measured round from a hardware counter
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -75,6 +77,14 @@ class Runner:
             self.facts["threads"] = config.threads
         self.fingerprint = Fingerprint.collect(self.facts, extra_soft)
         self.reduction = capture.REDUCTION_PATH
+        self.nvtx = config.nvtx and capture.nvtx_available()
+        # What the run was asked for and this machine can't give: said once, never a failure.
+        self.environment_notes: tuple[str, ...] = ()
+        if config.nvtx and not self.nvtx:
+            self.environment_notes += (
+                "--tprof-nvtx: this torch has no NVTX (a build without CUDA); "
+                "profiling without NVTX ranges",
+            )
 
     @property
     def env_key(self) -> str:
@@ -167,6 +177,7 @@ class Runner:
                 iterations=iterations, trace_path=self.trace_path(nodeid),
                 record_shapes=cfg.record_shapes, probe=cfg.probe,
                 trace_metadata={"nodeid": nodeid},
+                nvtx_label=f"tprof:{nodeid}" if self.nvtx else None,
             )  # fmt: skip
 
         result = run()
