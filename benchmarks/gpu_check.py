@@ -296,11 +296,11 @@ def run_extras(suite: Suite, with_xdist: bool) -> list[tuple[str, bool, str]]:
     if with_xdist:
         run = suite.run("xdist", ["--tprof", "-n", "2"])
         devices = sorted({v.device for v in run.verdicts.values()})
-        gpu_lines = " ".join(h[7:] for h in run.header if "GPU" in h) or "no GPU header line"
+        gpu_lines = " ".join(h[7:] for h in run.header if " GPU" in h) or "no GPU header line"
         passed = not any(v.failed for v in run.verdicts.values())
         out.append(("-n 2 devices", passed, f"{'; '.join(devices)} | {gpu_lines}"))
     run = suite.run("nvtx", ["--tprof", "--tprof-nvtx"])
-    notes = [h[7:] for h in run.header if "nvtx" in h.lower()]
+    notes = [h[7:] for h in run.header if h.startswith("tprof: --tprof-nvtx")]
     shown = notes[0] if notes else "ranges emitted (see them with nsys profile)"
     out.append(("--tprof-nvtx", not any(v.failed for v in run.verdicts.values()), shown))
     out.append(("python -m profiler show", *check_cli(suite)))

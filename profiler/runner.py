@@ -13,6 +13,13 @@ from pathlib import Path
 from typing import Any
 
 from profiler import judge, store
+from profiler.counters import (
+    CounterUnavailable,
+    InstructionCounter,
+    counting_calls,
+    instructions_note,
+    per_round,
+)
 from profiler.environment import Fingerprint, differences
 from profiler.errors import BaselineError, TprofError
 from profiler.files import atomic_path
@@ -85,6 +92,8 @@ class Runner:
                 "--tprof-nvtx: this torch has no NVTX (a build without CUDA); "
                 "profiling without NVTX ranges",
             )
+        self.counter, counter_note = _instruction_counter(config.counters)
+        self.environment_notes += (counter_note,) if counter_note else ()
 
     @property
     def env_key(self) -> str:
@@ -171,9 +180,12 @@ class Runner:
         iterations = self._iterations(body, baseline)
         protocol = self.protocol(rounds=rounds, warmup=warmup, iterations=iterations)
 
+        counts: list[int] = []
+        fn = body.fn if self.counter is None else counting_calls(body.fn, self.counter, counts)
+
         def run() -> Any:
             return self._capture.capture(
-                body.fn, body.args, body.kwargs, rounds=rounds, warmup=warmup, setup=body.setup,
+                fn, body.args, body.kwargs, rounds=rounds, warmup=warmup, setup=body.setup,
                 iterations=iterations, trace_path=self.trace_path(nodeid),
                 record_shapes=cfg.record_shapes, probe=cfg.probe,
                 trace_metadata={"nodeid": nodeid},
@@ -183,6 +195,9 @@ class Runner:
         result = run()
         work, census_note = self._census(body)
         census_note += (result.trace_problem,) if result.trace_problem else ()
+        if counts:
+            rounds_counted = per_round(counts, rounds=rounds, iterations=result.iterations)
+            census_note += (instructions_note(rounds_counted),)
         test = replace(self._tested(nodeid, result, protocol), work=work)
         if cfg.save:
             note = ("the damaged file will be replaced",) if error else ()
@@ -327,6 +342,19 @@ class Runner:
             _copy_atomic(Path(test.trace), self.baseline_trace_path(test.nodeid))
             what += " (with its trace)"
         return replace(test, save_note=f"{what}: {path}")
+
+
+def _instruction_counter(wanted: bool) -> tuple[InstructionCounter | None, str]:
+    """This thread's instruction counter when asked for, and the header's note on it."""
+    if not wanted:
+        return None, ""
+    try:
+        return InstructionCounter(), (
+            "--tprof-counters: CPU instructions of each measured round are in each test's "
+            "notes (not gated)"
+        )
+    except CounterUnavailable as exc:
+        return None, f"--tprof-counters: no hardware counter ({exc}); running without counters"
 
 
 def _copy_atomic(src: Path, dst: Path) -> None:

@@ -1,6 +1,8 @@
-"""--tprof-nvtx: a range per test and per round for Nsight; a CPU build says so and goes on."""
+"""--tprof-nvtx and --tprof-counters: what a machine without them says, once."""
 
 from __future__ import annotations
+
+import json
 
 import pytest
 import torch
@@ -66,3 +68,37 @@ def test_the_cpu_build_has_no_nvtx_and_a_run_says_so_once(pytester: pytest.Pytes
         "--tprof-min-round-us=0", "--tprof-no-census",
     )  # fmt: skip
     assert NO_NVTX not in plain.outlines
+
+
+def test_counters_are_one_header_line_either_way(pytester: pytest.Pytester) -> None:
+    from profiler.counters import unavailable_reason
+
+    pytester.makepyfile(
+        """
+        import torch
+
+        def test_a(tprof):
+            tprof(torch.relu, torch.ones(8))
+        """
+    )
+    result = pytester.runpytest_subprocess(
+        "-p", "no:cacheprovider", "--tprof", "--tprof-counters", "--tprof-rounds=2",
+        "--tprof-warmup=0", "--tprof-min-round-us=0", "--tprof-no-census",
+        "--tprof-json=report.json",
+    )  # fmt: skip
+    result.assert_outcomes(passed=1)
+    notes = json.loads((pytester.path / "report.json").read_text())["tests"][0]["notes"]
+    counted = [n for n in notes if n.startswith("CPU instructions per round: ")]
+    header = [line for line in result.outlines if line.startswith("tprof: --tprof-counters: ")]
+    reason = unavailable_reason()
+    if reason is None:
+        assert header == [
+            "tprof: --tprof-counters: CPU instructions of each measured round are in each "
+            "test's notes (not gated)"
+        ]
+        assert len(counted) == 1
+    else:
+        assert header == [
+            f"tprof: --tprof-counters: no hardware counter ({reason}); running without counters"
+        ]
+        assert counted == []
