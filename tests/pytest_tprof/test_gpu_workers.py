@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from pytest_tprof.options import requested_early
 from pytest_tprof.xdist import assign_worker_gpu, device_header
 
 
@@ -79,3 +80,22 @@ def test_under_xdist_each_worker_reports_the_device_it_was_given(
         "cpu (CUDA_VISIBLE_DEVICES=1)",
         "cpu (CUDA_VISIBLE_DEVICES=1)",
     ]
+
+
+@pytest.mark.parametrize(
+    ("ini", "args", "requested"),
+    [
+        ("", (), False),
+        ("", ("--tprof",), True),
+        ("", ("--tprof-save",), True),
+        ("tprof = true", (), True),
+        ("tprof_save = true", (), True),
+        ("tprof = maybe", (), False),  # read_settings reports the bad value
+    ],
+)
+def test_profiling_is_known_before_conftests_from_the_command_line_or_the_ini_file(
+    pytester: pytest.Pytester, ini: str, args: tuple[str, ...], requested: bool
+) -> None:
+    pytester.makeini(f"[pytest]\n{ini}\n")
+    config = pytester.parseconfig(*args)
+    assert requested_early(config) is requested
