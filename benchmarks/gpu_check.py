@@ -207,6 +207,9 @@ class Suite:
                      f"{done.stdout[-3000:]}\n{done.stderr[-2000:]}")  # fmt: skip
         doc = json.loads(report.read_text())
         verdicts = {t["nodeid"].split("::")[-1]: verdict_of(t) for t in doc["tests"]}
+        missing = [name for name in TESTS if name not in verdicts]
+        if missing:
+            sys.exit(f"{tag}: no verdict for {missing} in {report}:\n{done.stdout[-3000:]}")
         header = [line for line in done.stdout.splitlines() if line.startswith("tprof: ")]
         cells = "  ".join(f"{n[5:]}={v.verdict}" for n, v in verdicts.items())
         print(f"  {label:<14} exit {done.returncode}  {cells}", flush=True)

@@ -61,7 +61,7 @@ def pytest_configure(config: pytest.Config) -> None:
     plugin = TprofPlugin(config, settings)
     config.stash[PLUGIN_KEY] = plugin
     config.pluginmanager.register(plugin, "tprof-plugin")
-    if config.pluginmanager.hasplugin("xdist"):
+    if _has_xdist(config):
         from pytest_tprof.xdist import XdistHooks
 
         config.pluginmanager.register(XdistHooks(plugin.add_results), "tprof-xdist")
@@ -345,9 +345,15 @@ class TprofPlugin:
         return True
 
 
+def _has_xdist(config: pytest.Config) -> bool:
+    # "xdist" when loaded from its entry point; its module's name with -p xdist.plugin
+    # (the form for a run with plugin autoloading off on any pytest)
+    return any(config.pluginmanager.hasplugin(name) for name in ("xdist", "xdist.plugin"))
+
+
 def _xdist_workers(config: pytest.Config) -> int:
     """The xdist workers this controller starts (0 without xdist or without ``-n``)."""
-    if not config.pluginmanager.hasplugin("xdist"):
+    if not _has_xdist(config):
         return 0
     workers = config.getoption("numprocesses", None)
     return workers if isinstance(workers, int) else 0
