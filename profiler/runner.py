@@ -180,7 +180,7 @@ class Runner:
         iterations = self._iterations(body, baseline)
         protocol = self.protocol(rounds=rounds, warmup=warmup, iterations=iterations)
 
-        counts: list[int] = []
+        counts: list[int] = []  # instructions per call of the body, with --tprof-counters
         fn = body.fn if self.counter is None else counting_calls(body.fn, self.counter, counts)
 
         def run() -> Any:
@@ -195,9 +195,7 @@ class Runner:
         result = run()
         work, census_note = self._census(body)
         census_note += (result.trace_problem,) if result.trace_problem else ()
-        if counts:
-            rounds_counted = per_round(counts, rounds=rounds, iterations=result.iterations)
-            census_note += (instructions_note(rounds_counted),)
+        census_note += _instructions(counts, rounds=rounds, iterations=result.iterations)
         test = replace(self._tested(nodeid, result, protocol), work=work)
         if cfg.save:
             note = ("the damaged file will be replaced",) if error else ()
@@ -342,6 +340,13 @@ class Runner:
             _copy_atomic(Path(test.trace), self.baseline_trace_path(test.nodeid))
             what += " (with its trace)"
         return replace(test, save_note=f"{what}: {path}")
+
+
+def _instructions(counts: list[int], *, rounds: int, iterations: int) -> tuple[str, ...]:
+    """The note on the measured rounds' instruction counts; none when nothing was counted."""
+    if not counts:
+        return ()
+    return (instructions_note(per_round(counts, rounds=rounds, iterations=iterations)),)
 
 
 def _instruction_counter(wanted: bool) -> tuple[InstructionCounter | None, str]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+from pathlib import Path
 
 from profiler.counters import (
     InstructionCounter,
@@ -11,6 +12,7 @@ from profiler.counters import (
     per_round,
     unavailable_reason,
 )
+from profiler.runner import Body, RunConfig, Runner
 
 
 def test_per_round_sums_each_rounds_calls_of_the_last_capture() -> None:
@@ -60,3 +62,19 @@ def test_the_counter_counts_more_for_more_work_or_says_why_it_cant() -> None:
     finally:
         counter.close()
     assert 0 < small < large
+
+
+def test_a_profiled_test_notes_its_measured_rounds_counts(tmp_path: Path) -> None:
+    import torch
+
+    config = RunConfig(
+        rounds=3, warmup=1, baseline_dir=tmp_path, trace_dir=None, min_round_us=0.0,
+        census=False, counters=True,
+    )  # fmt: skip
+    runner = Runner(config)
+    runner.counter = SteppingCounter()  # this machine may have no counter: the runner's part
+    _, test = runner.profile("t.py::test_relu", Body(fn=torch.relu, args=(torch.ones(4),)))
+    assert test.iterations == 1
+    assert "CPU instructions per round: 100 (median of 3; range 0.00% of it; not gated)" in (
+        test.verdict.notes
+    )
