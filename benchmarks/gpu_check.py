@@ -136,6 +136,11 @@ class Verdict:
     def failed(self) -> bool:
         return self.verdict in FAILED
 
+    @property
+    def shown(self) -> str:
+        """The layer that failed the test, or the verdict of one that passed."""
+        return self.layer if self.failed else f"({self.verdict})"
+
 
 def verdict_of(test: dict[str, Any]) -> Verdict:
     """A JSON report test entry as a :class:`Verdict`."""
@@ -151,8 +156,10 @@ def verdict_of(test: dict[str, Any]) -> Verdict:
             layer = "calls"
         else:
             layer = "timing"
-    # the reason of the layer that failed the test (the test's reason starts with timing's)
-    reasons = work.get("reasons") if layer == "work" else None
+    # the reason of the layer that failed the test (the test's reason starts with timing's),
+    # or what the census saw in a test that passed with other work
+    census_says = layer == "work" or (layer == "-" and work.get("verdict") == "changed")
+    reasons = work.get("reasons") if census_says else None
     reason = reasons[0] if reasons else str(test.get("reason", ""))
     return Verdict(test["verdict"], layer, reason, str(test.get("device")))
 
@@ -338,7 +345,7 @@ def print_table(found: Findings, seconds: float) -> None:
             continue
         v = run.verdicts[test]
         print(
-            f"{plant:<7} {test:<15} {'yes' if v.failed else 'NO':<7} {v.layer:<7} {v.reason[:90]}"
+            f"{plant:<7} {test:<15} {'yes' if v.failed else 'NO':<7} {v.shown:<7} {v.reason[:90]}"
         )
     unchanged = found.unchanged or []
     tested = sum(len(r.verdicts) for r in unchanged)
