@@ -191,6 +191,7 @@ def capture(
     use_cuda: bool | None = None,
     probe: bool = True,
     trace_metadata: Mapping[str, Any] | None = None,
+    nvtx_label: str | None = None,
 ) -> CaptureResult:
     """Profile ``fn(*args, **kwargs)`` for ``warmup`` + ``rounds`` rounds in one session.
 
@@ -199,7 +200,9 @@ def capture(
     then a device synchronize when CUDA is profiled.  ``setup`` runs before each round,
     outside the round, and may return ``(args, kwargs)`` for it.  If the ops called in the
     last warm-up round differ from those of the first measured round, warm-up is extended
-    (up to ``MAX_WARMUP`` rounds) by profiling again.
+    (up to ``MAX_WARMUP`` rounds) by profiling again.  With ``nvtx_label`` the capture is
+    an NVTX range of that name and each round one named ``<label>:round<N>`` (warm-up rounds
+    ``<label>:warmup<N>``), for Nsight; see :func:`nvtx_available`.
     """
     for key, value, low, high in (
         ("rounds", rounds, 2, ROUNDS_LIMIT),
@@ -218,11 +221,12 @@ def capture(
     kwargs = dict(kwargs or {})
     warm = warmup
     while True:
-        result = _capture_once(
-            fn, args, kwargs, rounds=rounds, warmup=warm, setup=setup, iterations=iterations,
-            trace_path=trace_path, record_shapes=record_shapes, cuda=cuda, probe=probe,
-            trace_metadata=trace_metadata,
-        )  # fmt: skip
+        with _nvtx_range(nvtx_label):
+            result = _capture_once(
+                fn, args, kwargs, rounds=rounds, warmup=warm, setup=setup,
+                iterations=iterations, trace_path=trace_path, record_shapes=record_shapes,
+                cuda=cuda, probe=probe, trace_metadata=trace_metadata, nvtx_label=nvtx_label,
+            )  # fmt: skip
         if result.warmup_settled or warm >= MAX_WARMUP or (warm == 0 and warmup == 0):
             break
         warm = min(MAX_WARMUP, max(2 * warm, warm + 2))
@@ -262,6 +266,7 @@ def _capture_once(
     cuda: bool,
     probe: bool,
     trace_metadata: Mapping[str, Any] | None,
+    nvtx_label: str | None = None,
 ) -> CaptureResult:
     drift_probe = _Probe(cuda) if probe else None
     metadata = _trace_metadata(warmup, rounds, iterations, trace_metadata)
@@ -269,6 +274,7 @@ def _capture_once(
     prof, wall_us, value = _profile_rounds(
         fn, args, kwargs, rounds=warmup + rounds, setup=setup, iterations=iterations, cuda=cuda,
         drift_probe=drift_probe, record_shapes=record_shapes, metadata=metadata,
+        nvtx_rounds=_nvtx_round_names(nvtx_label, warmup, rounds),
     )  # fmt: skip
     capture_s = time.perf_counter() - t_start
 
@@ -310,6 +316,7 @@ def _profile_rounds(
     drift_probe: _Probe | None,
     record_shapes: bool,
     metadata: Mapping[str, Any],
+    nvtx_rounds: tuple[str, ...] = (),
 ) -> tuple[profile, FloatArray, Any]:
     """Run ``rounds`` rounds in one profiler session.
 
@@ -328,7 +335,10 @@ def _profile_rounds(
                 prepared = setup()
                 if prepared is not None:
                     call_args, call_kwargs = _split_setup(prepared)
-            with record_function(f"{ROUND_PREFIX}{r}"):
+            with (
+                _nvtx_range(nvtx_rounds[r] if nvtx_rounds else None),
+                record_function(f"{ROUND_PREFIX}{r}"),
+            ):
                 if drift_probe is not None:
                     with record_function(f"{PROBE_PREFIX}{r}"):
                         drift_probe()
@@ -385,6 +395,38 @@ def kineto_lines_dropped() -> Iterator[None]:
             kept = b"".join(line for line in scratch if not line.startswith(KINETO_LINE_PREFIXES))
             while kept:
                 kept = kept[os.write(2, kept) :]
+
+
+def nvtx_available() -> bool:
+    """Whether this torch can emit NVTX ranges (CUDA builds; the CPU build raises)."""
+    try:
+        torch.cuda.nvtx.range_push("tprof:check")
+    except RuntimeError:  # "NVTX functions not installed. Are you sure you have a CUDA build?"
+        return False
+    torch.cuda.nvtx.range_pop()
+    return True
+
+
+@contextlib.contextmanager
+def _nvtx_range(name: str | None) -> Iterator[None]:
+    """An NVTX range named ``name`` around the block; nothing when ``name`` is None."""
+    if name is None:
+        yield
+        return
+    torch.cuda.nvtx.range_push(name)
+    try:
+        yield
+    finally:
+        torch.cuda.nvtx.range_pop()
+
+
+def _nvtx_round_names(label: str | None, warmup: int, rounds: int) -> tuple[str, ...]:
+    """The NVTX name of each round of a capture: warm-up rounds first, then measured ones."""
+    if label is None:
+        return ()
+    return tuple(f"{label}:warmup{r}" for r in range(warmup)) + tuple(
+        f"{label}:round{r}" for r in range(rounds)
+    )
 
 
 def _trace_metadata(
@@ -777,4 +819,6 @@ def torch_facts() -> dict[str, Any]:
         cudnn = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
         facts["cudnn"] = str(cudnn) if cudnn else None
         facts["gpus"] = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
+        facts["gpu_index"] = torch.cuda.current_device()
+        facts["gpu_used"] = torch.cuda.get_device_name(facts["gpu_index"])
     return facts

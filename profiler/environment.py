@@ -6,6 +6,7 @@ and passed in here as plain data, so this module never imports torch.
 
 from __future__ import annotations
 
+import ctypes
 import hashlib
 import os
 import platform
@@ -13,7 +14,7 @@ import re
 import socket
 import sys
 import types
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -81,7 +82,9 @@ class Fingerprint:
             "device": "cuda" if torch_facts.get("cuda_available") else "cpu",
             "cuda": torch_facts.get("cuda"),
             "cudnn": torch_facts.get("cudnn"),
-            "gpus": list(torch_facts.get("gpus") or []),
+            # The GPU the tests run on, not every GPU of the machine: an xdist worker sees only
+            # its own, and its timings compare with a run that used the same model of GPU.
+            "gpus": [used] if (used := torch_facts.get("gpu_used")) else [],
             "cpu_model": cpu_model(),
             "threads": torch_facts.get("threads"),
             "deterministic": torch_facts.get("deterministic"),
@@ -95,6 +98,7 @@ class Fingerprint:
             "system": platform.system().lower(),
             "machine": platform.machine().lower(),
             "cpu_count": os.cpu_count(),
+            "device": device_used(torch_facts, os.environ),
         }
         soft.update(extra_soft or {})
         return cls(hard=hard, soft=soft)
@@ -183,3 +187,81 @@ def comparability(
     structure = differences(base, current, STRUCTURE_KEYS)
     timing = differences(base, current) + protocol_differences(base_protocol, current_protocol)
     return structure, timing
+
+
+# --------------------------------------------------------------- one GPU per xdist worker
+
+VISIBLE_DEVICES = "CUDA_VISIBLE_DEVICES"
+
+
+def visible_devices(environ: Mapping[str, str], count_gpus: Callable[[], int]) -> tuple[str, ...]:
+    """The CUDA devices this process may use, as ``CUDA_VISIBLE_DEVICES`` entries.
+
+    A list the user set is kept as given (indices, UUIDs or MIG names); without one, the
+    machine's GPUs by index, counted by ``count_gpus`` (which must not initialise CUDA).
+    """
+    listed = environ.get(VISIBLE_DEVICES)
+    if listed is None:
+        return tuple(str(i) for i in range(max(0, count_gpus())))
+    entries = tuple(e.strip() for e in listed.split(",") if e.strip())
+    # CUDA stops reading the list at an invalid index: "-1" hides every device.
+    return () if entries[:1] == ("-1",) else entries
+
+
+def worker_number(worker_id: str | None) -> int | None:
+    """The number of an xdist worker id (``gw3`` → 3), or None outside a worker."""
+    match = re.fullmatch(r"gw(\d+)", worker_id or "")
+    return int(match.group(1)) if match else None
+
+
+def device_for_worker(worker_id: str | None, devices: Sequence[str]) -> str | None:
+    """The device entry an xdist worker profiles on: round-robin over ``devices``."""
+    number = worker_number(worker_id)
+    if number is None or not devices:
+        return None
+    return devices[number % len(devices)]
+
+
+def sharing_warning(workers: int, devices: Sequence[str]) -> str | None:
+    """A warning when xdist workers outnumber the GPUs, naming who shares which device."""
+    if not devices or workers <= len(devices):
+        return None
+    shares = {d: [f"gw{w}" for w in range(workers) if w % len(devices) == i]
+              for i, d in enumerate(devices)}  # fmt: skip
+    plan = "; ".join(f"{', '.join(ws)} → {d}" for d, ws in shares.items())
+    return (
+        f"{workers} xdist workers share {len(devices)} GPU{'s' if len(devices) > 1 else ''} "
+        f"round-robin ({plan}); workers on one GPU disturb each other's timings: "
+        f"use -n {len(devices)} for one GPU per worker"
+    )
+
+
+def nvml_gpu_count() -> int:
+    """The GPUs the NVIDIA driver reports, read through NVML; 0 without a driver.
+
+    NVML is the driver's management library: reading the count from it neither initialises
+    CUDA nor needs torch, so ``CUDA_VISIBLE_DEVICES`` can still be set afterwards.
+    """
+    try:
+        nvml = ctypes.CDLL("libnvidia-ml.so.1")
+    except OSError:
+        return 0
+    count = ctypes.c_uint(0)
+    if nvml.nvmlInit_v2() != 0:
+        return 0
+    try:
+        if nvml.nvmlDeviceGetCount_v2(ctypes.byref(count)) != 0:
+            return 0
+        return int(count.value)
+    finally:
+        nvml.nvmlShutdown()
+
+
+def device_used(facts: Mapping[str, Any], environ: Mapping[str, str]) -> str:
+    """The device a process profiles on, e.g. ``cuda:0 NVIDIA H100 (CUDA_VISIBLE_DEVICES=1)``."""
+    listed = environ.get(VISIBLE_DEVICES)
+    shown = f" ({VISIBLE_DEVICES}={listed})" if listed is not None else ""
+    if not facts.get("cuda_available"):
+        return f"cpu{shown}"
+    name = facts.get("gpu_used") or "unknown GPU"
+    return f"cuda:{facts.get('gpu_index', 0)} {name}{shown}"

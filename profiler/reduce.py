@@ -309,6 +309,17 @@ def _device_times(ev: EventArrays, cpu: _CpuEvents) -> tuple[FloatArray, FloatAr
     return self_dev, total_dev, True
 
 
+def device_attribution(ev: EventArrays) -> tuple[float, float]:
+    """Device time (µs) that links to a CPU event, and all device time (kernels, memcpy,
+    memset): what :func:`reduce_events` can give an op, and what ran."""
+    cpu = (ev.kind == KIND_OP) | (ev.kind == KIND_ANNOTATION) | (ev.kind == KIND_ASYNC)
+    device = ev.kind == KIND_DEVICE
+    dur = (ev.end_ns[device] - ev.start_ns[device]).astype(np.float64)
+    links = ev.link[device]
+    owned = (links > 0) & np.isin(links, ev.corr[cpu])
+    return float(dur[owned].sum()) / 1000.0, float(dur.sum()) / 1000.0
+
+
 def _merge_duplicates(
     cpu: _CpuEvents, self_dev: FloatArray, has_device: bool
 ) -> tuple[npt.NDArray[np.bool_], FloatArray, FloatArray]:

@@ -213,6 +213,8 @@ def _test_json(t: ProfiledTest) -> dict[str, Any]:
         "trace": t.trace,
         "side_by_side": t.side_by_side,
         "baseline": t.baseline,
+        # where it ran: under xdist each worker names its own GPU
+        "device": (t.environment.get("soft") or {}).get("device"),
         "uniform_shift": v["uniform_shift"],
         "probe_shift": v["probe_shift"],
         "sessions": v["sessions"],

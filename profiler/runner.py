@@ -13,6 +13,13 @@ from pathlib import Path
 from typing import Any
 
 from profiler import judge, store
+from profiler.counters import (
+    CounterUnavailable,
+    InstructionCounter,
+    counting_calls,
+    instructions_note,
+    per_round,
+)
 from profiler.environment import Fingerprint, differences, line_tracer
 from profiler.errors import BaselineError, TprofError
 from profiler.files import atomic_path
@@ -43,6 +50,8 @@ class RunConfig:
     save_trace: bool = False  # keep the saved run's trace next to its baseline
     census: bool = True  # take the work census of each test (one unprofiled pass, two rounds)
     stack: bool = False  # the census keeps the user's source line of each op's first call
+    nvtx: bool = False  # NVTX ranges per test and round, for Nsight (CUDA builds only)
+    counters: bool = False  # CPU instructions per measured round from a hardware counter
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -76,6 +85,16 @@ class Runner:
             self.facts["threads"] = config.threads
         self.fingerprint = Fingerprint.collect(self.facts, extra_soft)
         self.reduction = capture.REDUCTION_PATH
+        self.nvtx = config.nvtx and capture.nvtx_available()
+        # What the run was asked for and this machine can't give: said once, never a failure.
+        self.environment_notes: tuple[str, ...] = ()
+        if config.nvtx and not self.nvtx:
+            self.environment_notes += (
+                "--tprof-nvtx: this torch has no NVTX (a build without CUDA); "
+                "profiling without NVTX ranges",
+            )
+        self.counter, counter_note = _instruction_counter(config.counters)
+        self.environment_notes += (counter_note,) if counter_note else ()
 
     @property
     def env_key(self) -> str:
@@ -163,17 +182,22 @@ class Runner:
         protocol = self.protocol(rounds=rounds, warmup=warmup, iterations=iterations)
         tracer = line_tracer()  # per test: pytest-cov's no_cover marker pauses coverage
 
+        counts: list[int] = []  # instructions per call of the body, with --tprof-counters
+        fn = body.fn if self.counter is None else counting_calls(body.fn, self.counter, counts)
+
         def run() -> Any:
             return self._capture.capture(
-                body.fn, body.args, body.kwargs, rounds=rounds, warmup=warmup, setup=body.setup,
+                fn, body.args, body.kwargs, rounds=rounds, warmup=warmup, setup=body.setup,
                 iterations=iterations, trace_path=self.trace_path(nodeid),
                 record_shapes=cfg.record_shapes, probe=cfg.probe,
                 trace_metadata={"nodeid": nodeid},
+                nvtx_label=f"tprof:{nodeid}" if self.nvtx else None,
             )  # fmt: skip
 
         result = run()
         work, census_note = self._census(body)
         census_note += (result.trace_problem,) if result.trace_problem else ()
+        census_note += _instructions(counts, rounds=rounds, iterations=result.iterations)
         test = replace(self._tested(nodeid, result, protocol), work=work, tracer=tracer)
         if cfg.save:
             note = ("the damaged file will be replaced",) if error else ()
@@ -395,6 +419,26 @@ class Runner:
         found = _Found(baseline=existing, error=None)
         rule = self.config.rule
         return judge.unlike_window(self.judge(test.nodeid, found, current, rule), rule)
+
+
+def _instructions(counts: list[int], *, rounds: int, iterations: int) -> tuple[str, ...]:
+    """The note on the measured rounds' instruction counts; none when nothing was counted."""
+    if not counts:
+        return ()
+    return (instructions_note(per_round(counts, rounds=rounds, iterations=iterations)),)
+
+
+def _instruction_counter(wanted: bool) -> tuple[InstructionCounter | None, str]:
+    """This thread's instruction counter when asked for, and the header's note on it."""
+    if not wanted:
+        return None, ""
+    try:
+        return InstructionCounter(), (
+            "--tprof-counters: CPU instructions of each measured round are in each test's "
+            "notes (not gated)"
+        )
+    except CounterUnavailable as exc:
+        return None, f"--tprof-counters: no hardware counter ({exc}); running without counters"
 
 
 def _copy_atomic(src: Path, dst: Path) -> None:

@@ -37,6 +37,7 @@ def child_args(config: pytest.Config, run: RunConfig, nodeid: str, out: Path) ->
         f"--tprof-rounds={run.rounds}", f"--tprof-warmup={run.warmup}",
         f"--tprof-threads={run.threads}", f"--tprof-min-round-us={run.min_round_us}",
     ]  # fmt: skip
+    args += plugin_args(config.invocation_params.args)
     if config.inipath is not None:
         args += ["-c", str(config.inipath)]
     if run.rule.rel_floor is not None:
@@ -50,6 +51,19 @@ def child_args(config: pytest.Config, run: RunConfig, nodeid: str, out: Path) ->
     if config.pluginmanager.hasplugin("xdist"):
         args.append("-n0")
     return args
+
+
+def plugin_args(given: tuple[str, ...] | list[str]) -> list[str]:
+    """The ``-p`` options of a command line: a plugin it loaded by name (this one, when it is
+    on the path but not installed) must load in the child too."""
+    out: list[str] = []
+    rest = iter(given)
+    for arg in rest:
+        if arg == "-p":
+            out += ["-p", next(rest, "")]
+        elif arg.startswith("-p"):
+            out.append(arg)
+    return out
 
 
 def verdict_in_fresh_process(

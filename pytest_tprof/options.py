@@ -149,6 +149,24 @@ _OPTIONS: tuple[tuple[str, str, str, Any, str], ...] = (
         "stack of each op's first call (default: off)",
     ),
     (
+        "--tprof-nvtx",
+        "tprof_nvtx",
+        "bool",
+        False,
+        "mark each profiled test and each of its rounds with an NVTX range "
+        "(tprof:<nodeid>:round<N>) for Nsight Systems; a torch without CUDA notes it in the "
+        "header and runs without them (default: off)",
+    ),
+    (
+        "--tprof-counters",
+        "tprof_counters",
+        "bool",
+        False,
+        "count the CPU instructions of each measured round with a hardware counter "
+        "(Linux perf_event_open); where the machine has none, the header says so once "
+        "(default: off)",
+    ),
+    (
         "--tprof-markdown",
         "tprof_markdown",
         "path",
@@ -289,6 +307,8 @@ def read_settings(config: pytest.Config) -> Settings:
         save_trace=values["tprof_save_trace"],
         census=not values["tprof_no_census"],
         stack=values["tprof_stack"],
+        nvtx=values["tprof_nvtx"],
+        counters=values["tprof_counters"],
     )
     return Settings(
         enabled=bool(values["tprof"] or values["tprof_save"]),
@@ -304,6 +324,22 @@ def _pytest_cov_on(config: pytest.Config) -> bool:
     """pytest-cov measures this run: it registers "_cov" when a --cov is given (and rewrites
     the option's value, so the plugin is what tells), and --no-cov turns it off."""
     return config.pluginmanager.hasplugin("_cov") and not config.getoption("no_cov", False)
+
+
+def requested_early(config: pytest.Config) -> bool:
+    """Whether profiling was asked for, read before pytest configures (a worker's GPU must be
+    chosen before anything initialises CUDA).  A value that isn't one is left for
+    :func:`read_settings` to report."""
+    args = config.known_args_namespace
+    for ini in ("tprof", "tprof_save"):
+        if getattr(args, ini, None):
+            return True
+        try:
+            if config.getini(ini):
+                return True
+        except (pytest.UsageError, ValueError):
+            continue
+    return False
 
 
 def marker_overrides(item: pytest.Item, rule: Rule) -> tuple[dict[str, int], Rule]:

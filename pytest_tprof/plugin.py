@@ -28,7 +28,15 @@ from profiler.runner import Body, Runner
 from profiler.verdicts import ERROR, REGRESSED, TestVerdict
 from pytest_tprof import fresh, terminal
 from pytest_tprof.fixture import RESULT_KEY, TprofFixture
-from pytest_tprof.options import MARKER_HELP, Settings, add_options, marker_overrides, read_settings
+from pytest_tprof.options import (
+    MARKER_HELP,
+    Settings,
+    add_options,
+    marker_overrides,
+    read_settings,
+    requested_early,
+)
+from pytest_tprof.xdist import assign_worker_gpu, device_header
 
 PLUGIN_KEY = pytest.StashKey["TprofPlugin"]()
 PROPERTY = "tprof_verdict"
@@ -36,6 +44,14 @@ PROPERTY = "tprof_verdict"
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     add_options(parser)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
+    # The earliest hook a worker runs this plugin's code in: before conftests, which may
+    # initialise CUDA (`torch.cuda.is_available()` at import), after which the choice is fixed.
+    if requested_early(early_config):
+        assign_worker_gpu(os.environ)
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -46,7 +62,7 @@ def pytest_configure(config: pytest.Config) -> None:
     plugin = TprofPlugin(config, settings)
     config.stash[PLUGIN_KEY] = plugin
     config.pluginmanager.register(plugin, "tprof-plugin")
-    if config.pluginmanager.hasplugin("xdist"):
+    if _has_xdist(config):
         from pytest_tprof.xdist import XdistHooks
 
         config.pluginmanager.register(XdistHooks(plugin.add_results), "tprof-xdist")
@@ -188,13 +204,14 @@ class TprofPlugin:
         coverage = _coverage_line(line_tracer(), pytest_cov=self.settings.pytest_cov, save=run.save)
         if coverage:
             lines.append(coverage)
+        lines += [f"tprof: {note}" for note in r.environment_notes]
         if r.facts.get("cudnn_benchmark"):
             lines.append(
                 "tprof: warning: torch.backends.cudnn.benchmark is on; kernel choice can vary"
             )
-        if config.pluginmanager.hasplugin("xdist") and (
-            config.getoption("numprocesses", None) or 0
-        ):
+        workers = _xdist_workers(config)
+        if workers:
+            lines += device_header(workers, os.environ)
             lines.append(
                 "tprof: under xdist, concurrent workers add timing noise: calls gate as usual, "
                 "timing verdicts carry a note"
@@ -413,6 +430,20 @@ class TprofPlugin:
         if not append:
             self.messages.append(f"{what}: {path}")
         return True
+
+
+def _has_xdist(config: pytest.Config) -> bool:
+    # "xdist" when loaded from its entry point; its module's name with -p xdist.plugin
+    # (the form for a run with plugin autoloading off on any pytest)
+    return any(config.pluginmanager.hasplugin(name) for name in ("xdist", "xdist.plugin"))
+
+
+def _xdist_workers(config: pytest.Config) -> int:
+    """The xdist workers this controller starts (0 without xdist or without ``-n``)."""
+    if not _has_xdist(config):
+        return 0
+    workers = config.getoption("numprocesses", None)
+    return workers if isinstance(workers, int) else 0
 
 
 _OUTCOME = {"failed": "failed", "skipped": "was skipped"}

@@ -1,0 +1,393 @@
+"""GPU check: ``pytest --tprof`` on a small GPU suite, unchanged and with planted regressions.
+
+Run it with the Python that has the machine's CUDA torch, from a copy of the repository; it
+installs nothing.  Each pytest run is ``python -m pytest FOLDER -p pytest_tprof.plugin`` with
+the repository on ``PYTHONPATH`` and plugin autoloading off (``-p xdist.plugin`` is added
+where xdist is importable), so the plugin loads from the working tree as it would on a
+machine where it is not installed; the CLI runs as ``python -m profiler``.
+
+It writes three tests of its own into a temporary folder, each profiled through the
+``tprof`` fixture on the GPU, and runs:
+
+1. ``--tprof-save`` ``--sessions`` times (default 3);
+2. ``--tprof`` unchanged ``--runs`` times (default 3): any test verdict ``regressed`` or
+   ``error`` is a false failure, counted by the layer that failed it;
+3. each plant in its own ``--tprof`` run (``TPROF_PLANT`` switches it in the test file):
+
+   - ``wider``: the hidden layer of ``test_matmul`` 25 % wider (a slower GEMM kernel; more
+     FLOPs for the work census);
+   - ``d2h``: ``test_copy_back`` adds a device-to-host copy of its output (``.cpu()``);
+   - ``sync``: ``test_loss_step`` reads its loss with ``.item()`` each step (a host sync).
+
+   A plant is caught when its test's verdict is ``regressed``; the table names the layer
+   that failed it (work, calls or timing, as the JSON report's families and work verdict
+   say) and the first reason;
+4. with more than one run planned, ``-n 2`` unchanged when pytest-xdist is importable: the
+   devices each test ran on (the JSON report's ``device``) and the controller's GPU header;
+   and one unchanged run with ``--tprof-nvtx`` (NVTX ranges for Nsight);
+5. ``python -m profiler show`` on one saved baseline.
+
+The kernel-attribution rate is the share of the unchanged runs' device time (kernels,
+memcpy, memset) that links to a CPU op (``profiler.reduce.device_attribution`` over their
+traces): what the op rows can hold of what ran.
+
+Without CUDA it is a self-test of the same flow on CPU tensors: the ``wider`` plant must be
+caught by the work census; ``d2h`` and ``sync`` are skipped (a copy to the host and a host
+sync need a device).  ``--quick`` (2 saves, 1 unchanged run, no xdist run, 6 rounds + 1
+warm-up instead of 12 + 2) is what the project's tests run; ``--floor F`` passes
+``--tprof-floor=F``, for a self-test on a busy machine, where timing is not what is checked.
+Exits 1 on a missed plant, a false failure or a run that didn't finish; prints a table.
+
+    python benchmarks/gpu_check.py [--sessions 3] [--runs 3] [--quick] [--floor F] [--keep DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+SUITE = '''
+"""GPU tests of a small model, profiled with pytest-tprof's ``tprof`` fixture."""
+
+import os
+
+import pytest
+import torch
+
+PLANT = os.environ.get("TPROF_PLANT", "")
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+
+
+@pytest.fixture(autouse=True)
+def _seed():
+    torch.manual_seed(0)
+
+
+def test_matmul(tprof):
+    hidden = 1280 if PLANT == "wider" else 1024
+    x = torch.randn(256, 512, device=DEVICE)
+    w1 = torch.randn(512, hidden, device=DEVICE)
+    w2 = torch.randn(hidden, 512, device=DEVICE)
+    tprof(lambda: torch.relu(x @ w1) @ w2)
+
+
+def test_copy_back(tprof):
+    x = torch.randn(256, 256, device=DEVICE)
+    w = torch.randn(256, 256, device=DEVICE)
+
+    def step():
+        y = torch.tanh(x @ w)
+        if PLANT == "d2h":
+            return y.cpu()
+        return y
+
+    tprof(step)
+
+
+def test_loss_step(tprof):
+    model = torch.nn.Sequential(
+        torch.nn.Linear(128, 256), torch.nn.GELU(), torch.nn.Linear(256, 10)
+    ).to(DEVICE)
+    x = torch.randn(64, 128, device=DEVICE)
+    y = torch.randint(0, 10, (64,), device=DEVICE)
+
+    def step():
+        model.zero_grad()
+        loss = torch.nn.functional.cross_entropy(model(x), y)
+        loss.backward()
+        if PLANT == "sync":
+            return loss.item()
+        return loss
+
+    tprof(step)
+'''
+
+TESTS = ("test_matmul", "test_copy_back", "test_loss_step")
+# plant: (its test, whether it needs a device)
+PLANTS = {"wider": ("test_matmul", False), "d2h": ("test_copy_back", True),
+          "sync": ("test_loss_step", True)}  # fmt: skip
+PROFILE_ARGS = ("--tprof-rounds=12", "--tprof-warmup=2")
+QUICK_ARGS = ("--tprof-rounds=6", "--tprof-warmup=1")
+FAILED = ("regressed", "error")
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """One test's verdict in one run, as the JSON report gives it."""
+
+    verdict: str
+    layer: str  # what failed it: work, calls, timing or error ("-" when it passed)
+    reason: str
+    device: str
+
+    @property
+    def failed(self) -> bool:
+        return self.verdict in FAILED
+
+    @property
+    def shown(self) -> str:
+        """The layer that failed the test, or the verdict of one that passed."""
+        return self.layer if self.failed else f"({self.verdict})"
+
+
+def verdict_of(test: dict[str, Any]) -> Verdict:
+    """A JSON report test entry as a :class:`Verdict`."""
+    work = test.get("work") or {}
+    families = test.get("families", [])
+    layer = "-"
+    if test["verdict"] == "error":
+        layer = "error"
+    elif test["verdict"] == "regressed":
+        if work.get("verdict") == "regressed":
+            layer = "work"
+        elif any(f.get("structure_regressed") for f in families):
+            layer = "calls"
+        else:
+            layer = "timing"
+    # the reason of the layer that failed the test (the test's reason starts with timing's),
+    # or what the census saw in a test that passed with other work
+    census_says = layer == "work" or (layer == "-" and work.get("verdict") == "changed")
+    reasons = work.get("reasons") if census_says else None
+    reason = reasons[0] if reasons else str(test.get("reason", ""))
+    return Verdict(test["verdict"], layer, reason, str(test.get("device")))
+
+
+@dataclass
+class Run:
+    """One pytest run: its verdicts by test name, its header lines and its exit status."""
+
+    label: str
+    verdicts: dict[str, Verdict]
+    header: list[str]
+    status: int
+
+
+class Suite:
+    """The folder (pytest's rootdir) and the pytest runs in it."""
+
+    def __init__(self, folder: Path, extra: list[str]) -> None:
+        self.folder = folder
+        self.extra = extra
+        self.count = 0
+        for sub in ("reports", "logs", "traces"):
+            (folder / sub).mkdir(parents=True, exist_ok=True)
+        (folder / "test_gpu_suite.py").write_text(SUITE)
+        (folder / "conftest.py").write_text("")
+        (folder / "pytest.ini").write_text("[pytest]\n")
+
+    def command(self, tag: str, args: list[str]) -> list[str]:
+        plugins = ["-p", "pytest_tprof.plugin"]
+        if importlib.util.find_spec("xdist") is not None:
+            plugins += ["-p", "xdist.plugin"]
+        return [
+            sys.executable, "-m", "pytest", str(self.folder), "-p", "no:cacheprovider",
+            *plugins, f"--tprof-baseline-dir={self.folder / 'baselines'}",
+            f"--tprof-trace-dir={self.folder / 'traces' / tag}",
+            f"--tprof-json={self.folder / 'reports' / f'{tag}.json'}",
+            *self.extra, *args,
+        ]  # fmt: skip
+
+    def run(self, label: str, args: list[str], plant: str = "") -> Run:
+        """One pytest run; prints one line of verdicts."""
+        self.count += 1
+        tag = f"{self.count:02d}-{label}"
+        cmd = self.command(tag, args)
+        env = {**working_tree_env(), "TPROF_PLANT": plant, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
+        done = subprocess.run(cmd, cwd=self.folder, env=env, capture_output=True, text=True)
+        log = f"TPROF_PLANT={plant!r} {' '.join(cmd)}\nexit {done.returncode}\n\n"
+        (self.folder / "logs" / f"{tag}.txt").write_text(log + done.stdout + done.stderr)
+        report = self.folder / "reports" / f"{tag}.json"
+        if done.returncode not in (0, 1) or not report.exists():
+            sys.exit(f"pytest exited {done.returncode} in {tag}:\n"
+                     f"{done.stdout[-3000:]}\n{done.stderr[-2000:]}")  # fmt: skip
+        doc = json.loads(report.read_text())
+        verdicts = {t["nodeid"].split("::")[-1]: verdict_of(t) for t in doc["tests"]}
+        missing = [name for name in TESTS if name not in verdicts]
+        if missing:
+            sys.exit(f"{tag}: no verdict for {missing} in {report}:\n{done.stdout[-3000:]}")
+        header = [line for line in done.stdout.splitlines() if line.startswith("tprof: ")]
+        cells = "  ".join(f"{n[5:]}={v.verdict}" for n, v in verdicts.items())
+        print(f"  {label:<14} exit {done.returncode}  {cells}", flush=True)
+        return Run(label, verdicts, header, done.returncode)
+
+    def traces(self, label: str) -> list[Path]:
+        return sorted(self.folder.glob(f"traces/*-{label}/*.pt.trace.json.gz"))
+
+
+def working_tree_env() -> dict[str, str]:
+    """This process's environment with the repository first on ``PYTHONPATH``."""
+    path = [str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])]
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(path)}
+
+
+def attribution(traces: list[Path]) -> tuple[float, float]:
+    """Device µs linked to a CPU op and all device µs, over the traces."""
+    from profiler.reduce import device_attribution
+    from profiler.traces import read_trace
+
+    linked = total = 0.0
+    for path in traces:
+        a, t = device_attribution(read_trace(path).events)
+        linked, total = linked + a, total + t
+    return linked, total
+
+
+def cuda_available() -> bool:
+    import torch
+
+    return bool(torch.cuda.is_available())
+
+
+def check_cli(suite: Suite) -> tuple[bool, str]:
+    """``python -m profiler show`` on one saved baseline, from the working tree."""
+    files = sorted(suite.folder.glob("baselines/*/*.json"))
+    if not files:
+        return False, "no baseline file was saved"
+    done = subprocess.run([sys.executable, "-m", "profiler", "show", str(files[0])],
+                          env=working_tree_env(), capture_output=True, text=True)  # fmt: skip
+    first = (done.stdout.strip().splitlines() or [done.stderr.strip()[-200:]])[0]
+    return done.returncode == 0, f"exit {done.returncode}: {first[:70]}"
+
+
+@dataclass
+class Findings:
+    """What the runs showed, for the table and the exit status."""
+
+    cuda: bool
+    saves_ok: bool = True
+    unchanged: list[Run] | None = None
+    plants: dict[str, Run | str] | None = None  # a run, or why the plant was skipped
+    extras: list[tuple[str, bool, str]] | None = None  # (check, passed, what it showed)
+    attributed: tuple[float, float] = (0.0, 0.0)
+
+    def false_failures(self) -> list[tuple[str, str, Verdict]]:
+        return [(r.label, name, v) for r in self.unchanged or [] for name, v in r.verdicts.items()
+                if v.failed]  # fmt: skip
+
+    def problems(self) -> list[str]:
+        out = [] if self.saves_ok else ["a --tprof-save run failed"]
+        out += [f"false failure: {name} in {label} ({v.layer})"
+                for label, name, v in self.false_failures()]  # fmt: skip
+        for plant, run in (self.plants or {}).items():
+            if isinstance(run, Run) and not run.verdicts[PLANTS[plant][0]].failed:
+                out.append(f"plant {plant} not caught")
+            if not self.cuda and plant == "wider" and isinstance(run, Run):
+                if run.verdicts[PLANTS[plant][0]].layer != "work":
+                    out.append("plant wider not caught by the work census on CPU")
+        out += [f"{check}: {shown}" for check, ok, shown in self.extras or [] if not ok]
+        return out
+
+
+def run_plants(suite: Suite, cuda: bool) -> dict[str, Run | str]:
+    out: dict[str, Run | str] = {}
+    for plant, (_, needs_device) in PLANTS.items():
+        if needs_device and not cuda:
+            out[plant] = "skipped: needs a CUDA device (on CPU there is no copy or sync to add)"
+            continue
+        out[plant] = suite.run(f"plant-{plant}", ["--tprof"], plant=plant)
+    return out
+
+
+def run_extras(suite: Suite, with_xdist: bool) -> list[tuple[str, bool, str]]:
+    """The -n 2 run, the --tprof-nvtx run and the CLI: (check, passed, what it showed)."""
+    out: list[tuple[str, bool, str]] = []
+    if with_xdist:
+        run = suite.run("xdist", ["--tprof", "-n", "2"])
+        devices = sorted({v.device for v in run.verdicts.values()})
+        gpu_lines = " ".join(h[7:] for h in run.header if " GPU" in h) or "no GPU header line"
+        passed = not any(v.failed for v in run.verdicts.values())
+        out.append(("-n 2 devices", passed, f"{'; '.join(devices)} | {gpu_lines}"))
+    run = suite.run("nvtx", ["--tprof", "--tprof-nvtx"])
+    notes = [h[7:] for h in run.header if h.startswith("tprof: --tprof-nvtx")]
+    shown = notes[0] if notes else "ranges emitted (see them with nsys profile)"
+    out.append(("--tprof-nvtx", not any(v.failed for v in run.verdicts.values()), shown))
+    out.append(("python -m profiler show", *check_cli(suite)))
+    return out
+
+
+def check(folder: Path, *, sessions: int, runs: int, extra: list[str], xdist: bool) -> Findings:
+    cuda = cuda_available()
+    suite = Suite(folder, extra)
+    found = Findings(cuda=cuda)
+    for k in range(sessions):
+        found.saves_ok &= suite.run(f"save{k + 1}", ["--tprof-save"]).status == 0
+    found.unchanged = [suite.run(f"unchanged{k + 1}", ["--tprof"]) for k in range(runs)]
+    found.plants = run_plants(suite, cuda)
+    with_xdist = xdist and importlib.util.find_spec("xdist") is not None
+    found.extras = run_extras(suite, with_xdist)
+    traces = [p for k in range(runs) for p in suite.traces(f"unchanged{k + 1}")]
+    found.attributed = attribution(traces)
+    return found
+
+
+def print_table(found: Findings, seconds: float) -> None:
+    import torch
+
+    where = f"CUDA {torch.version.cuda}, {torch.cuda.get_device_name()}" if found.cuda else "CPU"
+    print(f"\nGPU check: torch {torch.__version__} on {where}; {seconds:.0f} s\n")
+    print(f"{'plant':<7} {'test':<15} {'caught':<7} {'layer':<7} reason")
+    for plant, run in (found.plants or {}).items():
+        test = PLANTS[plant][0]
+        if isinstance(run, str):
+            print(f"{plant:<7} {test:<15} {'-':<7} {'-':<7} {run}")
+            continue
+        v = run.verdicts[test]
+        print(
+            f"{plant:<7} {test:<15} {'yes' if v.failed else 'NO':<7} {v.shown:<7} {v.reason[:90]}"
+        )
+    unchanged = found.unchanged or []
+    tested = sum(len(r.verdicts) for r in unchanged)
+    false = found.false_failures()
+    layers = ", ".join(f"{v.layer}: {name} in {label}" for label, name, v in false) or "none"
+    print(f"\nfalse failures in {len(unchanged)} unchanged runs: {len(false)} of {tested} "
+          f"test-runs ({layers})")  # fmt: skip
+    linked, total = found.attributed
+    if total > 0:
+        print(f"kernel attribution: {100 * linked / total:.1f} % of {total:,.0f} µs of device "
+              "time links to a CPU op")  # fmt: skip
+    else:
+        print("kernel attribution: n/a (no device time in the traces)")
+    for name, ok, shown in found.extras or []:
+        print(f"{name}: {'ok' if ok else 'FAILED'}: {shown}")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--sessions", type=int, default=3, help="baseline saves (default: 3)")
+    parser.add_argument("--runs", type=int, default=3, help="unchanged runs (default: 3)")
+    parser.add_argument(
+        "--quick", action="store_true", help="2 saves, 1 unchanged run, no -n 2, 6 rounds"
+    )
+    parser.add_argument("--floor", type=float, help="pass --tprof-floor=F to every run")
+    parser.add_argument("--keep", type=Path, help="work in this folder and keep it")
+    opts = parser.parse_args()
+    sessions, runs = (2, 1) if opts.quick else (opts.sessions, opts.runs)
+    extra = list(QUICK_ARGS if opts.quick else PROFILE_ARGS)
+    extra += [] if opts.floor is None else [f"--tprof-floor={opts.floor}"]
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="tprof-gpu-check-") as tmp:
+        folder = opts.keep or Path(tmp)
+        folder.mkdir(parents=True, exist_ok=True)
+        found = check(folder, sessions=sessions, runs=runs, extra=extra, xdist=not opts.quick)
+        print_table(found, time.monotonic() - started)
+    problems = found.problems()
+    for p in problems:
+        print(f"PROBLEM: {p}")
+    print("\nresult:", "FAILED" if problems else "passed")
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

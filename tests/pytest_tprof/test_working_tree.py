@@ -1,0 +1,48 @@
+"""The plugin loaded by name (``-p pytest_tprof.plugin``) from a working tree, autoload off:
+how benchmarks/gpu_check.py runs it on a machine where it isn't installed."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from pytest_tprof.fresh import plugin_args
+
+
+def test_the_fresh_process_loads_the_plugins_its_parent_loaded_by_name() -> None:
+    given = ["tests", "-p", "pytest_tprof.plugin", "-pxdist.plugin", "-q", "--tprof",
+             "-p", "no:cacheprovider", "--pdb"]  # fmt: skip
+    assert plugin_args(given) == [
+        "-p", "pytest_tprof.plugin", "-pxdist.plugin", "-p", "no:cacheprovider",
+    ]  # fmt: skip
+    assert plugin_args(["--tprof"]) == []
+
+
+def test_with_xdist_loaded_by_its_module_name_the_controller_gets_every_result(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytest.importorskip("xdist")
+    monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
+    pytester.makepyfile(
+        """
+        import pytest
+        import torch
+
+        @pytest.mark.parametrize("op", ["relu", "tanh"])
+        def test_op(tprof, op):
+            tprof(getattr(torch, op), torch.ones(8))
+        """
+    )
+    result = pytester.runpytest_subprocess(
+        "-p", "pytest_tprof.plugin", "-p", "xdist.plugin", "-n", "2", "-p", "no:cacheprovider",
+        "--tprof", "--tprof-rounds=2", "--tprof-warmup=0", "--tprof-min-round-us=0",
+        "--tprof-no-census", "--tprof-json=report.json",
+    )  # fmt: skip
+    result.assert_outcomes(passed=2)
+    doc = json.loads((pytester.path / "report.json").read_text())
+    assert sorted(t["nodeid"] for t in doc["tests"]) == [
+        "test_with_xdist_loaded_by_its_module_name_the_controller_gets_every_result.py::"
+        f"test_op[{op}]"
+        for op in ("relu", "tanh")
+    ]
