@@ -6,12 +6,15 @@ that the rows add up to the op table's device time.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from profiler.gpu import blocks_host, copy_direction, idle_ranking
+from profiler import html, report
+from profiler.compare import IDLE_FAMILY, compare
+from profiler.gpu import blocks_host, copy_direction, idle_ranking, row_deltas
 from profiler.records import (
     KIND_ANNOTATION,
     KIND_DEVICE,
@@ -22,7 +25,9 @@ from profiler.records import (
     OpTable,
 )
 from profiler.reduce import drop_leading_rounds, reduce_events
+from profiler.results import ProfiledTest
 from profiler.traces import table_from_trace
+from profiler.verdicts import TestVerdict
 
 GPU_TRACES = Path(__file__).parents[3] / "shared" / "data" / "gpu-traces"
 needs_gpu_traces = pytest.mark.skipif(
@@ -304,3 +309,130 @@ def test_real_trace_syncs_go_to_the_op_that_waited() -> None:
     # 41 cuda_sync events: 16 stream syncs after the 16 host-to-device copies of aten::copy_.
     assert sum(syncs.values()) == 41
     assert syncs[("aten::copy_", "Stream Sync")] == 16
+
+
+# --------------------------------------------------------------------------- against a baseline
+
+
+def rounds_of(
+    n: int,
+    *,
+    seed: int,
+    gemm_ns: int = 40_000,
+    gap_ns: int = 5_000,
+    dtoh: bool = False,
+) -> OpTable:
+    """``n`` rounds of a device step: ``aten::mm`` launches two kernels with ``gap_ns`` of
+    device idle time before the second (jittered); with ``dtoh``, ``aten::item`` copies a
+    scalar to the host and syncs.  Every round is 100 µs of host time."""
+    rng = np.random.default_rng(seed)
+    rows: list[Row] = []
+    corr = 0
+    for r in range(n):
+        t0 = r * 200_000
+        rows.append(step(r, t0, t0 + 190_000))
+        corr += 1
+        rows.append(op("aten::mm", t0 + 1_000, t0 + 10_000, corr=corr))
+        gap = int(gap_ns * rng.uniform(0.95, 1.05))
+        g = int(gemm_ns * rng.uniform(0.98, 1.02))
+        rows.append(dev("gemm", t0 + 20_000, t0 + 20_000 + g, link=corr, launch=t0 + 2_000))
+        k2 = t0 + 20_000 + g + gap
+        rows.append(dev("bias_add", k2, k2 + 2_000, link=corr, launch=t0 + 5_000))
+        if dtoh:
+            corr += 1
+            rows.append(op("aten::item", t0 + 11_000, t0 + 100_000, corr=corr))
+            c0 = k2 + 3_000
+            rows.append(
+                dev("Memcpy DtoH (Device -> Pageable)", c0, c0 + 1_000, link=corr, nbytes=4)
+            )
+            rows.append(sync("Stream Sync", c0 + 1_000, c0 + 1_500, link=corr))
+    return reduce_events(arrays(rows))
+
+
+def test_a_new_device_to_host_copy_and_sync_fail_the_test_naming_the_op() -> None:
+    base = [rounds_of(12, seed=s) for s in range(3)]
+    v = compare(base, rounds_of(12, seed=9, dtoh=True), same_hardware=False)
+    cuda = next(f for f in v.families if f.family == "cuda")
+    assert v.verdict == "regressed"
+    assert cuda.structure_regressed
+    assert (
+        "aten::item: Memcpy DtoH (Device -> Pageable) 0 → 1 per round, 4 B "
+        "(the host now waits for the device)" in cuda.reasons
+    )
+    assert "aten::item: Stream Sync 0 → 1 per round (the host now waits for the device)" in (
+        cuda.reasons
+    )
+    assert any(r.op == "aten::item" and r.kind == "memcpy" for r in v.device_rows)
+
+
+def test_a_host_wait_gone_is_a_change_not_a_regression() -> None:
+    base = [rounds_of(12, seed=s, dtoh=True) for s in range(3)]
+    v = compare(base, rounds_of(12, seed=9), same_hardware=False)
+    cuda = next(f for f in v.families if f.family == "cuda")
+    assert not cuda.structure_regressed
+    assert "aten::item: Stream Sync 1 → 0 per round (the host waits less for the device)" in (
+        cuda.reasons
+    )
+
+
+def test_a_baseline_without_device_tables_gates_no_host_waits() -> None:
+    base = [replace(rounds_of(12, seed=s), device=None) for s in range(3)]
+    v = compare(base, rounds_of(12, seed=9, dtoh=True), same_hardware=False)
+    assert not any(f.family == IDLE_FAMILY for f in v.families)
+    cuda = next(f for f in v.families if f.family == "cuda")
+    assert not any("waits" in r for r in cuda.reasons)
+    assert v.device_rows == ()
+
+
+def test_more_device_idle_time_regresses_the_idle_family_naming_the_op_waited_for() -> None:
+    base = [rounds_of(20, seed=s) for s in range(3)]
+    v = compare(base, rounds_of(20, seed=9, gap_ns=60_000))
+    idle = next(f for f in v.families if f.family == IDLE_FAMILY)
+    assert idle.verdict == "regressed"
+    assert idle.timing_regressed  # so it is re-measured and confirmed like other timing
+    assert idle.baseline_total_us == pytest.approx(5.0, rel=0.05)
+    assert idle.current_total_us == pytest.approx(60.0, rel=0.05)
+    assert "it waited longer for aten::mm +" in idle.reasons[0]
+
+
+def test_unchanged_idle_time_is_unchanged() -> None:
+    base = [rounds_of(20, seed=s) for s in range(3)]
+    v = compare(base, rounds_of(20, seed=9))
+    idle = next(f for f in v.families if f.family == IDLE_FAMILY)
+    assert idle.verdict == "unchanged"
+    assert v.verdict != "regressed"
+
+
+def test_a_slower_kernel_is_named_under_its_op_in_the_verdict_and_every_report() -> None:
+    base = [rounds_of(20, seed=s) for s in range(3)]
+    v = compare(base, rounds_of(20, seed=9, gemm_ns=80_000))
+    assert any(o.op == "aten::mm" and o.family == "cuda" and o.flagged for o in v.ops)
+    first = v.device_rows[0]
+    assert (first.op, first.name) == ("aten::mm", "gemm")
+    assert first.delta_us == pytest.approx(40.0, rel=0.05)
+    assert TestVerdict.from_dict(v.to_dict()).device_rows == v.device_rows
+    test = ProfiledTest(nodeid="t.py::test_step", verdict=v)
+    text = report.failure_text(test, verbose=True)
+    assert "device time of the flagged ops, per round:" in text
+    assert "    gemm       kernel  1 → 1            40.0 → 80.8  +40.8" in text
+    assert "device time" not in report.failure_text(test)
+    doc = report.json_report([test], environment={})
+    assert doc["tests"][0]["device_rows"][0]["name"] == "gemm"
+    page = html.html_report(doc)
+    assert "<h3>device time of the flagged ops</h3>" in page
+    assert "<code title='gemm'>gemm</code>" in page
+
+
+@needs_gpu_traces
+def test_real_trace_the_kernel_that_moved_comes_first(control: OpTable) -> None:
+    table = control.device
+    assert table is not None
+    mm = table.rows_of("aten::mm", "kernel")
+    slowed = mm[3]  # one of aten::mm's 41 kernels, 1.5x slower
+    device_us = table.device_us.copy()
+    device_us[slowed] *= 1.5
+    rows = row_deltas(["aten::mm"], [table], replace(table, device_us=device_us))
+    assert len(mm) == 41
+    assert rows[0].name == table.names[slowed]
+    assert rows[0].delta_us == pytest.approx(0.5 * float(np.median(table.device_us[slowed])))
+    assert all(r.delta_us == 0 for r in rows[1:])
