@@ -13,6 +13,7 @@ import inspect
 import json
 import math
 import os
+import re
 import shutil
 import sys
 import time
@@ -35,6 +36,7 @@ from profiler.records import (
     KIND_DEVICE,
     KIND_IGNORED,
     KIND_OP,
+    KIND_SYNC,
     EventArrays,
     FloatArray,
     IntArray,
@@ -319,7 +321,9 @@ def _profile_rounds(
         activities.append(ProfilerActivity.CUDA)
     wall_us = np.zeros(rounds)
     value: Any = None
-    with profile(activities=activities, record_shapes=record_shapes) as prof:
+    with profile(
+        activities=activities, record_shapes=record_shapes, experimental_config=_device_config(cuda)
+    ) as prof:
         for r in range(rounds):
             call_args, call_kwargs = args, kwargs
             if setup is not None:
@@ -339,6 +343,18 @@ def _profile_rounds(
         for key, val in metadata.items():
             prof.add_metadata_json(key, json.dumps(val, sort_keys=True))
     return prof, wall_us, value
+
+
+def _device_config(cuda: bool) -> Any:
+    """Kineto's sync events (which op made the host wait) and each copy's metadata (its
+    bytes), on device runs only; None where this torch has no such options."""
+    config = getattr(torch._C._profiler, "_ExperimentalConfig", None)
+    if not cuda or config is None:
+        return None
+    try:
+        return config(enable_cuda_sync_events=True, expose_kineto_event_metadata=True)
+    except TypeError:  # an older torch without one of them
+        return None
 
 
 def _trace_metadata(
@@ -457,19 +473,69 @@ def events_from_kineto(prof: profile) -> EventArrays:
     )
     corr = np.zeros(n, dtype=np.int64)
     link = corr
+    start_ns = col(ke.start_ns, np.int64)
+    device: _DeviceColumns | None = None
     if not is_cpu.all():  # correlation ids only matter when there is device work
         corr = col(ke.correlation_id, np.int64)
         link = col(ke.linked_correlation_id, np.int64)
+        device = _device_columns(events, ke, is_cpu=is_cpu, corr=corr, link=link, start_ns=start_ns)
+        kind[device.is_sync] = KIND_SYNC
+        thread = np.where(is_cpu, thread, device.stream)
         corr = np.where(link > 0, 0, corr)  # runtime calls link to their op; only ops own kernels
     return EventArrays(
         names=names,
         name_idx=name_idx,
-        start_ns=col(ke.start_ns, np.int64),
+        start_ns=start_ns,
         end_ns=col(ke.end_ns, np.int64),
         thread=thread,
         kind=kind,
         corr=corr,
         link=link,
+        nbytes=None if device is None else device.nbytes,
+        launch_ns=None if device is None else device.launch_ns,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class _DeviceColumns:
+    is_sync: _BoolArray
+    stream: Any  # device index and stream id in one number
+    nbytes: Any
+    launch_ns: Any
+
+
+_BYTES = re.compile(r'"bytes":\s*(\d+)')
+
+
+def _device_columns(
+    events: Any, ke: Any, *, is_cpu: _BoolArray, corr: Any, link: Any, start_ns: Any
+) -> _DeviceColumns:
+    """What the device table needs of device events: sync or not, stream, bytes, launch time.
+
+    A device event's correlation id is its runtime call's; the runtime call starts the launch.
+    """
+    activity = np.asarray([str(a) for a in map(ke.activity_type, events)], dtype=object)
+    on_device = ~is_cpu
+    stream = np.fromiter(map(ke.device_index, events), dtype=np.int64, count=len(events)) << 32
+    stream += np.fromiter(map(ke.device_resource_id, events), dtype=np.int64, count=len(events))
+    nbytes = np.zeros(len(events), dtype=np.int64)
+    for i in np.flatnonzero(on_device & ((activity == "gpu_memcpy") | (activity == "gpu_memset"))):
+        found = _BYTES.search(events[i].metadata_json())
+        nbytes[i] = int(found.group(1)) if found else 0
+    runtime = np.flatnonzero(is_cpu & (link > 0))
+    order = np.argsort(corr[runtime], kind="stable")
+    r_corr, r_start = corr[runtime][order], start_ns[runtime][order]
+    dev = np.flatnonzero(on_device)
+    pos = np.minimum(np.searchsorted(r_corr, corr[dev]), max(r_corr.size - 1, 0))
+    launch_ns = np.zeros(len(events), dtype=np.int64)
+    if r_corr.size:
+        hit = r_corr[pos] == corr[dev]
+        launch_ns[dev[hit]] = r_start[pos[hit]]
+    return _DeviceColumns(
+        is_sync=on_device & (activity == "cuda_sync"),
+        stream=stream,
+        nbytes=nbytes,
+        launch_ns=launch_ns,
     )
 
 
