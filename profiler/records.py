@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -209,6 +209,20 @@ class DeviceTable:
             queue_depth=self.queue_depth[keep],
             idle_ops=self.idle_ops,
             idle_before_us=self.idle_before_us[:, keep],
+        )
+
+    def per_iteration(self, iterations: int) -> DeviceTable:
+        """Calls, times and bytes per call of the body when a round ran it ``iterations``
+        times; a row called at all keeps at least one call, as op calls do."""
+        calls = np.rint(self.calls / iterations).astype(np.int64)
+        return replace(
+            self,
+            calls=np.where(self.calls > 0, np.maximum(calls, 1), 0),
+            device_us=self.device_us / iterations,
+            bytes=self.bytes // iterations,
+            span_us=self.span_us / iterations,
+            idle_us=self.idle_us / iterations,
+            idle_before_us=self.idle_before_us / iterations,
         )
 
     def to_dict(self) -> dict[str, Any]:

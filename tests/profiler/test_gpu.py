@@ -12,7 +12,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from profiler import html, report
+from profiler import html, report, store
+from profiler.environment import Fingerprint
+from profiler.errors import BaselineError
+from profiler.judge import per_iteration
 from profiler.compare import IDLE_FAMILY, compare
 from profiler.gpu import blocks_host, copy_direction, idle_ranking, row_deltas
 from profiler.records import (
@@ -436,3 +439,41 @@ def test_real_trace_the_kernel_that_moved_comes_first(control: OpTable) -> None:
     assert rows[0].name == table.names[slowed]
     assert rows[0].delta_us == pytest.approx(0.5 * float(np.median(table.device_us[slowed])))
     assert all(r.delta_us == 0 for r in rows[1:])
+
+
+def test_per_iteration_divides_the_device_table_like_the_op_table() -> None:
+    table = reduce_events(arrays(TWO_ROUNDS))
+    halved = per_iteration(table, 2).device
+    assert halved is not None
+    assert row(halved, "aten::mm", "kernel", "gemm") == {
+        "calls": [1, 1],  # 2 → 1; 1 → 0.5, kept at one call
+        "device_us": [1.5, 1.5],
+        "bytes": [0, 0],
+    }
+    assert row(halved, "aten::item", "memcpy", "Memcpy DtoH (Device -> Pageable)")["bytes"] == [
+        2,
+        0,
+    ]
+
+
+def test_a_baseline_with_a_damaged_device_table_is_an_error_naming_the_file(
+    tmp_path: Path,
+) -> None:
+    table = reduce_events(arrays(TWO_ROUNDS))
+    fingerprint = Fingerprint.from_dict({"hard": {}, "soft": {}})
+    session = store.Session(table=table, recorded_at="2026-01-01T00:00:00", warmup_used=1)
+    saved = store.Baseline(
+        nodeid="t.py::test_step",
+        fingerprint=fingerprint,
+        protocol={"rounds": 2, "warmup": 1, "iterations": 1},
+        sessions=(session,),
+    )
+    data = saved.to_dict()
+    assert store.baseline_from_dict(data, path=tmp_path / "b.json").tables[0].device is not None
+    data["sessions"][0]["device"]["rows"][0]["kind"] = "tensor"
+    with pytest.raises(BaselineError) as info:
+        store.baseline_from_dict(data, path=tmp_path / "b.json")
+    assert "'sessions[0].device': 'rows[0].kind' must be one of kernel, memcpy, memset, sync" in (
+        str(info.value)
+    )
+    assert str(info.value).startswith(str(tmp_path / "b.json"))
