@@ -13,11 +13,11 @@ import numpy as np
 import pytest
 
 from profiler import html, report, store
+from profiler.compare import IDLE_FAMILY, compare
 from profiler.environment import Fingerprint
 from profiler.errors import BaselineError
-from profiler.judge import per_iteration
-from profiler.compare import IDLE_FAMILY, compare
 from profiler.gpu import blocks_host, copy_direction, idle_ranking, row_deltas
+from profiler.judge import per_iteration
 from profiler.records import (
     KIND_ANNOTATION,
     KIND_DEVICE,
