@@ -35,6 +35,7 @@ from profiler.records import (
     KIND_ASYNC,
     KIND_DEVICE,
     KIND_IGNORED,
+    KIND_MEMORY,
     KIND_OP,
     KIND_SYNC,
     EventArrays,
@@ -191,6 +192,7 @@ def capture(
     use_cuda: bool | None = None,
     probe: bool = True,
     trace_metadata: Mapping[str, Any] | None = None,
+    profile_memory: bool = False,
 ) -> CaptureResult:
     """Profile ``fn(*args, **kwargs)`` for ``warmup`` + ``rounds`` rounds in one session.
 
@@ -221,7 +223,7 @@ def capture(
         result = _capture_once(
             fn, args, kwargs, rounds=rounds, warmup=warm, setup=setup, iterations=iterations,
             trace_path=trace_path, record_shapes=record_shapes, cuda=cuda, probe=probe,
-            trace_metadata=trace_metadata,
+            trace_metadata=trace_metadata, profile_memory=profile_memory,
         )  # fmt: skip
         if result.warmup_settled or warm >= MAX_WARMUP or (warm == 0 and warmup == 0):
             break
@@ -262,6 +264,7 @@ def _capture_once(
     cuda: bool,
     probe: bool,
     trace_metadata: Mapping[str, Any] | None,
+    profile_memory: bool = False,
 ) -> CaptureResult:
     drift_probe = _Probe(cuda) if probe else None
     metadata = _trace_metadata(warmup, rounds, iterations, trace_metadata)
@@ -269,6 +272,7 @@ def _capture_once(
     prof, wall_us, value = _profile_rounds(
         fn, args, kwargs, rounds=warmup + rounds, setup=setup, iterations=iterations, cuda=cuda,
         drift_probe=drift_probe, record_shapes=record_shapes, metadata=metadata,
+        profile_memory=profile_memory,
     )  # fmt: skip
     capture_s = time.perf_counter() - t_start
 
@@ -310,6 +314,7 @@ def _profile_rounds(
     drift_probe: _Probe | None,
     record_shapes: bool,
     metadata: Mapping[str, Any],
+    profile_memory: bool = False,
 ) -> tuple[profile, FloatArray, Any]:
     """Run ``rounds`` rounds in one profiler session.
 
@@ -322,7 +327,10 @@ def _profile_rounds(
     wall_us = np.zeros(rounds)
     value: Any = None
     with profile(
-        activities=activities, record_shapes=record_shapes, experimental_config=_device_config(cuda)
+        activities=activities,
+        record_shapes=record_shapes,
+        profile_memory=profile_memory,
+        experimental_config=_device_config(cuda),
     ) as prof:
         for r in range(rounds):
             call_args, call_kwargs = args, kwargs
@@ -480,8 +488,11 @@ def events_from_kineto(prof: profile) -> EventArrays:
         link = col(ke.linked_correlation_id, np.int64)
         device = _device_columns(events, ke, is_cpu=is_cpu, corr=corr, link=link, start_ns=start_ns)
         kind[device.is_sync] = KIND_SYNC
-        thread = np.where(is_cpu, thread, device.stream)
+        thread = np.where(
+            is_cpu | (name_idx == index.get(_MEMORY_EVENT, -1)), thread, device.stream
+        )
         corr = np.where(link > 0, 0, corr)  # runtime calls link to their op; only ops own kernels
+    nbytes = _memory_bytes(events, names, name_idx, kind, None if device is None else device.nbytes)
     return EventArrays(
         names=names,
         name_idx=name_idx,
@@ -491,9 +502,26 @@ def events_from_kineto(prof: profile) -> EventArrays:
         kind=kind,
         corr=corr,
         link=link,
-        nbytes=None if device is None else device.nbytes,
+        nbytes=nbytes,
         launch_ns=None if device is None else device.launch_ns,
     )
+
+
+_MEMORY_EVENT = "[memory]"  # profile_memory's allocation (nbytes > 0) and free (< 0) events
+
+
+def _memory_bytes(
+    events: Any, names: tuple[str, ...], name_idx: IntArray, kind: Any, nbytes: Any
+) -> Any:
+    """Mark profile_memory's events ``KIND_MEMORY`` (on any device) and put their sizes into
+    ``nbytes`` (made when None); ``nbytes`` unchanged when there are none."""
+    if _MEMORY_EVENT not in names:
+        return nbytes
+    at = np.flatnonzero(name_idx == names.index(_MEMORY_EVENT))
+    kind[at] = KIND_MEMORY
+    out = np.zeros(len(events), dtype=np.int64) if nbytes is None else nbytes
+    out[at] = np.fromiter((events[i].nbytes() for i in at.tolist()), dtype=np.int64, count=at.size)
+    return out
 
 
 @dataclass(frozen=True, slots=True)

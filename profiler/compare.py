@@ -23,7 +23,7 @@ from fnmatch import fnmatchcase
 
 import numpy as np
 
-from profiler import gpu, stats
+from profiler import gpu, memory, stats
 from profiler.records import DeviceTable, FloatArray, OpTable
 from profiler.rule import SYNC_OPS, Rule
 from profiler.verdicts import (
@@ -777,6 +777,7 @@ def compare(
         results.append(idle)
     uniform, probe_shift = _shifts(baseline, current, rule)
     verdict, reason = _combine(results)
+    verdict, reason, memory_notes = _with_memory(verdict, reason, baseline, current, rule)
     ops = [op for o in outcomes for op in o.ops]
     return TestVerdict(
         verdict=verdict,
@@ -786,11 +787,35 @@ def compare(
         uniform_shift_pct=uniform,
         probe_shift_pct=probe_shift,
         sessions=len(baseline),
-        notes=_device_note(baseline, current),
+        notes=(*_device_note(baseline, current), *memory_notes),
         timing_compared=same_hardware,
         round_samples=tuple(s for o in outcomes for s in o.samples),
         device_rows=_device_rows(baseline, current, ops),
     )
+
+
+def _with_memory(
+    verdict: TestWord, reason: str, baseline: Sequence[OpTable], current: OpTable, rule: Rule
+) -> tuple[TestWord, str, tuple[str, ...]]:
+    """The verdict joined with the memory gate (exact, like the work census: no confirmation),
+    and the notes it leaves."""
+    if current.memory is None:
+        return verdict, reason, ()
+    tables = [b.memory for b in baseline if b.memory is not None]
+    if len(tables) < len(baseline):
+        return verdict, reason, ("no memory baseline: re-record with --tprof-save",)
+    gate = memory.judge_memory(tables, current.memory, floor=rule.work_floor)
+    notes: tuple[str, ...] = ()
+    if gate.varying_ops:
+        notes = (f"memory: {gate.varying_ops} ops allocate differently from round to round "
+                 "(reported, not gated)",)  # fmt: skip
+    if gate.verdict == UNCHANGED:
+        return verdict, reason, notes
+    text = "MEMORY: " + "; ".join(gate.reasons)
+    word: TestWord = REGRESSED if gate.verdict == REGRESSED else IMPROVED
+    word = min((verdict, word), key=verdict_rank)
+    quiet = reason == NOTHING_CHANGED
+    return word, text if quiet else f"{reason} | {text}", notes
 
 
 def _device_rows(

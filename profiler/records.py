@@ -48,6 +48,7 @@ KIND_DEVICE = 2  # a kernel / memcpy / memset on the device: attributed to its l
 KIND_IGNORED = 3  # hidden, memory or profiler-internal events
 KIND_ASYNC = 4  # a CPU op that ends on another thread: counted, never nested, no self time
 KIND_SYNC = 5  # a device synchronisation (kineto's cuda_sync): linked like a kernel, no device time
+KIND_MEMORY = 6  # an allocation (nbytes > 0) or free (< 0) on a CPU thread (profile_memory)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -72,6 +73,8 @@ class OpTable:
     # What the device did for each op (kernels, copies, syncs) and its idle time; None when the
     # run had no device work or the baseline predates it.
     device: DeviceTable | None = None
+    # Bytes each op allocated per round and each round's peak (profile_memory runs only).
+    memory: MemoryTable | None = None
 
     @property
     def rounds(self) -> int:
@@ -106,6 +109,8 @@ class OpTable:
             out["probe_device_us"] = _rounded(self.probe_device_us)
         if self.device is not None:
             out["device"] = self.device.to_dict()
+        if self.memory is not None:
+            out["memory"] = self.memory.to_dict()
         return out
 
     @classmethod
@@ -141,6 +146,9 @@ class OpTable:
             device=None
             if data.get("device") is None
             else DeviceTable.from_dict(data["device"], rounds),
+            memory=None
+            if data.get("memory") is None
+            else MemoryTable.from_dict(data["memory"], rounds),
         )
 
     def session_totals(self) -> dict[str, dict[str, float]]:
@@ -149,6 +157,63 @@ class OpTable:
         for i, name in enumerate(self.names):
             out[name] = {m: float(getattr(self, m)[i].sum()) for m in METRICS}
         return out
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MemoryTable:
+    """Memory of one profiled test, per round: ``alloc_bytes`` and ``allocs`` per op
+    (``(len(ops), rounds)``: what the op itself allocated, on any device) and ``peak_bytes``,
+    the most the round held above what it started with."""
+
+    ops: tuple[str, ...]
+    alloc_bytes: IntArray
+    allocs: IntArray
+    peak_bytes: IntArray
+
+    def rounds_slice(self, keep: slice) -> MemoryTable:
+        return replace(
+            self,
+            alloc_bytes=self.alloc_bytes[:, keep],
+            allocs=self.allocs[:, keep],
+            peak_bytes=self.peak_bytes[keep],
+        )
+
+    def per_iteration(self, iterations: int) -> MemoryTable:
+        """Allocations per call of the body; the peak stays the round's."""
+        return replace(
+            self, alloc_bytes=self.alloc_bytes // iterations, allocs=self.allocs // iterations
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "ops": {
+                op: {
+                    "alloc_bytes": [int(b) for b in self.alloc_bytes[i]],
+                    "allocs": [int(n) for n in self.allocs[i]],
+                }
+                for i, op in enumerate(self.ops)
+            },
+            "peak_bytes": [int(b) for b in self.peak_bytes],
+        }
+
+    @classmethod
+    def from_dict(cls, data: Any, rounds: int) -> MemoryTable:
+        """Inverse of :meth:`to_dict`, checked: a malformed part is a ``ValueError`` naming it."""
+        if not isinstance(data, Mapping) or not isinstance(data.get("ops"), Mapping):
+            raise ValueError("must be an object with an 'ops' object")
+        ops = data["ops"]
+        for op, entry in ops.items():
+            if not isinstance(entry, Mapping):
+                raise ValueError(f"'ops[{op!r}]' must be an object")
+        peak = _table([data.get("peak_bytes")], rounds, np.int64, "peak_bytes")
+        return cls(
+            ops=tuple(str(op) for op in ops),
+            alloc_bytes=_table(
+                [e.get("alloc_bytes") for e in ops.values()], rounds, np.int64, "alloc_bytes"
+            ),
+            allocs=_table([e.get("allocs") for e in ops.values()], rounds, np.int64, "allocs"),
+            peak_bytes=peak[0],
+        )
 
 
 # What a device row is: its ``kinds`` entry.  A kernel, a copy, a fill, a synchronisation.

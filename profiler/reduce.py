@@ -18,6 +18,7 @@ import numpy as np
 import numpy.typing as npt
 
 from profiler.gpu import device_table
+from profiler.memory import innermost, memory_rows, memory_table
 from profiler.records import (
     KIND_ANNOTATION,
     KIND_ASYNC,
@@ -27,6 +28,7 @@ from profiler.records import (
     EventArrays,
     FloatArray,
     IntArray,
+    MemoryTable,
     OpTable,
 )
 
@@ -172,6 +174,10 @@ def reduce_events(
         owned = owner >= 0
         dev_round = np.where(owned & counted[owner], c_round[owner], -1)
         device = device_table(ev, dev_rows, cpu_names[owner], dev_round, names, n_rounds)
+    memory = None
+    mem_rows = memory_rows(ev)
+    if mem_rows.size:
+        memory = _memory(ev, cpu, mem_rows, kept_as, counted, c_round, cpu_names, names, rounds)
     info = dict(meta or {})
     info.setdefault("events", len(ev))
     info["whole_trace_as_round"] = rounds.whole_trace
@@ -188,7 +194,32 @@ def reduce_events(
         has_device=has_device,
         meta=info,
         device=device,
+        memory=memory,
     )
+
+
+def _memory(
+    ev: EventArrays,
+    cpu: _CpuEvents,
+    rows: IntArray,
+    kept_as: IntArray,
+    counted: npt.NDArray[np.bool_],
+    c_round: IntArray,
+    cpu_names: IntArray,
+    names: Sequence[str],
+    rounds: _Rounds,
+) -> MemoryTable:
+    """The memory table: each allocation goes to the counted op that keeps its op's time."""
+    at = ev.start_ns[rows]
+    owner = innermost(
+        ev.thread[cpu.idx], cpu.start, ev.end_ns[cpu.idx], cpu.parent, ev.thread[rows], at
+    )
+    owner = np.where(owner >= 0, kept_as[np.maximum(owner, 0)], -1)
+    own_round = np.where((owner >= 0) & counted[np.maximum(owner, 0)], c_round[owner], -1)
+    in_round = _locate(rounds.starts, rounds.ends, at)
+    in_round[_locate(rounds.probe_starts, rounds.probe_ends, at) >= 0] = -1
+    op_idx = cpu_names[np.maximum(owner, 0)]
+    return memory_table(ev, rows, op_idx, own_round, in_round, names, int(rounds.starts.size))
 
 
 def with_stable_names(ev: EventArrays) -> EventArrays:
@@ -417,4 +448,5 @@ def drop_leading_rounds(table: OpTable, count: int) -> OpTable:
         has_device=table.has_device,
         meta=table.meta,
         device=None if table.device is None else table.device.rounds_slice(keep),
+        memory=None if table.memory is None else table.memory.rounds_slice(keep),
     )

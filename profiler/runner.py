@@ -42,6 +42,7 @@ class RunConfig:
     save_trace: bool = False  # keep the saved run's trace next to its baseline
     census: bool = True  # take the work census of each test (one unprofiled pass, two rounds)
     stack: bool = False  # the census keeps the user's source line of each op's first call
+    profile_memory: bool = False  # allocations per op and the round's peak (docs/design.md §10)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -96,7 +97,10 @@ class Runner:
         return Path(self.config.trace_dir) / f"{store.slug(nodeid)}.pt.trace.json.gz"
 
     def protocol(self, *, rounds: int, warmup: int, iterations: int) -> dict[str, Any]:
+        # profile_memory is written only when on: baselines without it were taken without it.
+        memory = {"profile_memory": True} if self.config.profile_memory else {}
         return {
+            **memory,
             "rounds": rounds,
             "warmup": warmup,
             "iterations": iterations,
@@ -166,7 +170,7 @@ class Runner:
                 body.fn, body.args, body.kwargs, rounds=rounds, warmup=warmup, setup=body.setup,
                 iterations=iterations, trace_path=self.trace_path(nodeid),
                 record_shapes=cfg.record_shapes, probe=cfg.probe,
-                trace_metadata={"nodeid": nodeid},
+                trace_metadata={"nodeid": nodeid}, profile_memory=cfg.profile_memory,
             )  # fmt: skip
 
         result = run()

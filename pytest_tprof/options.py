@@ -141,6 +141,15 @@ _OPTIONS: tuple[tuple[str, str, str, Any, str], ...] = (
         "stack of each op's first call (default: off)",
     ),
     (
+        "--tprof-memory",
+        "tprof_memory",
+        "bool",
+        False,
+        "profile memory too (profile_memory): bytes each op allocates per round and the "
+        "round's peak, gated exactly where they are the same every round; costs time in "
+        "every allocation of the timed rounds (default: off)",
+    ),
+    (
         "--tprof-markdown",
         "tprof_markdown",
         "path",
@@ -274,6 +283,7 @@ def read_settings(config: pytest.Config) -> Settings:
         save_trace=values["tprof_save_trace"],
         census=not values["tprof_no_census"],
         stack=values["tprof_stack"],
+        profile_memory=values["tprof_memory"],
     )
     return Settings(
         enabled=bool(values["tprof"] or values["tprof_save"]),
