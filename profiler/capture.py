@@ -13,6 +13,7 @@ import inspect
 import json
 import math
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -35,7 +36,9 @@ from profiler.records import (
     KIND_ASYNC,
     KIND_DEVICE,
     KIND_IGNORED,
+    KIND_MEMORY,
     KIND_OP,
+    KIND_SYNC,
     EventArrays,
     FloatArray,
     IntArray,
@@ -192,6 +195,7 @@ def capture(
     probe: bool = True,
     trace_metadata: Mapping[str, Any] | None = None,
     nvtx_label: str | None = None,
+    profile_memory: bool = False,
 ) -> CaptureResult:
     """Profile ``fn(*args, **kwargs)`` for ``warmup`` + ``rounds`` rounds in one session.
 
@@ -226,6 +230,7 @@ def capture(
                 fn, args, kwargs, rounds=rounds, warmup=warm, setup=setup,
                 iterations=iterations, trace_path=trace_path, record_shapes=record_shapes,
                 cuda=cuda, probe=probe, trace_metadata=trace_metadata, nvtx_label=nvtx_label,
+                profile_memory=profile_memory,
             )  # fmt: skip
         if result.warmup_settled or warm >= MAX_WARMUP or (warm == 0 and warmup == 0):
             break
@@ -267,6 +272,7 @@ def _capture_once(
     probe: bool,
     trace_metadata: Mapping[str, Any] | None,
     nvtx_label: str | None = None,
+    profile_memory: bool = False,
 ) -> CaptureResult:
     drift_probe = _Probe(cuda) if probe else None
     metadata = _trace_metadata(warmup, rounds, iterations, trace_metadata)
@@ -275,6 +281,7 @@ def _capture_once(
         fn, args, kwargs, rounds=warmup + rounds, setup=setup, iterations=iterations, cuda=cuda,
         drift_probe=drift_probe, record_shapes=record_shapes, metadata=metadata,
         nvtx_rounds=_nvtx_round_names(nvtx_label, warmup, rounds),
+        profile_memory=profile_memory,
     )  # fmt: skip
     capture_s = time.perf_counter() - t_start
 
@@ -317,6 +324,7 @@ def _profile_rounds(
     record_shapes: bool,
     metadata: Mapping[str, Any],
     nvtx_rounds: tuple[str, ...] = (),
+    profile_memory: bool = False,
 ) -> tuple[profile, FloatArray, Any]:
     """Run ``rounds`` rounds in one profiler session.
 
@@ -328,7 +336,14 @@ def _profile_rounds(
         activities.append(ProfilerActivity.CUDA)
     wall_us = np.zeros(rounds)
     value: Any = None
-    with started_quietly(profile(activities=activities, record_shapes=record_shapes)) as prof:
+    with started_quietly(
+        profile(
+            activities=activities,
+            record_shapes=record_shapes,
+            profile_memory=profile_memory,
+            experimental_config=_device_config(cuda),
+        )
+    ) as prof:
         for r in range(rounds):
             call_args, call_kwargs = args, kwargs
             if setup is not None:
@@ -427,6 +442,18 @@ def _nvtx_round_names(label: str | None, warmup: int, rounds: int) -> tuple[str,
     return tuple(f"{label}:warmup{r}" for r in range(warmup)) + tuple(
         f"{label}:round{r}" for r in range(rounds)
     )
+
+
+def _device_config(cuda: bool) -> Any:
+    """Kineto's sync events (which op made the host wait) and each copy's metadata (its
+    bytes), on device runs only; None where this torch has no such options."""
+    config = getattr(torch._C._profiler, "_ExperimentalConfig", None)
+    if not cuda or config is None:
+        return None
+    try:
+        return config(enable_cuda_sync_events=True, expose_kineto_event_metadata=True)
+    except TypeError:  # an older torch without one of them
+        return None
 
 
 def _trace_metadata(
@@ -656,19 +683,89 @@ def events_from_kineto(prof: profile) -> EventArrays:
     )
     corr = np.zeros(n, dtype=np.int64)
     link = corr
+    start_ns = col(ke.start_ns, np.int64)
+    device: _DeviceColumns | None = None
     if not is_cpu.all():  # correlation ids only matter when there is device work
         corr = col(ke.correlation_id, np.int64)
         link = col(ke.linked_correlation_id, np.int64)
+        device = _device_columns(events, ke, is_cpu=is_cpu, corr=corr, link=link, start_ns=start_ns)
+        kind[device.is_sync] = KIND_SYNC
+        thread = np.where(
+            is_cpu | (name_idx == index.get(_MEMORY_EVENT, -1)), thread, device.stream
+        )
         corr = np.where(link > 0, 0, corr)  # runtime calls link to their op; only ops own kernels
+    nbytes = _memory_bytes(events, names, name_idx, kind, None if device is None else device.nbytes)
     return EventArrays(
         names=names,
         name_idx=name_idx,
-        start_ns=col(ke.start_ns, np.int64),
+        start_ns=start_ns,
         end_ns=col(ke.end_ns, np.int64),
         thread=thread,
         kind=kind,
         corr=corr,
         link=link,
+        nbytes=nbytes,
+        launch_ns=None if device is None else device.launch_ns,
+    )
+
+
+_MEMORY_EVENT = "[memory]"  # profile_memory's allocation (nbytes > 0) and free (< 0) events
+
+
+def _memory_bytes(
+    events: Any, names: tuple[str, ...], name_idx: IntArray, kind: Any, nbytes: Any
+) -> Any:
+    """Mark profile_memory's events ``KIND_MEMORY`` (on any device) and put their sizes into
+    ``nbytes`` (made when None); ``nbytes`` unchanged when there are none."""
+    if _MEMORY_EVENT not in names:
+        return nbytes
+    at = np.flatnonzero(name_idx == names.index(_MEMORY_EVENT))
+    kind[at] = KIND_MEMORY
+    out = np.zeros(len(events), dtype=np.int64) if nbytes is None else nbytes
+    out[at] = np.fromiter((events[i].nbytes() for i in at.tolist()), dtype=np.int64, count=at.size)
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class _DeviceColumns:
+    is_sync: _BoolArray
+    stream: Any  # device index and stream id in one number
+    nbytes: Any
+    launch_ns: Any
+
+
+_BYTES = re.compile(r'"bytes":\s*(\d+)')
+
+
+def _device_columns(
+    events: Any, ke: Any, *, is_cpu: _BoolArray, corr: Any, link: Any, start_ns: Any
+) -> _DeviceColumns:
+    """What the device table needs of device events: sync or not, stream, bytes, launch time.
+
+    A device event's correlation id is its runtime call's; the runtime call starts the launch.
+    """
+    activity = np.asarray([str(a) for a in map(ke.activity_type, events)], dtype=object)
+    on_device = ~is_cpu
+    stream = np.fromiter(map(ke.device_index, events), dtype=np.int64, count=len(events)) << 32
+    stream += np.fromiter(map(ke.device_resource_id, events), dtype=np.int64, count=len(events))
+    nbytes = np.zeros(len(events), dtype=np.int64)
+    for i in np.flatnonzero(on_device & ((activity == "gpu_memcpy") | (activity == "gpu_memset"))):
+        found = _BYTES.search(events[i].metadata_json())
+        nbytes[i] = int(found.group(1)) if found else 0
+    runtime = np.flatnonzero(is_cpu & (link > 0))
+    order = np.argsort(corr[runtime], kind="stable")
+    r_corr, r_start = corr[runtime][order], start_ns[runtime][order]
+    dev = np.flatnonzero(on_device)
+    pos = np.minimum(np.searchsorted(r_corr, corr[dev]), max(r_corr.size - 1, 0))
+    launch_ns = np.zeros(len(events), dtype=np.int64)
+    if r_corr.size:
+        hit = r_corr[pos] == corr[dev]
+        launch_ns[dev[hit]] = r_start[pos[hit]]
+    return _DeviceColumns(
+        is_sync=on_device & (activity == "cuda_sync"),
+        stream=stream,
+        nbytes=nbytes,
+        launch_ns=launch_ns,
     )
 
 

@@ -23,8 +23,8 @@ from fnmatch import fnmatchcase
 
 import numpy as np
 
-from profiler import stats
-from profiler.records import FloatArray, OpTable
+from profiler import gpu, memory, stats
+from profiler.records import DeviceTable, FloatArray, OpTable
 from profiler.rule import SYNC_OPS, Rule
 from profiler.verdicts import (
     CALLS_CHANGED,
@@ -483,12 +483,18 @@ class _Structure:
     changes: tuple[OpVerdict, ...]
     added_us: float
     regressed: bool
+    host_waits: tuple[gpu.HostWait, ...] = ()
 
 
 def _structure(
-    ops: dict[str, _OpStats], verdicts: Sequence[OpVerdict], base_total: float, rule: Rule
+    ops: dict[str, _OpStats],
+    verdicts: Sequence[OpVerdict],
+    base_total: float,
+    rule: Rule,
+    host_waits: Sequence[gpu.HostWait] = (),
 ) -> _Structure:
-    """New ops and extra calls, net of removed ops and fewer calls, against the round."""
+    """New ops and extra calls, net of removed ops and fewer calls, against the round; and
+    on device runs, DtoH copies and host syncs: one more per round fails whatever its time."""
     added = 0.0
     for o in ops.values():
         added += _added_us(o)
@@ -497,7 +503,20 @@ def _structure(
         rule.strict_calls
         or (added >= rule.structure_share * base_total and added >= rule.abs_floor_us)
     )
-    return _Structure(changes=changes, added_us=added, regressed=regressed)
+    regressed |= any(w.more for w in host_waits)
+    return _Structure(
+        changes=changes, added_us=added, regressed=regressed, host_waits=tuple(host_waits)
+    )
+
+
+def _host_waits(baseline: Sequence[OpTable], current: OpTable, family: str) -> list[gpu.HostWait]:
+    """The device family's host-wait changes, when every side has a device table."""
+    if family != "cuda" or current.device is None:
+        return []
+    tables = [b.device for b in baseline if b.device is not None]
+    if len(tables) < len(baseline):  # a baseline from before device tables: nothing to tell
+        return []
+    return gpu.host_waits(tables, current.device)
 
 
 # --------------------------------------------------------------------------- the family
@@ -526,6 +545,7 @@ def _reasons(
             )
     if structure.changes:
         reasons.append(_structure_reason(structure, total.base_us))
+    reasons.extend(w.describe() for w in structure.host_waits)
     return reasons
 
 
@@ -549,7 +569,7 @@ def _family_verdict(
     """The family's verdict, and a reason when it's improved or inconclusive."""
     if total.regressed or gate or structure.regressed:
         return REGRESSED, None
-    if structure.changes:
+    if structure.changes or structure.host_waits:
         return CHANGED, None
     if total.improved:
         return IMPROVED, f"total op time {total.delta_pct:+.1%} (p={total.p_less:.2g})"
@@ -614,7 +634,8 @@ def _compare_family(
         if call.gates:
             gate.append(name)
     ops = _attribute(ops, gate, total, rule)
-    structure = _structure(stats_by_op, ops, total.base_us, rule)
+    waits = _host_waits(baseline, current, family)
+    structure = _structure(stats_by_op, ops, total.base_us, rule, waits)
     by_name = {o.op: o for o in ops}
     reasons = _reasons(total, [by_name[n] for n in gate], structure, vs_rest)
     verdict, extra = _family_verdict(total, gate, structure, rule, timed=timed)
@@ -641,6 +662,80 @@ def _compare_family(
 
 
 # --------------------------------------------------------------------------- the test
+
+
+# --------------------------------------------------------------------------- device idle time
+
+IDLE_FAMILY = "gpu-idle"
+IDLE_RANKED = 3  # ops named as the ones the device waited for
+
+
+def _idle_side(tables: Sequence[DeviceTable], rule: Rule) -> _Side:
+    """A side whose round total is the device's idle µs: the total test runs on it as is."""
+    rounds = [t.idle_us for t in tables]
+    return _Side(
+        per_op={},
+        per_session_op_medians={},
+        calls={},
+        totals=np.concatenate(rounds),
+        session_total_medians=[rule.center(r) for r in rounds],
+        raw_op_medians={},
+        sessions=[],
+    )
+
+
+def _idle_family(
+    baseline: Sequence[OpTable], current: OpTable, rule: Rule, *, timed: bool
+) -> FamilyResult | None:
+    """The device's idle time per round against the baseline's, by the total test (§10).
+
+    None unless both sides have device tables.  Its reasons name the ops whose activities
+    the device waited for longer than in the baseline.
+    """
+    tables = [b.device for b in baseline if b.device is not None]
+    if current.device is None or not tables or len(tables) < len(baseline):
+        return None
+    base, cur = _idle_side(tables, rule), _idle_side([current.device], rule)
+    total = _total_test(base, cur, len(baseline), rule, timed=timed)
+    verdict: TestWord = REGRESSED if total.regressed else IMPROVED if total.improved else UNCHANGED
+    reasons: tuple[str, ...] = ()
+    if verdict != UNCHANGED:
+        reasons = (_idle_reason(tables, current.device, total, rule),)
+    return FamilyResult(
+        family=IDLE_FAMILY,
+        verdict=verdict,
+        baseline_total_us=total.base_us,
+        current_total_us=total.cur_us,
+        delta_pct=total.delta_pct * 100.0,
+        p_value=total.p_greater,
+        floor_pct=total.floor * 100.0,
+        floor_source=total.floor_source,
+        mde_pct=total.mde * 100.0,
+        timing_regressed=bool(total.regressed),
+        op_gate=(),
+        structure_added_us=0.0,
+        structure_regressed=False,
+        reasons=reasons,
+    )
+
+
+def _idle_reason(
+    baseline: Sequence[DeviceTable], current: DeviceTable, total: _Total, rule: Rule
+) -> str:
+    fraction = f"{_fraction(baseline, rule):.0%} → {_fraction([current], rule):.0%}"
+    text = (
+        f"device idle {total.base_us:,.0f} → {total.cur_us:,.0f} µs per round ({fraction} of "
+        f"its span, {total.delta_pct:+.0%}, p={total.p_greater:.2g}, floor {total.floor:.0%} "
+        f"{total.floor_source})"
+    )
+    waited = gpu.idle_growth(baseline, current)[:IDLE_RANKED]
+    if waited:
+        text += "; it waited longer for " + ", ".join(f"{o} {d:+,.0f} µs" for o, d in waited)
+    return text
+
+
+def _fraction(tables: Sequence[DeviceTable], rule: Rule) -> float:
+    return rule.center(np.concatenate([t.idle_fraction for t in tables]))
 
 
 def _families(baseline: Sequence[OpTable], current: OpTable) -> list[str]:
@@ -677,20 +772,63 @@ def compare(
         for fam in _families(baseline, current)
     ]
     results = [o.result for o in outcomes]
+    idle = _idle_family(baseline, current, rule, timed=same_hardware)
+    if idle is not None:
+        results.append(idle)
     uniform, probe_shift = _shifts(baseline, current, rule)
     verdict, reason = _combine(results)
+    verdict, reason, memory_notes = _with_memory(verdict, reason, baseline, current, rule)
+    ops = [op for o in outcomes for op in o.ops]
     return TestVerdict(
         verdict=verdict,
         reason=reason,
-        ops=tuple(op for o in outcomes for op in o.ops),
+        ops=tuple(ops),
         families=tuple(results),
         uniform_shift_pct=uniform,
         probe_shift_pct=probe_shift,
         sessions=len(baseline),
-        notes=_device_note(baseline, current),
+        notes=(*_device_note(baseline, current), *memory_notes),
         timing_compared=same_hardware,
         round_samples=tuple(s for o in outcomes for s in o.samples),
+        device_rows=_device_rows(baseline, current, ops),
     )
+
+
+def _with_memory(
+    verdict: TestWord, reason: str, baseline: Sequence[OpTable], current: OpTable, rule: Rule
+) -> tuple[TestWord, str, tuple[str, ...]]:
+    """The verdict joined with the memory gate (exact, like the work census: no confirmation),
+    and the notes it leaves."""
+    if current.memory is None:
+        return verdict, reason, ()
+    tables = [b.memory for b in baseline if b.memory is not None]
+    if len(tables) < len(baseline):
+        return verdict, reason, ("no memory baseline: re-record with --tprof-save",)
+    gate = memory.judge_memory(tables, current.memory, floor=rule.work_floor)
+    notes: tuple[str, ...] = ()
+    if gate.varying_ops:
+        notes = (f"memory: {gate.varying_ops} ops allocate differently from round to round "
+                 "(reported, not gated)",)  # fmt: skip
+    if gate.verdict == UNCHANGED:
+        return verdict, reason, notes
+    text = "MEMORY: " + "; ".join(gate.reasons)
+    word: TestWord = REGRESSED if gate.verdict == REGRESSED else IMPROVED
+    word = min((verdict, word), key=verdict_rank)
+    quiet = reason == NOTHING_CHANGED
+    return word, text if quiet else f"{reason} | {text}", notes
+
+
+def _device_rows(
+    baseline: Sequence[OpTable], current: OpTable, ops: Sequence[OpVerdict]
+) -> tuple[gpu.DeviceRowDelta, ...]:
+    """The kernels, copies and fills of the flagged ops and of the ops with a new host wait,
+    when every side has a device table."""
+    tables = [b.device for b in baseline if b.device is not None]
+    if current.device is None or len(tables) < len(baseline):
+        return ()
+    flagged = [o.op for o in sorted((o for o in ops if o.flagged), key=lambda o: -o.delta_us)]
+    waiting = [w.op for w in gpu.host_waits(tables, current.device) if w.more]
+    return tuple(gpu.row_deltas([*flagged, *waiting], tables, current.device))
 
 
 def compare_across(

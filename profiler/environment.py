@@ -138,7 +138,7 @@ def differences(
 def protocol_differences(base: Mapping[str, Any], current: Mapping[str, Any]) -> list[str]:
     """Protocol keys that must match for timings to compare (rounds may differ)."""
     out = []
-    for k in ("iterations", "activities", "record_shapes", "probe"):
+    for k in ("iterations", "activities", "record_shapes", "probe", "profile_memory"):
         if base.get(k) != current.get(k):
             out.append(f"{k} {_show(base.get(k))} → {_show(current.get(k))}")
     return out

@@ -12,7 +12,7 @@ from typing import Any
 
 from profiler.verdicts import FLAGGED_OPS, NEW, verdict_rank
 
-FAMILY = {"cpu": "CPU", "cuda": "CUDA"}
+FAMILY = {"cpu": "CPU", "cuda": "CUDA", "gpu-idle": "GPU idle"}
 
 
 def family(name: Any) -> str:
@@ -127,3 +127,33 @@ def ops_by_interest(ops: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]
         return (0 if is_flagged(o) else 1, -abs(num(o.get("delta_us")) or 0.0))
 
     return sorted(ops, key=key)
+
+
+KERNEL_NAME_CHARS = 80  # a templated kernel name runs to hundreds of characters
+
+
+def device_row_cells(r: Mapping[str, Any]) -> tuple[str, ...]:
+    """A device row of a flagged op (``DeviceRowDelta.to_dict()``) as text cells: op, kind,
+    name (cut short), calls, baseline → current µs per round, Δ µs, bytes per round."""
+    name = str(r.get("name", ""))
+    if len(name) > KERNEL_NAME_CHARS:
+        name = name[: KERNEL_NAME_CHARS - 1] + "…"
+    calls = f"{_count(r.get('calls_baseline'))} → {_count(r.get('calls_current'))}"
+    size_b, size_c = r.get("bytes_baseline") or 0, r.get("bytes_current") or 0
+    size = f"{size_b:,} → {size_c:,} B" if size_b or size_c else ""
+    return (
+        str(r.get("op", "")),
+        str(r.get("kind", "")),
+        name,
+        calls,
+        f"{us(r.get('baseline_us'))} → {us(r.get('current_us'))}",
+        us(r.get("delta_us"), signed=True),
+        size,
+    )
+
+
+def _count(v: Any) -> str:
+    n = num(v)
+    if n is None:
+        return "-"
+    return f"{n:.0f}" if n == int(n) else f"{n:.1f}"

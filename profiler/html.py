@@ -184,6 +184,7 @@ def _section(i: int, t: Mapping[str, Any], link_base: Path | None) -> list[str]:
         if medians:
             out.append(medians)
     out += _op_table(op_rows(t))
+    out += _device_rows_table([r for r in t.get("device_rows", []) if isinstance(r, Mapping)])
     out.append("</section>")
     return out
 
@@ -211,6 +212,25 @@ def _module_table(rows: Sequence[tuple[str, str, str, str]]) -> list[str]:
         for m, p, f, b in rows
     )
     return [f"<h3>work per module</h3><table>{head}{body}</table>"]
+
+
+def _device_rows_table(rows: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The flagged ops' kernels, copies and fills, baseline → current per round."""
+    if not rows:
+        return []
+    head = (
+        "<tr><th>op</th><th>kind</th><th>kernel / copy</th><th>calls</th>"
+        "<th>baseline → current µs</th><th>Δ µs</th><th>bytes</th></tr>"
+    )
+    body = "".join(
+        f"<tr><td><code>{_e(c[0])}</code></td><td>{_e(c[1])}</td>"
+        f"<td><code title='{_e(r.get('name', ''))}'>{_e(c[2])}</code></td>"
+        + "".join(f"<td class='num'>{_e(x)}</td>" for x in c[3:])
+        + "</tr>"
+        for r in rows
+        for c in [fmt.device_row_cells(r)]
+    )
+    return [f"<h3>device time of the flagged ops</h3><table class='ops'>{head}{body}</table>"]
 
 
 def _op_table(shown: Sequence[OpRow]) -> list[str]:

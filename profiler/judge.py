@@ -271,6 +271,8 @@ def per_iteration(table: OpTable, iterations: int) -> OpTable:
         self_device_us=table.self_device_us / iterations,
         total_device_us=table.total_device_us / iterations,
         wall_us=table.wall_us / iterations,
+        device=None if table.device is None else table.device.per_iteration(iterations),
+        memory=None if table.memory is None else table.memory.per_iteration(iterations),
     )
 
 

@@ -17,14 +17,18 @@ from typing import Any, NamedTuple
 import numpy as np
 import numpy.typing as npt
 
+from profiler.gpu import device_table
+from profiler.memory import innermost, memory_rows, memory_table
 from profiler.records import (
     KIND_ANNOTATION,
     KIND_ASYNC,
     KIND_DEVICE,
     KIND_OP,
+    KIND_SYNC,
     EventArrays,
     FloatArray,
     IntArray,
+    MemoryTable,
     OpTable,
 )
 
@@ -142,8 +146,10 @@ def reduce_events(
     rounds = _rounds(ev, is_round_name, is_probe_name)
     n_rounds = int(rounds.starts.size)
     cpu = _cpu_events(ev)
-    self_dev, total_dev, has_device = _device_times(ev, cpu)
-    dup, self_cpu, self_dev = _merge_duplicates(cpu, self_dev, has_device)
+    dev_rows = np.flatnonzero((ev.kind == KIND_DEVICE) | (ev.kind == KIND_SYNC))
+    dev_owner = _owners(ev, cpu, dev_rows)
+    self_dev, total_dev, has_device = _device_times(ev, cpu, dev_rows, dev_owner)
+    dup, self_cpu, self_dev, kept_as = _merge_duplicates(cpu, self_dev, has_device)
     compiling, compile_root = _compile_time(ev.names, cpu)
 
     c_round = _locate(rounds.starts, rounds.ends, cpu.start)
@@ -162,6 +168,16 @@ def reduce_events(
         self_cpu = np.where(compile_root, cpu.dur, self_cpu)
     op_names, cells = _op_cells(names, cpu_names[counted], c_round[counted], n_rounds)
     shape = (len(op_names), n_rounds)
+    device = None
+    if has_device:  # each device event goes to the op that kept its launching op's time
+        owner = np.where(dev_owner >= 0, kept_as[np.maximum(dev_owner, 0)], -1)
+        owned = owner >= 0
+        dev_round = np.where(owned & counted[owner], c_round[owner], -1)
+        device = device_table(ev, dev_rows, cpu_names[owner], dev_round, names, n_rounds)
+    memory = None
+    mem_rows = memory_rows(ev)
+    if mem_rows.size:
+        memory = _memory(ev, cpu, mem_rows, kept_as, counted, c_round, cpu_names, names, rounds)
     info = dict(meta or {})
     info.setdefault("events", len(ev))
     info["whole_trace_as_round"] = rounds.whole_trace
@@ -177,7 +193,33 @@ def reduce_events(
         probe_device_us=probe_dev / 1000.0,
         has_device=has_device,
         meta=info,
+        device=device,
+        memory=memory,
     )
+
+
+def _memory(
+    ev: EventArrays,
+    cpu: _CpuEvents,
+    rows: IntArray,
+    kept_as: IntArray,
+    counted: npt.NDArray[np.bool_],
+    c_round: IntArray,
+    cpu_names: IntArray,
+    names: Sequence[str],
+    rounds: _Rounds,
+) -> MemoryTable:
+    """The memory table: each allocation goes to the counted op that keeps its op's time."""
+    at = ev.start_ns[rows]
+    owner = innermost(
+        ev.thread[cpu.idx], cpu.start, ev.end_ns[cpu.idx], cpu.parent, ev.thread[rows], at
+    )
+    owner = np.where(owner >= 0, kept_as[np.maximum(owner, 0)], -1)
+    own_round = np.where((owner >= 0) & counted[np.maximum(owner, 0)], c_round[owner], -1)
+    in_round = _locate(rounds.starts, rounds.ends, at)
+    in_round[_locate(rounds.probe_starts, rounds.probe_ends, at) >= 0] = -1
+    op_idx = cpu_names[np.maximum(owner, 0)]
+    return memory_table(ev, rows, op_idx, own_round, in_round, names, int(rounds.starts.size))
 
 
 def with_stable_names(ev: EventArrays) -> EventArrays:
@@ -281,27 +323,37 @@ def _cpu_events(ev: EventArrays) -> _CpuEvents:
     return _CpuEvents(idx, start, dur, ev.name_idx[idx], parent, depth, has_parent, self_ns)
 
 
-def _device_times(ev: EventArrays, cpu: _CpuEvents) -> tuple[FloatArray, FloatArray, bool]:
-    """Self and total device ns of each CPU event, and whether there is device work at all.
-
-    Kernels go to the CPU op whose correlation id they link to; an op's total adds its
-    descendants'.
-    """
-    dev_idx = np.flatnonzero(ev.kind == KIND_DEVICE)
-    self_dev = np.zeros(cpu.idx.size)
-    if dev_idx.size == 0:
-        return self_dev, self_dev, False
+def _owners(ev: EventArrays, cpu: _CpuEvents, rows: IntArray) -> IntArray:
+    """The CPU event (index into ``cpu``) each event of ``rows`` links to, or -1."""
+    owner = np.full(rows.size, -1, dtype=np.int64)
+    if rows.size == 0:
+        return owner
     c_corr = ev.corr[cpu.idx]
     corr_order = np.argsort(c_corr, kind="stable")
     sorted_corr = c_corr[corr_order]
-    links = ev.link[dev_idx]
+    links = ev.link[rows]
     pos = np.searchsorted(sorted_corr, links)
-    pos_ok = pos < sorted_corr.size
-    pos_ok[pos_ok] &= sorted_corr[pos[pos_ok]] == links[pos_ok]
-    pos_ok &= links > 0
-    owner = corr_order[pos[pos_ok]]
-    k_dur = (ev.end_ns[dev_idx] - ev.start_ns[dev_idx]).astype(np.float64)[pos_ok]
-    self_dev = np.bincount(owner, weights=k_dur, minlength=cpu.idx.size).astype(np.float64)
+    ok = pos < sorted_corr.size
+    ok[ok] &= sorted_corr[pos[ok]] == links[ok]
+    ok &= links > 0
+    owner[ok] = corr_order[pos[ok]]
+    return owner
+
+
+def _device_times(
+    ev: EventArrays, cpu: _CpuEvents, rows: IntArray, owner: IntArray
+) -> tuple[FloatArray, FloatArray, bool]:
+    """Self and total device ns of each CPU event, and whether there is device work at all.
+
+    Kernels, copies and fills (``rows`` with their ``owner``, from :func:`_owners`) go to the
+    CPU op they link to; syncs take no device time.  An op's total adds its descendants'.
+    """
+    self_dev = np.zeros(cpu.idx.size)
+    if rows.size == 0:
+        return self_dev, self_dev, False
+    timed = (owner >= 0) & (ev.kind[rows] == KIND_DEVICE)
+    k_dur = (ev.end_ns[rows] - ev.start_ns[rows]).astype(np.float64)[timed]
+    self_dev = np.bincount(owner[timed], weights=k_dur, minlength=cpu.idx.size).astype(np.float64)
     total_dev = self_dev.copy()
     for d in range(int(cpu.depth.max(initial=0)), 0, -1):
         at = np.flatnonzero((cpu.depth == d) & cpu.has_parent)
@@ -322,8 +374,9 @@ def device_attribution(ev: EventArrays) -> tuple[float, float]:
 
 def _merge_duplicates(
     cpu: _CpuEvents, self_dev: FloatArray, has_device: bool
-) -> tuple[npt.NDArray[np.bool_], FloatArray, FloatArray]:
-    """Which events merge into their parent, and the self CPU and device ns after merging.
+) -> tuple[npt.NDArray[np.bool_], FloatArray, FloatArray, IntArray]:
+    """Which events merge into their parent, the self CPU and device ns after merging, and
+    the event each one's time went to (itself when kept).
 
     torch merges an event into its parent when the parent has the same name and no other
     child (EventList._remove_dup_nodes): the parent keeps the time, the child is not counted.
@@ -335,9 +388,9 @@ def _merge_duplicates(
     dup[has_parent] = (cpu.name[parent[has_parent]] == cpu.name[has_parent]) & (
         n_children[parent[has_parent]] == 1
     )
-    if not dup.any():
-        return dup, self_cpu, self_dev
     owner_of = np.arange(cpu.dur.size)
+    if not dup.any():
+        return dup, self_cpu, self_dev, owner_of
     owner_of[dup] = parent[dup]
     while True:  # chains of merges end at the first ancestor that is kept
         nxt = owner_of[owner_of]
@@ -350,7 +403,7 @@ def _merge_duplicates(
     if has_device:
         self_dev = self_dev.copy()
         np.add.at(self_dev, owner_of[d_idx], self_dev[d_idx])
-    return dup, self_cpu, self_dev
+    return dup, self_cpu, self_dev, owner_of
 
 
 def _op_cells(
@@ -428,4 +481,6 @@ def drop_leading_rounds(table: OpTable, count: int) -> OpTable:
         probe_device_us=table.probe_device_us[keep],
         has_device=table.has_device,
         meta=table.meta,
+        device=None if table.device is None else table.device.rounds_slice(keep),
+        memory=None if table.memory is None else table.memory.rounds_slice(keep),
     )

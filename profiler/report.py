@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from profiler import rows
+from profiler import fmt, rows
 from profiler.results import ProfiledTest
 from profiler.rows import NUMERIC_COLUMNS, OP_COLUMNS, OpRow
 from profiler.verdicts import EXPLAINED, NO_BASELINE, NOT_SAVED, SAVED, TestVerdict
@@ -34,12 +34,32 @@ def failure_text(test: ProfiledTest, *, verbose: bool = False) -> str:
         lines.append("")
         lines.extend("  " + line for line in op_table(shown, limit=None if verbose else 12))
         lines.extend("  " + line for line in where_lines(v))
+    if verbose and v.device_rows:
+        lines.append("")
+        lines.extend("  " + line for line in device_row_lines([r.to_dict() for r in v.device_rows]))
     if v.work is not None:
         lines.append("")
         lines.extend("  " + line for line in work_lines(v.work, verbose=verbose))
     lines.append("")
     lines.extend("  " + line for line in details(test))
     return "\n".join(lines)
+
+
+def device_row_lines(rows: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The flagged ops' kernels, copies and fills (``device_rows`` of the JSON), one block
+    per op, largest move first: which kernel got slower."""
+    if not rows:
+        return []
+    head = ("op / kernel", "kind", "calls", "baseline → current µs", "Δ µs", "bytes")
+    cells: list[tuple[str, ...]] = [head]
+    op = None
+    for r in rows:
+        c = fmt.device_row_cells(r)
+        if c[0] != op:
+            op = c[0]
+            cells.append((op, "", "", "", "", ""))
+        cells.append(("  " + c[2], c[1], c[3], c[4], c[5], c[6]))
+    return ["device time of the flagged ops, per round:", *aligned(cells, right=(2, 3, 4, 5))]
 
 
 def where_lines(v: TestVerdict) -> list[str]:
@@ -230,6 +250,8 @@ def _test_json(t: ProfiledTest) -> dict[str, Any]:
         # per-round samples (probe units, µs) of the first flagged ops, for distribution plots
         "round_samples": v["round_samples"],
         "work": _work_json(t.verdict.work),
+        # device runs: each flagged op's kernels, copies and fills, largest move first
+        "device_rows": v["device_rows"],
     }
 
 

@@ -52,6 +52,7 @@ class RunConfig:
     stack: bool = False  # the census keeps the user's source line of each op's first call
     nvtx: bool = False  # NVTX ranges per test and round, for Nsight (CUDA builds only)
     counters: bool = False  # CPU instructions per measured round from a hardware counter
+    profile_memory: bool = False  # allocations per op and the round's peak (docs/design.md §10)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -116,7 +117,10 @@ class Runner:
         return Path(self.config.trace_dir) / f"{store.slug(nodeid)}.pt.trace.json.gz"
 
     def protocol(self, *, rounds: int, warmup: int, iterations: int) -> dict[str, Any]:
+        # profile_memory is written only when on: baselines without it were taken without it.
+        memory = {"profile_memory": True} if self.config.profile_memory else {}
         return {
+            **memory,
             "rounds": rounds,
             "warmup": warmup,
             "iterations": iterations,
@@ -192,6 +196,7 @@ class Runner:
                 record_shapes=cfg.record_shapes, probe=cfg.probe,
                 trace_metadata={"nodeid": nodeid},
                 nvtx_label=f"tprof:{nodeid}" if self.nvtx else None,
+                profile_memory=cfg.profile_memory,
             )  # fmt: skip
 
         result = run()

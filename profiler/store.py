@@ -447,7 +447,10 @@ def _session(s: Any, i: int, fail: _Fail) -> Session:
     if not is_count(warm, minimum=0):
         raise fail(f"'{at}.warmup_used' must be an integer >= 0 (got {_short(warm)})")
     soft = s.get("soft", {})
-    table = OpTable.from_dict(s)
+    try:
+        table = OpTable.from_dict(s)
+    except ValueError as exc:  # only the device part is checked there
+        raise fail(f"'{at}.device': {exc}") from None
     _check_comparable(table, at, fail)
     return Session(
         table=table,

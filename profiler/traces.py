@@ -28,6 +28,7 @@ from profiler.records import (
     KIND_DEVICE,
     KIND_IGNORED,
     KIND_OP,
+    KIND_SYNC,
     EventArrays,
     IntArray,
     OpTable,
@@ -52,6 +53,7 @@ _CATEGORY_KIND: dict[str, int] = {
     "Kernel": KIND_DEVICE,  # older exporters, for legacy TensorBoard
     "gpu_memcpy": KIND_DEVICE,
     "gpu_memset": KIND_DEVICE,
+    "cuda_sync": KIND_SYNC,
     **dict.fromkeys(_LAUNCH_CATEGORIES, KIND_OP),
 }
 
@@ -186,6 +188,7 @@ class _Columns(NamedTuple):
     ts: list[Any]
     dur: list[Any]
     launch_corr: list[int]  # runtime calls: their correlation; device events: theirs
+    nbytes: list[int]  # copies and fills: their bytes; 0 elsewhere
 
 
 def _event_arrays(path: Path, raw_events: list[Any]) -> EventArrays:
@@ -202,7 +205,7 @@ def _event_arrays(path: Path, raw_events: list[Any]) -> EventArrays:
     # Only launch and device events got a correlation; a filtered name is no launch.
     is_launch = (kind_arr == KIND_OP) & (corr_arr > 0)
     n = len(cols.kind)
-    link = _launching_ops(kind_arr, is_launch, corr_arr, thread_arr, start_ns, end_ns)
+    link, launch_ns = _launching_ops(kind_arr, is_launch, corr_arr, thread_arr, start_ns, end_ns)
     return EventArrays(
         names=names,
         name_idx=idx_arr,
@@ -212,6 +215,8 @@ def _event_arrays(path: Path, raw_events: list[Any]) -> EventArrays:
         kind=kind_arr,
         corr=np.arange(1, n + 1, dtype=np.int64),
         link=link,
+        nbytes=np.asarray(cols.nbytes, dtype=np.int64),
+        launch_ns=launch_ns,
     )
 
 
@@ -225,6 +230,7 @@ def _columns(path: Path, raw_events: list[Any]) -> _Columns:
     ts: list[Any] = []
     dur: list[Any] = []
     launch_corr: list[int] = []
+    nbytes: list[int] = []
     category_kind = _CATEGORY_KIND
     k = -1
     try:
@@ -242,23 +248,25 @@ def _columns(path: Path, raw_events: list[Any]) -> _Columns:
             t = thread_of.get(key)
             if t is None:
                 t = thread_of[key] = len(thread_of)
-            corr = 0
-            if kind == KIND_DEVICE or cat in _LAUNCH_CATEGORIES:
+            corr = size = 0
+            if kind == KIND_DEVICE or kind == KIND_SYNC or cat in _LAUNCH_CATEGORIES:
                 args = e.get("args")
                 if isinstance(args, dict):
                     corr = int(args.get("correlation", 0))
+                    size = max(0, int(args.get("bytes", 0))) if kind == KIND_DEVICE else 0
             name_idx.append(i)
             thread.append(t)
             kinds.append(kind)
             ts.append(e["ts"])
             dur.append(e.get("dur", 0))
             launch_corr.append(corr)
+            nbytes.append(size)
     except (AttributeError, KeyError, TypeError, ValueError) as exc:
         raise TraceError(
             f"{path}: traceEvents[{k}] is not a well-formed trace event ({_describe(exc)}); "
             f"{_REEXPORT}"
         ) from None
-    return _Columns(name_of, name_idx, thread, kinds, ts, dur, launch_corr)
+    return _Columns(name_of, name_idx, thread, kinds, ts, dur, launch_corr, nbytes)
 
 
 def _describe(exc: Exception) -> str:
@@ -294,19 +302,21 @@ def _launching_ops(
     thread: IntArray,
     start_ns: IntArray,
     end_ns: IntArray,
-) -> IntArray:
-    """Row id of the CPU op that launched each device event (0 when it can't be found).
+) -> tuple[IntArray, IntArray]:
+    """Row id of the CPU op that launched each device event (0 when it can't be found), and
+    the start (ns) of the runtime call that launched it (0 likewise).
 
     The launch is the runtime call with the device event's correlation; its launching op is
     the innermost CPU op or annotation around it on the same thread.  A launch outside any
-    op keeps the device time on the runtime call itself.
+    op keeps the device time on the runtime call itself.  Syncs link as device events do.
     """
     n = kind.shape[0]
     link = np.zeros(n, dtype=np.int64)
-    device = np.flatnonzero((kind == KIND_DEVICE) & (corr > 0))
+    launch_ns = np.zeros(n, dtype=np.int64)
+    device = np.flatnonzero(((kind == KIND_DEVICE) | (kind == KIND_SYNC)) & (corr > 0))
     launches = np.flatnonzero(is_launch & (corr > 0))
     if device.size == 0 or launches.size == 0:
-        return link
+        return link, launch_ns
     cpu_rows = np.flatnonzero((kind == KIND_OP) | (kind == KIND_ANNOTATION))
     parent_local, _ = nesting(thread[cpu_rows], start_ns[cpu_rows], end_ns[cpu_rows])
     parent = np.full(n, -1, dtype=np.int64)
@@ -333,7 +343,8 @@ def _launching_ops(
     ok = pos < launch_corr.size
     ok[ok] &= launch_corr[pos[ok]] == wanted[ok]
     link[device[ok]] = launch_owner[pos[ok]] + 1
-    return link
+    launch_ns[device[ok]] = start_ns[launches[order][pos[ok]]]
+    return link, launch_ns
 
 
 def _device_names(metadata: Mapping[str, Any]) -> tuple[str, ...]:

@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import Any, ClassVar, Final, Literal
 
+from profiler.gpu import DeviceRowDelta
 from profiler.work import WorkVerdict
 
 TestWord = Literal[
@@ -220,6 +221,8 @@ class TestVerdict:
     round_samples: tuple[RoundSamples, ...] = ()
     # The deterministic layer: the work census against the baseline's (None: not compared).
     work: WorkVerdict | None = None
+    # Device runs: the kernels, copies and fills of the flagged ops, largest move first.
+    device_rows: tuple[DeviceRowDelta, ...] = ()
 
     @property
     def regressed(self) -> bool:
@@ -270,6 +273,7 @@ class TestVerdict:
             "ops": [o.to_dict() for o in self.ops],
             "round_samples": [s.to_dict() for s in self.round_samples],
             "work": None if self.work is None else self.work.to_dict(),
+            "device_rows": [r.to_dict() for r in self.device_rows],
         }
 
     @classmethod
@@ -288,6 +292,7 @@ class TestVerdict:
             timing_compared=bool(d.get("timing_compared", True)),
             round_samples=tuple(RoundSamples.from_dict(s) for s in d.get("round_samples", [])),
             work=None if d.get("work") is None else WorkVerdict.from_dict(d["work"]),
+            device_rows=tuple(DeviceRowDelta.from_dict(r) for r in d.get("device_rows", [])),
         )
 
 

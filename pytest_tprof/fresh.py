@@ -48,6 +48,8 @@ def child_args(config: pytest.Config, run: RunConfig, nodeid: str, out: Path) ->
         args.append("--tprof-no-census")
     if run.stack:
         args.append("--tprof-stack")
+    if run.profile_memory:  # part of the protocol: without it the child's timings wouldn't compare
+        args.append("--tprof-memory")
     if config.pluginmanager.hasplugin("xdist"):
         args.append("-n0")
     return args

@@ -167,6 +167,15 @@ _OPTIONS: tuple[tuple[str, str, str, Any, str], ...] = (
         "(default: off)",
     ),
     (
+        "--tprof-memory",
+        "tprof_memory",
+        "bool",
+        False,
+        "profile memory too (profile_memory): bytes each op allocates per round and the "
+        "round's peak, gated exactly where they are the same every round; costs time in "
+        "every allocation of the timed rounds (default: off)",
+    ),
+    (
         "--tprof-markdown",
         "tprof_markdown",
         "path",
@@ -309,6 +318,7 @@ def read_settings(config: pytest.Config) -> Settings:
         stack=values["tprof_stack"],
         nvtx=values["tprof_nvtx"],
         counters=values["tprof_counters"],
+        profile_memory=values["tprof_memory"],
     )
     return Settings(
         enabled=bool(values["tprof"] or values["tprof_save"]),
