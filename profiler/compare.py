@@ -642,21 +642,13 @@ def _compare_family(
     if extra:
         reasons.append(extra)
     ops.sort(key=lambda o: (op_rank(o.verdict), -o.delta_us))
-    result = FamilyResult(
-        family=family,
-        verdict=verdict,
-        baseline_total_us=total.base_us,
-        current_total_us=total.cur_us,
-        delta_pct=total.delta_pct * 100.0,
-        p_value=total.p_greater,
-        floor_pct=total.floor * 100.0,
-        floor_source=total.floor_source,
-        mde_pct=total.mde * 100.0,
-        timing_regressed=bool(total.regressed),
-        op_gate=tuple(gate),
-        structure_added_us=structure.added_us,
-        structure_regressed=structure.regressed,
-        reasons=tuple(reasons),
+    result = _family_result(
+        family,
+        verdict,
+        total,
+        reasons,
+        gate=gate,
+        structure=(structure.added_us, structure.regressed),
     )
     return _FamilyOutcome(result=result, ops=ops, samples=_round_samples(ops, base, cur, family))
 
@@ -701,8 +693,21 @@ def _idle_family(
     reasons: tuple[str, ...] = ()
     if verdict != UNCHANGED:
         reasons = (_idle_reason(tables, current.device, total, rule),)
+    return _family_result(IDLE_FAMILY, verdict, total, reasons)
+
+
+def _family_result(
+    family: str,
+    verdict: TestWord,
+    total: _Total,
+    reasons: Sequence[str],
+    *,
+    gate: Sequence[str] = (),
+    structure: tuple[float, bool] = (0.0, False),
+) -> FamilyResult:
+    """A family's record from its total test, the ops that gate it and its structure."""
     return FamilyResult(
-        family=IDLE_FAMILY,
+        family=family,
         verdict=verdict,
         baseline_total_us=total.base_us,
         current_total_us=total.cur_us,
@@ -712,10 +717,10 @@ def _idle_family(
         floor_source=total.floor_source,
         mde_pct=total.mde * 100.0,
         timing_regressed=bool(total.regressed),
-        op_gate=(),
-        structure_added_us=0.0,
-        structure_regressed=False,
-        reasons=reasons,
+        op_gate=tuple(gate),
+        structure_added_us=structure[0],
+        structure_regressed=structure[1],
+        reasons=tuple(reasons),
     )
 
 

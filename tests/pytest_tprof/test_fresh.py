@@ -64,7 +64,11 @@ def _run(
     """Drop the flag files in the suite, compare with --tprof: the run and the test's JSON row."""
     for flag in flags:
         (suite.path / flag).write_text("")
-    result = suite.runpytest(*FAST, "--tprof", "--tprof-json=report.json", *args)
+    # xdist's controller imports modules of its own, which an earlier test's import hooks in
+    # this process (pygal's, through pytest-benchmark's histogram) would break: a process of
+    # its own.
+    run = suite.runpytest_subprocess if "-n" in args else suite.runpytest
+    result = run(*FAST, "--tprof", "--tprof-json=report.json", *args)
     return result, _report(suite)
 
 
