@@ -276,29 +276,30 @@ def per_iteration(table: OpTable, iterations: int) -> OpTable:
     )
 
 
-def unlike_window(verdict: TestVerdict, rule: Rule) -> str | None:
+def unlike_window(verdict: TestVerdict) -> str | None:
     """Why a session about to join a baseline's window measured other code, or None.
 
     A save whose work or structure changed restarts the window on its own; one whose timing
-    alone moved beyond the floor (a family's total, or an op carrying a material share of the
-    round) is kept, with this warning: sessions of other code would teach the floor their
-    difference.
+    alone failed the test's gate against the window (an op or a family's total beyond its
+    floor), or whose total op time improved beyond it, is kept with this warning: sessions of
+    other code would teach the floor their difference.  A single op reading faster is left
+    alone: with few sessions that is noise more often than a change.
     """
     if verdict.structure_regressed or verdict.work_regressed:
         return None
-    moved = [
-        o
-        for o in verdict.ops
-        if o.verdict in (REGRESSED, IMPROVED) and o.share >= rule.material_share
-    ]
-    totals = [f for f in verdict.families if f.verdict in (REGRESSED, IMPROVED)]
-    if not (moved or totals):
-        return None
+    if verdict.timing_regressed:
+        gated = {(f.family, op) for f in verdict.families for op in f.op_gate}
+        ops = [o for o in verdict.ops if (o.family, o.op) in gated]
+        if ops:
+            top = max(ops, key=lambda o: o.delta_pct)
+            return _unlike(f"{top.op} {top.family.upper()} {top.delta_pct:+.0f}%")
+    moved = [f for f in verdict.families if f.verdict in (REGRESSED, IMPROVED)]
     if moved:
-        top = max(moved, key=lambda o: abs(o.delta_pct))
-        what = f"{top.op} {top.family.upper()} {top.delta_pct:+.0f}%"
-    else:
-        what = f"{totals[0].family.upper()} total {totals[0].delta_pct:+.0f}%"
+        return _unlike(f"{moved[0].family.upper()} total op time {moved[0].delta_pct:+.0f}%")
+    return None
+
+
+def _unlike(what: str) -> str:
     return f"unlike the window: {what} (its floor would learn that difference)"
 
 

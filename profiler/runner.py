@@ -422,8 +422,7 @@ class Runner:
             work=test.work, hosts=(self.fingerprint.soft.get("host"),),
         )  # fmt: skip
         found = _Found(baseline=existing, error=None)
-        rule = self.config.rule
-        return judge.unlike_window(self.judge(test.nodeid, found, current, rule), rule)
+        return judge.unlike_window(self.judge(test.nodeid, found, current, self.config.rule))
 
 
 def _instructions(counts: list[int], *, rounds: int, iterations: int) -> tuple[str, ...]:

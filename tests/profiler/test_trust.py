@@ -122,11 +122,11 @@ def test_a_session_slower_than_its_window_is_named_before_it_joins() -> None:
     base = recorded([table(seed=s) for s in range(3)], ["h"] * 3)
     rule = Rule()
     slower = judge.judge(base, recorded([table(3.0, seed=9)], ["h"]), rule)
-    assert judge.unlike_window(slower, rule) == (
+    assert judge.unlike_window(slower) == (
         "unlike the window: aten::mm CPU +200% (its floor would learn that difference)"
     )
     same = judge.judge(base, recorded([table(1.0, seed=9)], ["h"]), rule)
-    assert judge.unlike_window(same, rule) is None
+    assert judge.unlike_window(same) is None
 
 
 def _baseline(sessions: int) -> store.Baseline:
