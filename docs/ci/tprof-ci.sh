@@ -90,8 +90,8 @@ EOF
 run_main() {
     restore
     local status=0
-    "${pytest_cmd[@]}" --tprof --tprof-save --tprof-baseline-dir "$baselines" \
-        --tprof-trace-dir "$traces" "$@" || status=$?
+    "${pytest_cmd[@]}" --tprof --tprof-save --tprof-baseline-dir="$baselines" \
+        --tprof-trace-dir="$traces" "$@" || status=$?
     # Tests that failed were not recorded; the others' new sessions are worth keeping.
     upload_main "$baselines" "$run_id"
     return "$status"
@@ -102,8 +102,8 @@ run_pr() {
     rm -rf "$reports"
     mkdir -p "$reports"
     local status=0
-    "${pytest_cmd[@]}" --tprof --tprof-baseline-dir "$baselines" --tprof-trace-dir "$traces" \
-        --tprof-json "$reports/tprof.json" --tprof-markdown "$reports/tprof.md" "$@" || status=$?
+    "${pytest_cmd[@]}" --tprof --tprof-baseline-dir="$baselines" --tprof-trace-dir="$traces" \
+        --tprof-json="$reports/tprof.json" --tprof-markdown="$reports/tprof.md" "$@" || status=$?
     local dest=$TPROF_STORE/pr/$run_id
     mkdir -p "$dest/traces"
     cp "$reports"/* "$dest/" 2>/dev/null || true
