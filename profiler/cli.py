@@ -647,7 +647,8 @@ def _cmd_merge(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         print(test.line(), file=out)
     written = sum(t.outcome == merge.WRITTEN for t in merged)
     print(
-        f"merged {len(folders)} folders into {args.into}: {len(merged)} tests, "
+        f"merged {len(folders)} folder{'' if len(folders) == 1 else 's'} into {args.into}: "
+        f"{len(merged)} tests, "
         f"{written} written, {len(merged) - written} unchanged",
         file=out,
     )

@@ -92,21 +92,33 @@ def too_noisy(verdict: TestVerdict, rule: Rule) -> str | None:
     if not verdict.timing_compared:
         return None
     limit = rule.useful_floor * 100.0
-    worst_family = []
+    noisy, short = [], []
     for f in verdict.families:
         learned = rule.rel_floor is None and f.floor_pct > limit
         if learned or f.mde_pct > limit:
-            worst_family.append(
+            noisy.append(
                 f"{f.family.upper()} floor {f.floor_pct:.0f}% ({f.floor_source}), "
                 f"min detectable effect {f.mde_pct:.0f}%"
             )
-    if not worst_family:
-        return None
-    return (
-        "timing too noisy to judge: " + "; ".join(worst_family) + ". Record more sessions "
-        "(--tprof-save; a larger --tprof-window), longer rounds (--tprof-min-round-us), "
-        "or a fixed floor (--tprof-floor / rel_floor=)"
-    )
+        elif f.family in ("cpu", "cuda") and rule.abs_floor_us > limit / 100 * f.baseline_total_us:
+            short.append(
+                f"{f.family.upper()} rounds of {f.baseline_total_us:,.1f} µs, so a slowdown under "
+                f"the {rule.abs_floor_us:g} µs minimum (abs_floor_us) is "
+                f"{rule.abs_floor_us / f.baseline_total_us:.0%} of the round"
+            )
+    if noisy:
+        return (
+            "timing too noisy to judge: " + "; ".join(noisy) + ". Record more sessions "
+            "(--tprof-save; a larger --tprof-window), longer rounds (--tprof-min-round-us), "
+            "or a fixed floor (--tprof-floor / rel_floor=)"
+        )
+    if short:
+        return (
+            "rounds too short to judge: " + "; ".join(short) + ". Run more calls per round "
+            "(--tprof-min-round-us; for pytest-benchmark, more iterations) or lower "
+            "abs_floor_us in @pytest.mark.tprof"
+        )
+    return None
 
 
 def with_noise_check(verdict: TestVerdict, rule: Rule) -> TestVerdict:

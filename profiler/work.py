@@ -583,6 +583,7 @@ class WorkDelta:
     cur_signature: str
     grad_fns: tuple[str, ...] = ()  # in backward: the autograd nodes that ran it
     source: str = ""  # with --tprof-stack: the user's source line of its first call
+    cur_dtypes: tuple[str, ...] = ()  # the dtypes it read and wrote now
 
     @property
     def key(self) -> RowKey:
@@ -603,6 +604,7 @@ class WorkDelta:
     def to_dict(self) -> dict[str, Any]:
         out = {k: getattr(self, k) for k in _DELTA_FIELDS}
         out["grad_fns"] = list(self.grad_fns)
+        out["cur_dtypes"] = list(self.cur_dtypes)
         return out
 
     @classmethod
@@ -610,6 +612,7 @@ class WorkDelta:
         fields: dict[str, Any] = {k: d[k] for k in _DELTA_FIELDS if k in d}
         fields["grad_fns"] = tuple(fields.get("grad_fns", ()))
         fields["source"] = str(fields.get("source", ""))
+        fields["cur_dtypes"] = tuple(str(x) for x in fields.get("cur_dtypes", ()))
         return cls(**fields)
 
 
@@ -770,6 +773,7 @@ def _delta(key: RowKey, sides: _Sides, floor: float) -> WorkDelta:
         cur_signature=cur.signature,
         grad_fns=(cur_row or base).grad_fns,
         source=(cur_row or base).source,
+        cur_dtypes=cur.dtypes,
     )
 
 
@@ -938,7 +942,11 @@ def _row_line(r: WorkDelta, measures: Sequence[str]) -> str:
 def _row_tail(r: WorkDelta) -> str:
     """The first readable difference of the row: its input, else its calls."""
     if r.status == "added":
-        return f"input {r.cur_signature}" if r.cur_signature else ""
+        # The dtypes name what the input alone doesn't: a copy into float64 reads f32.
+        text = f"input {r.cur_signature}" if r.cur_signature else ""
+        codes = [dtype_code(d) for d in r.cur_dtypes]
+        unseen = [c for c in codes if c not in r.cur_signature]
+        return f"{text}, writes {', '.join(unseen)}" if text and unseen else text
     if r.status == "deleted":
         return f"input was {r.base_signature}" if r.base_signature else ""
     diff = first_difference(r.base_signature, r.cur_signature)

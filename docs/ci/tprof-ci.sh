@@ -88,6 +88,9 @@ EOF
 }
 
 run_main() {
+    # Before the tests run, not after: a run id that has uploaded already would waste the run.
+    [ ! -e "$TPROF_STORE/main/$run_id" ] \
+        || die "$TPROF_STORE/main/$run_id exists: main run $run_id has uploaded already; give TPROF_RUN_ID"
     restore
     local status=0
     "${pytest_cmd[@]}" --tprof --tprof-save --tprof-baseline-dir="$baselines" \

@@ -164,3 +164,19 @@ def test_accept_names_a_test_without_a_baseline(
     assert cli.main(["accept", "t.py::gone", "--baseline-dir", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert "t.py::gone: no baseline under" in err and "--tprof-save" in err
+
+
+def test_rounds_too_short_for_the_absolute_floor_are_inconclusive_not_unchanged() -> None:
+    # Rounds of 10 µs: the 20 µs minimum change is 200 % of the round, so a 4× slower body
+    # (+30 µs) would be the first change timing could see at all.
+    tiny = [
+        replace(t, self_cpu_us=t.self_cpu_us / 100, total_cpu_us=t.self_cpu_us / 100)
+        for t in (table(seed=s) for s in range(3))
+    ]
+    base = recorded(tiny, ["h"] * 3)
+    now = replace(tiny[0], self_cpu_us=tiny[0].self_cpu_us * 1.5)
+    v = judge.judge(base, recorded([now], ["h"]), Rule())
+    assert v.verdict == INCONCLUSIVE
+    assert v.reason.startswith("rounds too short to judge: CPU rounds of 10.0 µs, so a slowdown")
+    assert "abs_floor_us" in v.reason
+    assert judge.judge(base, recorded([now], ["h"]), Rule(abs_floor_us=0.0)).verdict == REGRESSED

@@ -33,6 +33,8 @@ class Net(nn.Module):
         h = torch.relu(self.fc1(x))
         if "copy" in os.environ.get("PLANT", ""):
             h = h.t().contiguous().t()
+        if "f64" in os.environ.get("PLANT", ""):
+            h = h.double().float()
         return self.fc2(h)
 
 
@@ -272,3 +274,17 @@ def test_a_baseline_from_another_host_gates_calls_and_work_not_timing(
     result, test = run(model, monkeypatch, "--tprof", plant="wider")
     result.assert_outcomes(failed=1)
     assert test["work"]["verdict"] == "regressed"
+
+
+def test_a_round_trip_through_float64_names_the_dtype_it_writes(
+    model: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    run(model, monkeypatch, "--tprof-save")
+    result, test = run(model, monkeypatch, "--tprof", plant="f64")
+    result.assert_outcomes(failed=1)
+    # The copy's input is float32: what names float64 is the dtype the new copy writes.
+    assert any(
+        r.startswith("aten::_to_copy at top level (forward): new, bytes ")
+        and r.endswith("— input f32[16, 64], writes f64")
+        for r in test["work"]["reasons"]
+    ), test["work"]["reasons"]
