@@ -35,6 +35,8 @@ class Borrowing(Protocol):
 
     def profiling_threads(self) -> AbstractContextManager[None]: ...
 
+    def not_profiled(self, item: pytest.Item, why: str) -> None: ...
+
 
 def extra_info(result: ProfiledTest, *, limit: int = 10) -> dict[str, Any]:
     """The per-op summary stored under ``extra_info["tprof"]`` (builtin types only)."""
@@ -68,7 +70,14 @@ def wrap(item: pytest.Item, tprof: Borrowing) -> None:
     """Make the test's ``benchmark`` fixture run its rounds under one profiler session."""
     funcargs: Mapping[str, Any] = getattr(item, "funcargs", {})
     fixture = funcargs.get("benchmark")
-    if fixture is None or RESULT_KEY in item.stash or getattr(fixture, "disabled", False):
+    if fixture is None or RESULT_KEY in item.stash:
+        return
+    if getattr(fixture, "disabled", False):
+        tprof.not_profiled(
+            item,
+            "not profiled: pytest-benchmark is disabled for this test (--benchmark-disable, "
+            "or under xdist, where pytest-benchmark turns itself off)",
+        )
         return
     original = type(fixture)
     if not all(hasattr(original, name) for name in _HOOKS):

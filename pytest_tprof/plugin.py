@@ -25,7 +25,7 @@ from profiler.markdown import markdown_summary
 from profiler.results import ProfiledTest
 from profiler.rule import Rule
 from profiler.runner import Body, Runner
-from profiler.verdicts import ERROR, REGRESSED, TestVerdict
+from profiler.verdicts import ERROR, INCONCLUSIVE, NOT_SAVED, REGRESSED, TestVerdict, TestWord
 from pytest_tprof import fresh, terminal
 from pytest_tprof.fixture import RESULT_KEY, TprofFixture
 from pytest_tprof.options import (
@@ -161,6 +161,13 @@ class TprofPlugin:
 
     def profiling_threads(self) -> Any:
         return self.runner.threads()
+
+    def not_profiled(self, item: pytest.Item, why: str) -> None:
+        """A test tprof meant to profile and couldn't: its line says why (and nothing saved)."""
+        word: TestWord = NOT_SAVED if self.settings.run.save else INCONCLUSIVE
+        item.stash[RESULT_KEY] = ProfiledTest(
+            nodeid=item.nodeid, verdict=TestVerdict(verdict=word, reason=why), benchmark=True
+        )
 
     def _confirmed(
         self, item: pytest.Item, verdict: TestVerdict, started: float

@@ -58,3 +58,22 @@ def test_a_benchmark_test_is_recorded_and_compared(pytester: pytest.Pytester) ->
     result = pytester.runpytest_subprocess("--tprof", base, "-rA", *SMALL)
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["*tprof*", "*test_relu*"])
+
+
+def test_a_disabled_benchmark_says_it_was_not_profiled(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        """
+        import torch
+
+        def test_relu(benchmark):
+            benchmark(torch.relu, torch.ones(8))
+        """
+    )
+    base = f"--tprof-baseline-dir={pytester.path / 'b'}"
+    for mode, word in (("--tprof-save", "NOT-SAVED"), ("--tprof", "INCONCLUSIVE")):
+        result = pytester.runpytest_subprocess(mode, base, "--benchmark-disable", *SMALL)
+        result.assert_outcomes(passed=1)
+        result.stdout.fnmatch_lines(
+            [f"{word}*test_relu | not profiled: pytest-benchmark is disabled for this test*"]
+        )
+    assert not (pytester.path / "b").exists()
