@@ -85,12 +85,15 @@ def judge(
 def too_noisy(verdict: TestVerdict, rule: Rule) -> str | None:
     """Why the timing layer can't vouch for an unchanged test, or None when it can.
 
-    A floor or a minimum detectable effect above ``rule.useful_floor`` passes any slowdown
-    short of it: such a test is inconclusive, not unchanged.  A fixed floor is the user's
+    Timings not compared (another host, other hardware, a line tracer) saw nothing; a floor
+    or a minimum detectable effect above ``rule.useful_floor`` passes any slowdown short of
+    it; rounds shorter than twice the absolute floor hide any slowdown under it.  Such a test
+    is inconclusive, not unchanged: calls and work still gate.  A fixed floor is the user's
     choice and isn't second-guessed; the detectable effect still is.
     """
     if not verdict.timing_compared:
-        return None
+        shown = ", ".join(verdict.differences) or "no comparable timings"
+        return f"calls and work unchanged; timings not compared: {shown}"
     limit = rule.useful_floor * 100.0
     noisy, short = [], []
     for f in verdict.families:

@@ -76,7 +76,7 @@ def test_a_baseline_from_one_other_host_compares_calls_not_timings() -> None:
     base = recorded([table(seed=s) for s in range(3)], ["runner-1·aaaa"] * 3)
     slower = recorded([table(2.0, seed=9)], ["runner-2·bbbb"])
     v = judge.judge(base, slower, Rule())
-    assert v.verdict == UNCHANGED and not v.timing_compared
+    assert v.verdict == INCONCLUSIVE and not v.timing_compared
     assert v.differences == (
         "host: baseline from one other host (runner-1·aaaa, this is runner-2·bbbb); timings "
         "are judged against sessions of this host or of 2+ hosts",
