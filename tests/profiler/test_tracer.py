@@ -17,7 +17,7 @@ from profiler.environment import Fingerprint, line_tracer
 from profiler.records import OpTable
 from profiler.results import ProfiledTest
 from profiler.rule import Rule
-from profiler.verdicts import INCONCLUSIVE, REGRESSED, SAVED, UNCHANGED, TestVerdict
+from profiler.verdicts import INCONCLUSIVE, REGRESSED, SAVED, TestVerdict
 
 COVERAGE = "coverage: coverage.py's CTracer traced every line while profiling"
 OPS = {"aten::addmm": (800.0, 6), "aten::relu": (120.0, 3), "aten::add_": (90.0, 6)}
