@@ -7,7 +7,10 @@ import signal
 from collections.abc import Iterator
 from types import FrameType
 
+import numpy as np
 import pytest
+
+from profiler.records import KIND_ANNOTATION, KIND_DEVICE, KIND_OP, KIND_SYNC, EventArrays
 
 
 def summary(result: pytest.RunResult) -> list[str]:
@@ -37,3 +40,47 @@ def deadline(seconds: int) -> Iterator[None]:
     finally:
         signal.alarm(0)
         signal.signal(signal.SIGALRM, before)
+
+
+# --------------------------------------------------------------------------- events
+
+CPU, STREAM, STREAM2 = 1, 100, 101
+# name, start, end, kind, thread, corr (ops), link (device), bytes, launch start
+Row = tuple[str, int, int, int, int, int, int, int, int]
+
+
+def op(name: str, start: int, end: int, corr: int) -> Row:
+    return (name, start, end, KIND_OP, CPU, corr, 0, 0, 0)
+
+
+def step(n: int, start: int, end: int) -> Row:
+    return (f"ProfilerStep#{n}", start, end, KIND_ANNOTATION, CPU, 0, 0, 0, 0)
+
+
+def dev(name: str, start: int, end: int, link: int, *, launch: int = 0, nbytes: int = 0,
+        stream: int = STREAM) -> Row:  # fmt: skip
+    return (name, start, end, KIND_DEVICE, stream, 0, link, nbytes, launch)
+
+
+def sync(name: str, start: int, end: int, link: int) -> Row:
+    return (name, start, end, KIND_SYNC, STREAM, 0, link, 0, 0)
+
+
+def event_arrays(rows: list[Row]) -> EventArrays:
+    names = tuple(dict.fromkeys(r[0] for r in rows))
+
+    def col(k: int) -> np.ndarray:
+        return np.asarray([r[k] for r in rows], dtype=np.int64)
+
+    return EventArrays(
+        names=names,
+        name_idx=np.asarray([names.index(r[0]) for r in rows], dtype=np.int64),
+        start_ns=col(1),
+        end_ns=col(2),
+        thread=col(4),
+        kind=col(3).astype(np.int8),
+        corr=col(5),
+        link=col(6),
+        nbytes=col(7),
+        launch_ns=col(8),
+    )

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from tprof_testing import CPU, STREAM2, Row, dev, event_arrays, op, step, sync
 
 from profiler import html, report, store
 from profiler.compare import IDLE_FAMILY, compare
@@ -20,9 +21,6 @@ from profiler.gpu import blocks_host, copy_direction, idle_ranking, row_deltas
 from profiler.judge import per_iteration
 from profiler.records import (
     KIND_ANNOTATION,
-    KIND_DEVICE,
-    KIND_OP,
-    KIND_SYNC,
     DeviceTable,
     EventArrays,
     OpTable,
@@ -38,50 +36,9 @@ needs_gpu_traces = pytest.mark.skipif(
     reason=f"the real GPU traces folder {GPU_TRACES} is absent (a fresh clone has none)",
 )
 
-CPU, STREAM, STREAM2 = 1, 100, 101
-# name, start, end, kind, thread, corr (ops), link (device), bytes, launch start
-Row = tuple[str, int, int, int, int, int, int, int, int]
-
-
-def op(name: str, start: int, end: int, corr: int) -> Row:
-    return (name, start, end, KIND_OP, CPU, corr, 0, 0, 0)
-
-
-def step(n: int, start: int, end: int) -> Row:
-    return (f"ProfilerStep#{n}", start, end, KIND_ANNOTATION, CPU, 0, 0, 0, 0)
-
-
-def dev(name: str, start: int, end: int, link: int, *, launch: int = 0, nbytes: int = 0,
-        stream: int = STREAM) -> Row:  # fmt: skip
-    return (name, start, end, KIND_DEVICE, stream, 0, link, nbytes, launch)
-
-
-def sync(name: str, start: int, end: int, link: int) -> Row:
-    return (name, start, end, KIND_SYNC, STREAM, 0, link, 0, 0)
-
-
-def arrays(rows: list[Row]) -> EventArrays:
-    names = tuple(dict.fromkeys(r[0] for r in rows))
-
-    def col(k: int) -> np.ndarray:
-        return np.asarray([r[k] for r in rows], dtype=np.int64)
-
-    return EventArrays(
-        names=names,
-        name_idx=np.asarray([names.index(r[0]) for r in rows], dtype=np.int64),
-        start_ns=col(1),
-        end_ns=col(2),
-        thread=col(4),
-        kind=col(3).astype(np.int8),
-        corr=col(5),
-        link=col(6),
-        nbytes=col(7),
-        launch_ns=col(8),
-    )
-
 
 def device_of(rows: list[Row]) -> DeviceTable:
-    table = reduce_events(arrays(rows))
+    table = reduce_events(event_arrays(rows))
     assert table.device is not None
     return table.device
 
@@ -125,7 +82,7 @@ def test_each_op_gets_its_kernels_copies_and_syncs_per_round() -> None:
 
 
 def test_syncs_take_no_device_time_from_their_op() -> None:
-    table = reduce_events(arrays(TWO_ROUNDS))
+    table = reduce_events(event_arrays(TWO_ROUNDS))
     assert table.op("aten::item")["self_device_us"].tolist() == [0.5, 0.0]
 
 
@@ -165,7 +122,7 @@ def test_queue_depth_counts_launched_unfinished_activities_at_each_launch() -> N
 
 
 def test_queue_depth_is_unknown_without_launch_times() -> None:
-    events = arrays(TWO_ROUNDS)
+    events = event_arrays(TWO_ROUNDS)
     table = reduce_events(EventArrays(**{**_fields(events), "launch_ns": None}))
     assert table.device is not None
     assert np.isnan(table.device.queue_depth).all()
@@ -207,19 +164,19 @@ def test_a_merged_duplicate_op_hands_its_kernels_to_the_op_that_kept_its_time() 
 
 
 def test_dropping_warm_up_rounds_drops_them_from_the_device_table() -> None:
-    table = drop_leading_rounds(reduce_events(arrays(TWO_ROUNDS)), 1)
+    table = drop_leading_rounds(reduce_events(event_arrays(TWO_ROUNDS)), 1)
     assert table.device is not None
     assert row(table.device, "aten::mm", "kernel", "gemm")["calls"] == [1]
     assert table.device.span_us.tolist() == [3.0]
 
 
 def test_a_cpu_only_run_has_no_device_table() -> None:
-    table = reduce_events(arrays([step(0, 0, 1_000), op("aten::add", 100, 200, corr=1)]))
+    table = reduce_events(event_arrays([step(0, 0, 1_000), op("aten::add", 100, 200, corr=1)]))
     assert table.device is None
 
 
 def test_the_device_table_round_trips_and_older_files_read_as_none() -> None:
-    table = reduce_events(arrays(TWO_ROUNDS))
+    table = reduce_events(event_arrays(TWO_ROUNDS))
     again = OpTable.from_dict(table.to_dict())
     assert again.device is not None and table.device is not None
     assert again.device.to_dict() == table.device.to_dict()
@@ -239,7 +196,7 @@ def test_the_device_table_round_trips_and_older_files_read_as_none() -> None:
     ],
 )
 def test_a_malformed_device_table_is_an_error_naming_the_part(change, message) -> None:  # type: ignore[no-untyped-def]
-    data = reduce_events(arrays(TWO_ROUNDS)).to_dict()
+    data = reduce_events(event_arrays(TWO_ROUNDS)).to_dict()
     change(data["device"])
     with pytest.raises(ValueError, match=message.replace("(", r"\(").replace("[", r"\[")):
         OpTable.from_dict(data)
@@ -349,7 +306,7 @@ def rounds_of(
                 dev("Memcpy DtoH (Device -> Pageable)", c0, c0 + 1_000, link=corr, nbytes=4)
             )
             rows.append(sync("Stream Sync", c0 + 1_000, c0 + 1_500, link=corr))
-    return reduce_events(arrays(rows))
+    return reduce_events(event_arrays(rows))
 
 
 def test_a_new_device_to_host_copy_and_sync_fail_the_test_naming_the_op() -> None:
@@ -442,7 +399,7 @@ def test_real_trace_the_kernel_that_moved_comes_first(control: OpTable) -> None:
 
 
 def test_per_iteration_divides_the_device_table_like_the_op_table() -> None:
-    table = reduce_events(arrays(TWO_ROUNDS))
+    table = reduce_events(event_arrays(TWO_ROUNDS))
     halved = per_iteration(table, 2).device
     assert halved is not None
     assert row(halved, "aten::mm", "kernel", "gemm") == {
@@ -459,7 +416,7 @@ def test_per_iteration_divides_the_device_table_like_the_op_table() -> None:
 def test_a_baseline_with_a_damaged_device_table_is_an_error_naming_the_file(
     tmp_path: Path,
 ) -> None:
-    table = reduce_events(arrays(TWO_ROUNDS))
+    table = reduce_events(event_arrays(TWO_ROUNDS))
     fingerprint = Fingerprint.from_dict({"hard": {}, "soft": {}})
     session = store.Session(table=table, recorded_at="2026-01-01T00:00:00", warmup_used=1)
     saved = store.Baseline(
