@@ -89,8 +89,6 @@ import math
 import os
 import re
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 import timeit
@@ -100,6 +98,8 @@ from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import Any
+
+from suite_runs import prepare, run_pytest, sessions_held, short
 
 SUITE = '''
 """A new user's compiled model tests, profiled with pytest-tprof's ``tprof`` fixture."""
@@ -285,13 +285,6 @@ class Result:
         return [o["op"] for o in self.ops if compile_time_name(str(o["op"]))]
 
 
-def short(text: str, n: int = 400) -> str:
-    return text if len(text) <= n else text[: n - 1] + "…"
-
-
-# --------------------------------------------------------------------------- the plants
-
-
 def work_names_addmm_fc(work: Doc) -> bool:
     """A work reason names ``aten::addmm`` in a module ``fc1`` or ``fc2``."""
     return any(
@@ -376,13 +369,8 @@ class Suite:
         self.cold = 0
         self.shared_cache = folder / "inductor-cache"
         self.runs: list[Run] = []
-        for sub in ("reports", "logs", "cold-caches"):
-            (folder / sub).mkdir(parents=True, exist_ok=True)
-        (folder / "test_compiled_models.py").write_text(SUITE)
-        (folder / "conftest.py").write_text("")
-        (folder / "pytest.ini").write_text(
-            "[pytest]\nfilterwarnings =\n    ignore::DeprecationWarning\n"
-        )
+        ini = "[pytest]\nfilterwarnings =\n    ignore::DeprecationWarning\n"
+        prepare(folder, "test_compiled_models.py", SUITE, ini, ("cold-caches",))
 
     def cache_dir(self, cache: str) -> Path:
         if cache == "warm":
@@ -393,25 +381,9 @@ class Suite:
     def run(self, label: str, args: list[str], *, cache: str, plant: str = "") -> Run:
         """One pytest run in a fresh process; prints one line of verdicts."""
         self.count += 1
-        tag = f"{self.count:02d}-{label}"
-        report = self.folder / "reports" / f"{tag}.json"
         cache_dir = self.cache_dir(cache)
         cache_dir.mkdir(parents=True, exist_ok=True)
         before = files_in(cache_dir)
-        cmd = [
-            sys.executable,
-            "-m",
-            "pytest",
-            str(self.folder),
-            "-q",
-            "-p",
-            "no:cacheprovider",
-            f"--tprof-baseline-dir={self.folder / 'baselines'}",
-            f"--tprof-trace-dir={self.folder / 'traces'}",
-            f"--tprof-json={report}",
-            *PROFILE_ARGS,
-            *args,
-        ]
         env = {
             **os.environ,
             **CACHE_ENV,
@@ -419,25 +391,13 @@ class Suite:
             PLANT_ENV: plant,
         }
         t0 = time.perf_counter()
-        done = subprocess.run(
-            cmd, cwd=self.folder, env=env, capture_output=True, text=True, check=False
-        )
+        tests = run_pytest(
+            self.folder, f"{self.count:02d}-{label}", [*PROFILE_ARGS, *args], env=env,
+            head=f"{PLANT_ENV}={plant!r} TORCHINDUCTOR_CACHE_DIR={cache_dir} ({cache})",
+            tests=TESTS,
+        )  # fmt: skip
         seconds = time.perf_counter() - t0
-        head = (
-            f"{PLANT_ENV}={plant!r} TORCHINDUCTOR_CACHE_DIR={cache_dir} ({cache}) "
-            f"{' '.join(cmd)}\nexit {done.returncode}, {seconds:.1f} s\n\n"
-        )
-        (self.folder / "logs" / f"{tag}.txt").write_text(head + done.stdout + done.stderr)
-        if done.returncode not in (0, 1) or not report.exists():
-            sys.exit(
-                f"pytest failed ({done.returncode}) in {tag}:\n"
-                f"{done.stdout[-3000:]}\n{done.stderr[-2000:]}"
-            )
-        doc = json.loads(report.read_text())
-        results = {t["nodeid"].split("::")[-1]: Result(t) for t in doc["tests"]}
-        missing = [n for n in TESTS if n not in results]
-        if missing:
-            sys.exit(f"{tag}: no verdict for {missing} in {report}:\n{done.stdout[-3000:]}")
+        results = {t["nodeid"].split("::")[-1]: Result(t) for t in tests}
         new_files = files_in(cache_dir) - before
         run = Run(label, cache, seconds, new_files, results)
         self.runs.append(run)
@@ -457,10 +417,7 @@ def record(suite: Suite, sessions: int) -> dict[str, int]:
     print(f"baseline: --tprof-save x {sessions} (verdict/work verdict per test)", flush=True)
     for i in range(sessions):
         suite.run(f"save{i + 1}", ["--tprof-save"], cache="warm")
-    held = {}
-    for path in sorted((suite.folder / "baselines").rglob("*.json")):
-        doc = json.loads(path.read_text())
-        held[doc["nodeid"].split("::")[-1]] = len(doc["sessions"])
+    held = sessions_held(suite.folder / "baselines")
     print(f"  sessions per baseline file: {held}", flush=True)
     return held
 

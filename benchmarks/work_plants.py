@@ -59,8 +59,6 @@ import argparse
 import json
 import os
 import shutil
-import subprocess
-import sys
 import tempfile
 import time
 from collections import Counter
@@ -68,6 +66,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from suite_runs import prepare, run_pytest, sessions_held, short
 
 SUITE = '''
 """A new user's model tests, profiled with pytest-tprof's ``tprof`` fixture."""
@@ -370,56 +370,22 @@ class Suite:
     def __init__(self, folder: Path) -> None:
         self.folder = folder
         self.count = 0
-        for sub in ("reports", "logs"):
-            (folder / sub).mkdir(parents=True, exist_ok=True)
-        (folder / "test_work_plants.py").write_text(SUITE)
-        (folder / "conftest.py").write_text("")
-        (folder / "pytest.ini").write_text("[pytest]\n")
+        prepare(folder, "test_work_plants.py", SUITE, "[pytest]\n", ())
 
     def run(
         self, label: str, args: list[str], plant: str = "", baselines: str = "baselines"
     ) -> dict[str, Result]:
         """One pytest run; its results by test name.  Prints one line of verdicts."""
         self.count += 1
-        tag = f"{self.count:02d}-{label}"
-        report = self.folder / "reports" / f"{tag}.json"
-        cmd = [
-            sys.executable,
-            "-m",
-            "pytest",
-            str(self.folder),
-            "-q",
-            "-p",
-            "no:cacheprovider",
-            f"--tprof-baseline-dir={self.folder / baselines}",
-            f"--tprof-trace-dir={self.folder / 'traces'}",
-            f"--tprof-json={report}",
-            *PROFILE_ARGS,
-            *args,
-        ]
-        env = {**os.environ, "WORK_PLANT": plant}
-        done = subprocess.run(
-            cmd, cwd=self.folder, env=env, capture_output=True, text=True, check=False
-        )
-        head = f"WORK_PLANT={plant!r} {' '.join(cmd)}\nexit {done.returncode}\n\n"
-        (self.folder / "logs" / f"{tag}.txt").write_text(head + done.stdout + done.stderr)
-        if done.returncode not in (0, 1) or not report.exists():
-            sys.exit(
-                f"pytest failed ({done.returncode}) in {tag}:\n"
-                f"{done.stdout[-3000:]}\n{done.stderr[-2000:]}"
-            )
-        doc = json.loads(report.read_text())
-        results = {t["nodeid"].split("::")[-1]: result_of(t) for t in doc["tests"]}
-        missing = [n for n in TESTS if n not in results]
-        if missing:
-            sys.exit(f"{tag}: no verdict for {missing} in {report}:\n{done.stdout[-3000:]}")
+        tests = run_pytest(
+            self.folder, f"{self.count:02d}-{label}", [*PROFILE_ARGS, *args],
+            env={**os.environ, "WORK_PLANT": plant}, head=f"WORK_PLANT={plant!r}",
+            tests=TESTS, baselines=baselines,
+        )  # fmt: skip
+        results = {t["nodeid"].split("::")[-1]: result_of(t) for t in tests}
         cells = [f"{n[5:]}={r.verdict}/{r.work_verdict}" for n, r in results.items()]
         print(f"  {label:<20} " + "  ".join(cells), flush=True)
         return results
-
-
-def short(text: str, n: int = 400) -> str:
-    return text if len(text) <= n else text[: n - 1] + "…"
 
 
 # --------------------------------------------------------------------------- the steps
@@ -430,10 +396,7 @@ def record(suite: Suite, sessions: int) -> dict[str, int]:
     print(f"baseline: --tprof-save x {sessions} (verdict/work verdict per test)", flush=True)
     for i in range(sessions):
         suite.run(f"save{i + 1}", ["--tprof-save"])
-    held = {}
-    for path in sorted((suite.folder / "baselines").rglob("*.json")):
-        doc = json.loads(path.read_text())
-        held[doc["nodeid"].split("::")[-1]] = len(doc["sessions"])
+    held = sessions_held(suite.folder / "baselines")
     print(f"  sessions per baseline file: {held}", flush=True)
     return held
 
