@@ -780,7 +780,8 @@ def compare(
     idle = _idle_family(baseline, current, rule, timed=same_hardware)
     if idle is not None:
         results.append(idle)
-    uniform, probe_shift = _shifts(baseline, current, rule)
+    # The drift between the sides says how timings were compared; with none compared, nothing.
+    uniform, probe_shift = _shifts(baseline, current, rule) if same_hardware else (None, None)
     verdict, reason = _combine(results)
     verdict, reason, memory_notes = _with_memory(verdict, reason, baseline, current, rule)
     ops = [op for o in outcomes for op in o.ops]
