@@ -19,7 +19,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +29,7 @@ import torch
 from torch.profiler import ProfilerActivity, profile, record_function
 
 from profiler import files
+from profiler.busy import LoadMeter
 from profiler.checks import ROUNDS_LIMIT, WARMUP_LIMIT, number_problem
 from profiler.errors import CaptureError, ConfigError
 from profiler.records import (
@@ -43,6 +44,7 @@ from profiler.records import (
     FloatArray,
     IntArray,
     OpTable,
+    RoundLoad,
 )
 from profiler.reduce import (
     FILTERED_NAMES,
@@ -277,7 +279,7 @@ def _capture_once(
     drift_probe = _Probe(cuda) if probe else None
     metadata = _trace_metadata(warmup, rounds, iterations, trace_metadata)
     t_start = time.perf_counter()
-    prof, wall_us, value = _profile_rounds(
+    prof, wall_us, (load, starts_ns), value = _profile_rounds(
         fn, args, kwargs, rounds=warmup + rounds, setup=setup, iterations=iterations, cuda=cuda,
         drift_probe=drift_probe, record_shapes=record_shapes, metadata=metadata,
         nvtx_rounds=_nvtx_round_names(nvtx_label, warmup, rounds),
@@ -290,11 +292,15 @@ def _capture_once(
         table = reduce_events(events_from_kineto(prof), wall_us=wall_us)
     else:
         table = table_from_function_events(prof, wall_us=wall_us)
+    table = replace(table, load=load)
     settled = _settled(table, warmup)
     table = drop_leading_rounds(table, warmup)
     reduce_s = time.perf_counter() - t_reduce
 
-    written, problem = (None, "") if trace_path is None else _write_trace(prof, Path(trace_path))
+    counters = round_counters(starts_ns, wall_us, load)
+    written, problem = (
+        (None, "") if trace_path is None else _write_trace(prof, Path(trace_path), counters)
+    )
     return CaptureResult(
         table=table,
         value=value,
@@ -325,25 +331,30 @@ def _profile_rounds(
     metadata: Mapping[str, Any],
     nvtx_rounds: tuple[str, ...] = (),
     profile_memory: bool = False,
-) -> tuple[profile, FloatArray, Any]:
+) -> tuple[profile, FloatArray, tuple[RoundLoad, list[int]], Any]:
     """Run ``rounds`` rounds in one profiler session.
 
-    Returns the session, each round's wall time in µs and the body's last value;
-    ``metadata`` goes into the session's trace, one JSON value per key.
+    Returns the session, each round's wall time in µs, what the machine let each round run
+    (with each round's start on the wall clock), and the body's last value; ``metadata``
+    goes into the session's trace, one JSON value per key, and so do the rounds' readings
+    (``tprof_rounds``).
     """
     activities = [ProfilerActivity.CPU]
     if cuda:
         activities.append(ProfilerActivity.CUDA)
     wall_us = np.zeros(rounds)
     value: Any = None
-    with started_quietly(
-        profile(
-            activities=activities,
-            record_shapes=record_shapes,
-            profile_memory=profile_memory,
-            experimental_config=_device_config(cuda),
-        )
-    ) as prof:
+    with (
+        LoadMeter() as meter,
+        started_quietly(
+            profile(
+                activities=activities,
+                record_shapes=record_shapes,
+                profile_memory=profile_memory,
+                experimental_config=_device_config(cuda),
+            )
+        ) as prof,
+    ):
         for r in range(rounds):
             call_args, call_kwargs = args, kwargs
             if setup is not None:
@@ -358,14 +369,42 @@ def _profile_rounds(
                     with record_function(f"{PROBE_PREFIX}{r}"):
                         drift_probe()
                         _sync(cuda)
+                meter.before()
                 t0 = time.perf_counter_ns()
                 for _ in range(iterations):
                     value = fn(*call_args, **call_kwargs)
                 _sync(cuda)
                 wall_us[r] = (time.perf_counter_ns() - t0) / 1000.0
-        for key, val in metadata.items():
+                meter.after()
+        load = meter.result()
+        for key, val in {**metadata, "tprof_rounds": round_readings(wall_us, load)}.items():
             prof.add_metadata_json(key, json.dumps(val, sort_keys=True))
-    return prof, wall_us, value
+    return prof, wall_us, (load, meter.starts_ns), value
+
+
+def round_counters(
+    starts_ns: list[int], wall_us: Any, load: RoundLoad | None
+) -> list[tuple[int, dict[str, Any]]]:
+    """Each round's readings as a counter sample at its start, for the trace's counter track."""
+    if load is None:
+        return []
+    rows = round_readings(wall_us, load)
+    keys = ("wall_us", "cpu_us", "queued_us", "neighbours")
+    return [
+        (start, {k: row[k] for k in keys if k in row})
+        for start, row in zip(starts_ns, rows, strict=False)
+    ]
+
+
+def round_readings(wall_us: Any, load: RoundLoad) -> list[dict[str, Any]]:
+    """Each round's readings as the trace's ``tprof_rounds`` metadata (warm-up rounds first)."""
+    parts = load.to_dict()
+    out = []
+    for r in range(len(wall_us)):
+        row = {"round": r, "wall_us": round(float(wall_us[r]), 3)}
+        row.update({key: values[r] for key, values in parts.items() if isinstance(values, list)})
+        out.append(row)
+    return out
 
 
 KINETO_LINE_PREFIXES = (b"USDT:",)  # kineto's own start/stop markers, written to fd 2
@@ -469,14 +508,16 @@ def _trace_metadata(
     return meta
 
 
-def _write_trace(prof: profile, path: Path) -> tuple[Path | None, str]:
+def _write_trace(
+    prof: profile, path: Path, counters: list[tuple[int, dict[str, Any]]] | None = None
+) -> tuple[Path | None, str]:
     """Write the session's Chrome trace to ``path``, gzipped, atomically; or say why not.
 
     A trace that can't be written (no permission, a file where its folder should be, a full
     disk) doesn't fail the test: no path, the reason, and no temp file left behind.
     """
     try:
-        _export_gzipped(prof, path)
+        _export_gzipped(prof, path, counters or [])
     except OSError as exc:
         blocking = files.file_in_the_way(path.parent)
         if blocking is not None:
@@ -491,7 +532,7 @@ def _write_trace(prof: profile, path: Path) -> tuple[Path | None, str]:
     return path, ""
 
 
-def _export_gzipped(prof: profile, path: Path) -> None:
+def _export_gzipped(prof: profile, path: Path, counters: list[tuple[int, dict[str, Any]]]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     # torch gzips its export line by line in Python (3.2 s for 105k events); the native
     # export plus one gzip pass costs a tenth of that.
@@ -504,7 +545,73 @@ def _export_gzipped(prof: profile, path: Path) -> None:
         if not _whole_json(plain):  # kineto logs a failed write and returns as if it had written
             raise OSError(errno.EIO, "the profiler's export failed; is the disk full?")
         with open(plain, "rb") as src, gzip.open(tmp, "wb", compresslevel=6) as dst:
+            at, extra = _counter_events(src, counters)
+            src.seek(0)
+            if at is None:
+                shutil.copyfileobj(src, dst, 1 << 20)
+                return
+            _copy_bytes(src, dst, at)
+            dst.write(extra)
             shutil.copyfileobj(src, dst, 1 << 20)
+
+
+# The exporter's top-level keys: the time base of every "ts", and the key after traceEvents.
+_BASE_TIME = re.compile(rb'"baseTimeNanoseconds":\s*(\d+)')
+_AFTER_EVENTS = b'],"traceName"'
+
+
+def _counter_events(
+    src: Any, counters: list[tuple[int, dict[str, Any]]]
+) -> tuple[int | None, bytes]:
+    """Where in the exported trace to add the rounds' counter events (the end of its
+    ``traceEvents``) and their JSON; no place when the export doesn't read as expected."""
+    if not counters:
+        return None, b""
+    head = _head_before_events(src)
+    src.seek(0, os.SEEK_END)
+    size = src.tell()
+    src.seek(max(0, size - 65536))
+    tail = src.read()
+    base, end = _BASE_TIME.search(head), tail.rfind(_AFTER_EVENTS)
+    if base is None or end < 0:
+        return None, b""
+    t0, pid = int(base.group(1)), os.getpid()
+    events = [
+        {
+            "ph": "C",
+            "name": "tprof round",
+            "pid": pid,
+            "tid": 0,
+            "ts": round((start - t0) / 1000.0, 3),
+            "args": args,
+        }
+        for start, args in counters
+    ]
+    text = "".join(",\n  " + json.dumps(e, sort_keys=True) for e in events)
+    return max(0, size - 65536) + end, text.encode()
+
+
+def _head_before_events(src: Any, limit: int = 1 << 26) -> bytes:
+    """The exported trace up to its ``traceEvents`` key: the top-level keys kineto writes
+    first (the metadata, ``tprof_rounds`` among them, then the time base)."""
+    head = b""
+    while len(head) < limit:
+        chunk = src.read(1 << 16)
+        if not chunk:
+            break
+        head += chunk
+        if b'"traceEvents"' in head:
+            break
+    return head
+
+
+def _copy_bytes(src: Any, dst: Any, count: int) -> None:
+    while count > 0:
+        chunk = src.read(min(count, 1 << 20))
+        if not chunk:
+            return
+        dst.write(chunk)
+        count -= len(chunk)
 
 
 def _whole_json(path: Path) -> bool:
@@ -537,6 +644,9 @@ class BorrowedRounds:
         self._prof: profile | None = None
         self._open = False
         self._walls_us: list[float] = []
+        self._meter: LoadMeter | None = None
+        self._load: RoundLoad | None = None
+        self._starts_ns: list[int] = []
         self._kept: list[int] = []
         self._last: int | None = None
         self.problem = ""
@@ -553,6 +663,7 @@ class BorrowedRounds:
         self._prof = profile(activities=activities, record_shapes=self._record_shapes)
         with kineto_lines_dropped():
             self._prof.__enter__()
+        self._meter = LoadMeter()
         self._open = True
 
     @contextlib.contextmanager
@@ -567,12 +678,15 @@ class BorrowedRounds:
                 with record_function(f"{PROBE_PREFIX}{r}"):
                     self._probe()
                     _sync(self.cuda)
+            assert self._meter is not None  # opened with the session
+            self._meter.before()
             t0 = time.perf_counter_ns()
             try:
                 yield
             finally:
                 _sync(self.cuda)
                 self._walls_us.append((time.perf_counter_ns() - t0) / 1000.0)
+                self._meter.after()
         self._last = r
 
     def kept(self) -> None:
@@ -588,6 +702,11 @@ class BorrowedRounds:
             self._open = False
             with kineto_lines_dropped():
                 self._prof.__exit__(None, None, None)
+        if self._meter is not None:
+            self._load = self._meter.result()
+            self._starts_ns = self._meter.starts_ns
+            self._meter.close()
+            self._meter = None
 
     @property
     def kept_rounds(self) -> int:
@@ -610,17 +729,25 @@ class BorrowedRounds:
             table = reduce_events(events_from_kineto(self._prof), wall_us=self._walls_us)
         else:
             table = table_from_function_events(self._prof, wall_us=self._walls_us)
-        table = keep_rounds(table, self._kept)
+        table = keep_rounds(replace(table, load=self._load), self._kept)
         dropped = min(warmup, len(self._kept) - 2)
         settled = _settled(table, dropped)
         table = drop_leading_rounds(table, dropped)
         if not table.calls.any():
             raise CaptureError("the benchmarked function ran no torch ops")
         meta = _trace_metadata(dropped, table.rounds, self.iterations, trace_metadata)
+        if self._load is not None:
+            meta["tprof_rounds"] = round_readings(self._walls_us, self._load)
         for key, val in meta.items():
             self._prof.add_metadata_json(key, json.dumps(val, sort_keys=True))
         written, problem = (
-            (None, "") if trace_path is None else _write_trace(self._prof, trace_path)
+            (None, "")
+            if trace_path is None
+            else _write_trace(
+                self._prof,
+                trace_path,
+                round_counters(self._starts_ns, self._walls_us, self._load),
+            )
         )
         return CaptureResult(
             table=table, warmup_used=dropped, iterations=self.iterations, trace_path=written,

@@ -467,15 +467,43 @@ def _attribute(
 
 def _added_us(o: _OpStats) -> float:
     """Time per round a structural change adds (negative when it saves time)."""
+    cur, base = _added_sides(o)
+    return cur + base
+
+
+def _added_sides(o: _OpStats) -> tuple[float, float]:
+    """The time a structural change adds, split by the side it was measured on: what new ops
+    and extra calls take now (current µs), and what removed ops and fewer calls took (baseline
+    µs, negative)."""
     if o.base_calls == 0 and o.cur_calls > 0:
-        return o.cur_us
+        return o.cur_us, 0.0
     if o.cur_calls == 0 and o.base_calls > 0:
-        return -o.base_us
+        return 0.0, -o.base_us
     if o.cur_calls > o.base_calls:
-        return (o.cur_calls - o.base_calls) * (o.cur_us / o.cur_calls)
+        return (o.cur_calls - o.base_calls) * (o.cur_us / o.cur_calls), 0.0
     if o.cur_calls < o.base_calls:
-        return -(o.base_calls - o.cur_calls) * (o.base_us / o.base_calls)
-    return 0.0
+        return 0.0, -(o.base_calls - o.cur_calls) * (o.base_us / o.base_calls)
+    return 0.0, 0.0
+
+
+def _added_share(ops: dict[str, _OpStats], base_total: float, cur_total: float) -> float:
+    """The structural change's net share of the baseline's round, with each side's part read
+    against its own round, so the process's speed cancels: µs against the baseline's round
+    read the same change at 3 % in one process and 10 % in the next.
+
+    With ``x`` the added part's share of the current round and ``r`` the removed part's
+    share of the baseline's, a change of Δ on a round of B (both in one process's units)
+    gives ``x = N / (B + Δ)`` and ``r = R / B`` with Δ = N − R, so Δ / B = (x − r) / (1 − x).
+    """
+    if base_total <= 0 or cur_total <= 0:
+        return 0.0
+    cur_part = base_part = 0.0
+    for o in ops.values():
+        c, b = _added_sides(o)
+        cur_part += c
+        base_part += b
+    x, r = cur_part / cur_total, -base_part / base_total
+    return (x - r) / (1.0 - x) if x < 1.0 else math.inf
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -484,28 +512,34 @@ class _Structure:
     added_us: float
     regressed: bool
     host_waits: tuple[gpu.HostWait, ...] = ()
+    share: float = 0.0  # of the round, each side's part against its own (_added_share)
 
 
 def _structure(
     ops: dict[str, _OpStats],
     verdicts: Sequence[OpVerdict],
-    base_total: float,
+    total: _Total,
     rule: Rule,
     host_waits: Sequence[gpu.HostWait] = (),
 ) -> _Structure:
-    """New ops and extra calls, net of removed ops and fewer calls, against the round; and
-    on device runs, DtoH copies and host syncs: one more per round fails whatever its time."""
+    """New ops and extra calls, net of removed ops and fewer calls, against the round (each
+    side's part against its own round: :func:`_added_share`); and on device runs, DtoH copies
+    and host syncs: one more per round fails whatever its time."""
     added = 0.0
     for o in ops.values():
         added += _added_us(o)
+    share = _added_share(ops, total.base_us, total.cur_us)
     changes = tuple(v for v in verdicts if v.verdict in STRUCTURAL_OPS)
     regressed = bool(changes) and (
-        rule.strict_calls
-        or (added >= rule.structure_share * base_total and added >= rule.abs_floor_us)
+        rule.strict_calls or (share >= rule.structure_share and added >= rule.abs_floor_us)
     )
     regressed |= any(w.more for w in host_waits)
     return _Structure(
-        changes=changes, added_us=added, regressed=regressed, host_waits=tuple(host_waits)
+        changes=changes,
+        added_us=added,
+        regressed=regressed,
+        host_waits=tuple(host_waits),
+        share=share,
     )
 
 
@@ -558,9 +592,13 @@ def _structure_reason(structure: _Structure, base_total: float) -> str:
     if base_total > 0:
         return (
             f"calls changed, adding {added:+.0f} µs per round "
-            f"({added / base_total:+.0%} of the round): {what}{more}"
+            f"({_share_text(structure.share)} of the round): {what}{more}"
         )
     return f"calls changed: {what}{more}"
+
+
+def _share_text(share: float) -> str:
+    return f"{share:+.0%}" if math.isfinite(share) else "nearly all"
 
 
 def _family_verdict(
@@ -635,7 +673,7 @@ def _compare_family(
             gate.append(name)
     ops = _attribute(ops, gate, total, rule)
     waits = _host_waits(baseline, current, family)
-    structure = _structure(stats_by_op, ops, total.base_us, rule, waits)
+    structure = _structure(stats_by_op, ops, total, rule, waits)
     by_name = {o.op: o for o in ops}
     reasons = _reasons(total, [by_name[n] for n in gate], structure, vs_rest)
     verdict, extra = _family_verdict(total, gate, structure, rule, timed=timed)
@@ -694,6 +732,82 @@ def _idle_family(
     if verdict != UNCHANGED:
         reasons = (_idle_reason(tables, current.device, total, rule),)
     return _family_result(IDLE_FAMILY, verdict, total, reasons)
+
+
+# --------------------------------------------------------------------------- host overhead
+
+HOST_FAMILY = "host"
+
+
+def _host_side(tables: Sequence[OpTable], reference: float, rule: Rule) -> _Side:
+    """A side whose round total is the time outside any op, in drift-probe units."""
+    rounds = [t.host_us * _scale(t, "probe_cpu_us", reference, rule) for t in tables]
+    return _Side(
+        per_op={},
+        per_session_op_medians={},
+        calls={},
+        totals=np.concatenate(rounds) if rounds else np.zeros(0),
+        session_total_medians=[rule.center(r) for r in rounds],
+        raw_op_medians={},
+        sessions=[],
+    )
+
+
+def _host_family(
+    baseline: Sequence[OpTable], current: OpTable, rule: Rule, *, timed: bool
+) -> FamilyResult:
+    """The round's time outside any op (Python between ops, hooks, the loop) by the total
+    test: what the op rows can't show, judged like a family's total."""
+    reference = rule.center(np.concatenate([b.probe_cpu_us for b in baseline]))
+    base = _host_side(baseline, reference, rule)
+    cur = _host_side([current], reference, rule)
+    total = _total_test(base, cur, len(baseline), rule, timed=timed)
+    verdict: TestWord = REGRESSED if total.regressed else IMPROVED if total.improved else UNCHANGED
+    reasons: tuple[str, ...] = ()
+    grew: list[tuple[str, float]] = []
+    if verdict != UNCHANGED:
+        text = (
+            f"time outside any op {total.base_us:,.0f} → {total.cur_us:,.0f} µs per round "
+            f"({total.delta_pct:+.0%}, p={total.p_greater:.2g}, floor {total.floor:.0%} "
+            f"{total.floor_source}): Python between ops, hooks or the body's own loop"
+        )
+        grew = [
+            (op, d)
+            for op, d in _host_growth(baseline, current, rule)
+            if d >= rule.attribution_share * (total.cur_us - total.base_us)
+        ][:HOST_RANKED]
+        if verdict == REGRESSED and grew:
+            text += "; it grew before " + ", ".join(f"{op} ({d:+,.0f} µs)" for op, d in grew)
+        reasons = (text,)
+    result = _family_result(HOST_FAMILY, verdict, total, reasons)
+    if verdict == REGRESSED:
+        result = replace(result, grew_before=tuple(op for op, _ in grew))
+    return result
+
+
+HOST_RANKED = 3  # ops named as the ones the time outside any op grew before
+
+
+def _host_growth(
+    baseline: Sequence[OpTable], current: OpTable, rule: Rule
+) -> list[tuple[str, float]]:
+    """The ops before which the time outside any op grew, µs per round (raw), largest first:
+    the gap before each of the body's outermost ops, against the baseline's pooled rounds."""
+    if current.host_before_us is None:
+        return []
+    pooled: dict[str, list[FloatArray]] = {}
+    for t in baseline:
+        if t.host_before_us is None:
+            return []  # a baseline from before the gaps were kept: nothing to rank against
+        for i, name in enumerate(t.names):
+            pooled.setdefault(name, []).append(t.host_before_us[i])
+    grew = []
+    for i, name in enumerate(current.names):
+        before = rule.center(np.concatenate(pooled[name])) if name in pooled else 0.0
+        delta = rule.center(current.host_before_us[i]) - before
+        if delta > 0:
+            grew.append((name, delta))
+    return sorted(grew, key=lambda g: -g[1])
 
 
 def _family_result(
@@ -780,6 +894,7 @@ def compare(
     idle = _idle_family(baseline, current, rule, timed=same_hardware)
     if idle is not None:
         results.append(idle)
+    results.append(_host_family(baseline, current, rule, timed=same_hardware))
     # The drift between the sides says how timings were compared; with none compared, nothing.
     uniform, probe_shift = _shifts(baseline, current, rule) if same_hardware else (None, None)
     verdict, reason = _combine(results)

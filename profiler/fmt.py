@@ -12,7 +12,9 @@ from typing import Any
 
 from profiler.verdicts import FLAGGED_OPS, NEW, verdict_rank
 
-FAMILY = {"cpu": "CPU", "cuda": "CUDA", "gpu-idle": "GPU idle"}
+FAMILY = {"cpu": "CPU", "cuda": "CUDA", "gpu-idle": "GPU", "host": "host"}
+# What each family's judged total measures, after its label: "CPU total op time".
+TOTAL = {"gpu-idle": "idle time", "host": "time outside any op"}
 
 
 def family(name: Any) -> str:
@@ -157,3 +159,8 @@ def _count(v: Any) -> str:
     if n is None:
         return "-"
     return f"{n:.0f}" if n == int(n) else f"{n:.1f}"
+
+
+def total(family_name: str) -> str:
+    """A family's judged total in words: ``CPU total op time``, ``host time outside any op``."""
+    return f"{family(family_name)} {TOTAL.get(family_name, 'total op time')}"

@@ -14,8 +14,9 @@ from typing import Any
 
 import numpy as np
 
+from profiler import busy
 from profiler.checks import is_count
-from profiler.compare import NOTHING_CHANGED, compare_across
+from profiler.compare import HOST_FAMILY, NOTHING_CHANGED, compare_across
 from profiler.environment import Fingerprint, comparability
 from profiler.records import OpTable
 from profiler.reduce import COMPILE_OP, GRAPH_KEY
@@ -70,6 +71,9 @@ def judge(
         current_table = per_iteration(current_table, ic)
         diffs = [d for d in diffs if not d.startswith("iterations ")]
         found.append(f"rounds of {ib} and {ic} iterations: compared per iteration")
+    base_tables, current_table, machine_busy = quiet_rounds(base_tables, current_table, rule)
+    if machine_busy is not None and not diffs:
+        diffs.append(machine_busy)
     verdict = compare_across(
         base_tables, current_table, rule, structure_diffs=structure, timing_diffs=diffs,
         notes=[*found, *notes],
@@ -80,6 +84,32 @@ def judge(
     per_call = 1 if ib != ic else (ib or 1)  # tables already per iteration when they differ
     verdict = with_compile_structure(verdict, base_tables[-1], current_table, per_call=per_call)
     return with_work(verdict, baseline.work, current.work, rule)
+
+
+BUSY = "machine busy"
+
+
+def quiet_rounds(
+    baseline: Sequence[OpTable], current: OpTable, rule: Rule
+) -> tuple[list[OpTable], OpTable, str | None]:
+    """Both sides without their disturbed rounds (waited for a CPU, or ran beside busy
+    processes), and why timing can't be judged on them (None when it can).
+
+    The current run needs ``rule.quiet_rounds_needed`` undisturbed rounds; a baseline session
+    with fewer than two is left out of the timing (its floor would learn a neighbour's load).
+    When either is short, both sides keep every round: timing is not compared, and calls
+    are read from the same rounds as ever.
+    """
+    now = busy.busy_of(current, rule)
+    quiet_now = busy.quiet_table(current, rule)
+    kept = [busy.quiet_table(t, rule) for t in baseline]
+    usable = [t for t in kept if t.rounds >= 2]
+    if now is not None and now.quiet < rule.quiet_rounds_needed(current.rounds):
+        return list(baseline), current, f"{BUSY}: {now.describe()}"
+    if not usable:
+        why = "every baseline session's rounds were disturbed (re-record on a quieter machine)"
+        return list(baseline), current, f"{BUSY}: {why}"
+    return usable, quiet_now, None
 
 
 def too_noisy(verdict: TestVerdict, rule: Rule) -> str | None:
@@ -97,6 +127,8 @@ def too_noisy(verdict: TestVerdict, rule: Rule) -> str | None:
     limit = rule.useful_floor * 100.0
     noisy, short = [], []
     for f in verdict.families:
+        if f.family == HOST_FAMILY:  # the time between ops may be too noisy; the ops vouch
+            continue
         learned = rule.rel_floor is None and f.floor_pct > limit
         if learned or f.mde_pct > limit:
             noisy.append(
@@ -286,8 +318,10 @@ def per_iteration(table: OpTable, iterations: int) -> OpTable:
         self_device_us=table.self_device_us / iterations,
         total_device_us=table.total_device_us / iterations,
         wall_us=table.wall_us / iterations,
+        host_before_us=None if table.host_before_us is None else table.host_before_us / iterations,
         device=None if table.device is None else table.device.per_iteration(iterations),
         memory=None if table.memory is None else table.memory.per_iteration(iterations),
+        load=None if table.load is None else table.load.per_iteration(iterations),
     )
 
 
@@ -328,9 +362,16 @@ def needs_remeasurement(verdict: TestVerdict) -> bool:
 
 
 def after_remeasurement(again: TestVerdict) -> TestVerdict:
-    """The verdict of the second measurement, saying whether it repeated the first."""
+    """The verdict of the second measurement, saying whether it repeated the first.
+
+    A second measurement on a busy machine judges no timing: it confirms nothing, and the
+    test reads inconclusive (machine busy), as its verdict says."""
     if again.timing_regressed:
         return again.with_notes("confirmed by a second measurement")
+    if any(d.startswith(BUSY) for d in again.differences):
+        return again.with_notes(
+            "a first measurement looked slower; the machine was busy when it was measured again"
+        )
     return again.with_notes("a first measurement looked slower; the re-measurement did not")
 
 
@@ -345,16 +386,26 @@ def needs_fresh_process(verdict: TestVerdict) -> bool:
 
 
 def after_fresh_process(verdict: TestVerdict, child: str | None, why: str) -> TestVerdict:
-    """Merge the fresh process's verdict (None: it gave none, ``why`` says why).
+    """Merge the fresh process's verdict (None: it gave none, ``why`` says why; else ``why``
+    is its reason).
 
     The regression stands only if the fresh process repeats it; a process that gave no
-    verdict leaves it standing, with a note.
+    verdict leaves it standing, with a note.  One that found the machine busy judged no
+    timing: the regression is confirmed by nothing, and the test is inconclusive.
     """
     if child == REGRESSED:
         return verdict.with_notes("confirmed in a fresh process")
     if child is None:
         return verdict.with_notes(f"not re-run in a fresh process: {why}")
     work_word = UNCHANGED if verdict.work is None else verdict.work.verdict
+    if BUSY in why:
+        busy_part = why[why.index(BUSY) :].split(" | ")[0]
+        return replace(
+            verdict,
+            verdict=worst([INCONCLUSIVE, work_word]),
+            reason=f"slower in this process; not confirmed: the fresh process found the "
+            f"{busy_part} | {verdict.reason}",
+        )
     return replace(
         verdict,
         verdict=worst([INCONCLUSIVE, work_word]),

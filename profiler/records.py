@@ -11,6 +11,7 @@ import numpy.typing as npt
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
+BoolArray = npt.NDArray[np.bool_]
 
 # Per-op metrics of an OpTable, each a (n_ops, n_rounds) array; the unit is in the name.
 METRICS = ("calls", "self_cpu_us", "total_cpu_us", "self_device_us", "total_device_us")
@@ -69,12 +70,18 @@ class OpTable:
     probe_cpu_us: FloatArray
     probe_device_us: FloatArray
     has_device: bool = False
+    # Per op and round: the time outside any op just before the op (µs), for the body's
+    # outermost ops; where the round's host time is spent.  None in older baselines.
+    host_before_us: FloatArray | None = None
     meta: Mapping[str, Any] = field(default_factory=dict)
     # What the device did for each op (kernels, copies, syncs) and its idle time; None when the
     # run had no device work or the baseline predates it.
     device: DeviceTable | None = None
     # Bytes each op allocated per round and each round's peak (profile_memory runs only).
     memory: MemoryTable | None = None
+    # What the machine let each round run (CPU time, run-queue wait); None in older baselines
+    # and in traces.
+    load: RoundLoad | None = None
 
     @property
     def rounds(self) -> int:
@@ -82,6 +89,33 @@ class OpTable:
 
     def index(self) -> dict[str, int]:
         return {name: i for i, name in enumerate(self.names)}
+
+    @property
+    def host_us(self) -> FloatArray:
+        """Each round's time outside any op: the body's wall time less the time ops covered
+        (their self times add up to it), never below 0.  Python between ops, hooks, the
+        harness's own loop: what no op row shows."""
+        host: FloatArray = np.maximum(self.wall_us - self.self_cpu_us.sum(axis=0), 0.0)
+        return host
+
+    def with_rounds(self, keep: IntArray) -> OpTable:
+        """The same table for the rounds ``keep`` (indices, in that order); ops that none of
+        them called go (lazy first-step work: a row of no calls would read as a change)."""
+        keep = np.asarray(keep, dtype=np.int64)
+        called = np.flatnonzero(self.calls[:, keep].any(axis=1))
+        rows = np.ix_(called, keep)
+        return replace(
+            self,
+            names=tuple(self.names[i] for i in called.tolist()),
+            **{m: getattr(self, m)[rows] for m in METRICS},
+            wall_us=self.wall_us[keep],
+            probe_cpu_us=self.probe_cpu_us[keep],
+            probe_device_us=self.probe_device_us[keep],
+            host_before_us=None if self.host_before_us is None else self.host_before_us[rows],
+            device=None if self.device is None else self.device.rounds_slice(keep),
+            memory=None if self.memory is None else self.memory.rounds_slice(keep),
+            load=None if self.load is None else self.load.rounds_slice(keep),
+        )
 
     def op(self, name: str) -> dict[str, FloatArray | IntArray]:
         """The per-round arrays of one op, by metric name."""
@@ -111,6 +145,14 @@ class OpTable:
             out["device"] = self.device.to_dict()
         if self.memory is not None:
             out["memory"] = self.memory.to_dict()
+        if self.load is not None:
+            out["load"] = self.load.to_dict()
+        if self.host_before_us is not None:
+            out["host_before_us"] = {
+                name: _rounded(self.host_before_us[i])
+                for i, name in enumerate(self.names)
+                if self.host_before_us[i].any()
+            }
         return out
 
     @classmethod
@@ -149,6 +191,8 @@ class OpTable:
             memory=None
             if data.get("memory") is None
             else MemoryTable.from_dict(data["memory"], rounds),
+            load=None if data.get("load") is None else RoundLoad.from_dict(data["load"], rounds),
+            host_before_us=host_before_from_dict(data.get("host_before_us"), names, rounds),
         )
 
     def session_totals(self) -> dict[str, dict[str, float]]:
@@ -157,6 +201,105 @@ class OpTable:
         for i, name in enumerate(self.names):
             out[name] = {m: float(getattr(self, m)[i].sum()) for m in METRICS}
         return out
+
+
+def host_before_from_dict(data: Any, names: tuple[str, ...], rounds: int) -> FloatArray | None:
+    """The ``host_before_us`` part of a table's dict as an op × round array (ops it doesn't
+    name had no time before them); a malformed one is a ``ValueError`` saying what is wrong."""
+    if data is None:
+        return None
+    if not isinstance(data, Mapping):
+        raise ValueError("must be an object of op name → per-round µs")
+    at = {n: i for i, n in enumerate(names)}
+    out = np.zeros((len(names), rounds))
+    for op, values in data.items():
+        if op not in at:
+            raise ValueError(f"names {str(op)[:80]!r}, which is not one of the session's ops")
+        out[at[op]] = _per_round(values, rounds, f"{str(op)[:80]}")
+    return out
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RoundLoad:
+    """What the machine let each measured round run, read around the body's calls.
+
+    ``cpu_us``: CPU time the profiling thread got during the round (its wall time less this
+    is time off the CPU: waiting for one, stolen by a hypervisor, or blocked).  Linux only,
+    else None: ``queued_us``, the time the thread waited in the run queue for a CPU
+    (``/proc/thread-self/schedstat``); ``switches`` and ``blocks``, involuntary and voluntary
+    context switches (``getrusage(RUSAGE_THREAD)``); ``neighbours``, other runnable tasks on
+    the machine at the round's end (``/proc/loadavg``).  Each array has one value per round.
+    """
+
+    cpu_us: FloatArray
+    queued_us: FloatArray | None = None
+    switches: IntArray | None = None
+    blocks: IntArray | None = None  # voluntary context switches: the thread blocked itself
+    neighbours: IntArray | None = None
+    cpus: int = 1  # the machine's CPUs, which the neighbours shared
+
+    def rounds_slice(self, keep: Any) -> RoundLoad:
+        def part(a: Any) -> Any:
+            return None if a is None else a[keep]
+
+        return RoundLoad(
+            cpu_us=self.cpu_us[keep],
+            queued_us=part(self.queued_us),
+            switches=part(self.switches),
+            blocks=part(self.blocks),
+            neighbours=part(self.neighbours),
+            cpus=self.cpus,
+        )
+
+    def per_iteration(self, iterations: int) -> RoundLoad:
+        """Times per call of the body, as the round's other times; counts stay the round's."""
+        return replace(
+            self,
+            cpu_us=self.cpu_us / iterations,
+            queued_us=None if self.queued_us is None else self.queued_us / iterations,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"cpu_us": _rounded(self.cpu_us), "cpus": self.cpus}
+        if self.queued_us is not None:
+            out["queued_us"] = _rounded(self.queued_us)
+        for key in ("switches", "blocks", "neighbours"):
+            values = getattr(self, key)
+            if values is not None:
+                out[key] = [int(v) for v in values]
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Any, rounds: int) -> RoundLoad:
+        """Inverse of :meth:`to_dict`, checked: a malformed part is a ``ValueError`` naming it."""
+        if not isinstance(data, Mapping):
+            raise ValueError("must be an object of per-round arrays")
+        known = {"cpu_us", "queued_us", "switches", "blocks", "neighbours", "cpus"}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ValueError(f"unknown key {unknown[0]!r}")
+        cpus = data.get("cpus", 1)
+        if isinstance(cpus, bool) or not isinstance(cpus, int) or not 1 <= cpus <= 1 << 20:
+            raise ValueError(f"'cpus' must be a count of CPUs >= 1 (got {cpus!r})")
+
+        def counts(key: str) -> IntArray | None:
+            if data.get(key) is None:
+                return None
+            values = _per_round(data[key], rounds, key)
+            if (values != np.floor(values)).any():
+                raise ValueError(f"'{key}' must hold whole numbers")
+            return values.astype(np.int64)
+
+        return cls(
+            cpu_us=_per_round(data.get("cpu_us"), rounds, "cpu_us"),
+            queued_us=None
+            if data.get("queued_us") is None
+            else _per_round(data["queued_us"], rounds, "queued_us"),
+            switches=counts("switches"),
+            blocks=counts("blocks"),
+            neighbours=counts("neighbours"),
+            cpus=cpus,
+        )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -170,7 +313,7 @@ class MemoryTable:
     allocs: IntArray
     peak_bytes: IntArray
 
-    def rounds_slice(self, keep: slice) -> MemoryTable:
+    def rounds_slice(self, keep: Any) -> MemoryTable:
         return replace(
             self,
             alloc_bytes=self.alloc_bytes[:, keep],
@@ -260,7 +403,7 @@ class DeviceTable:
             i for i, o in enumerate(self.ops) if o == op and (kind is None or self.kinds[i] == kind)
         ]
 
-    def rounds_slice(self, keep: slice) -> DeviceTable:
+    def rounds_slice(self, keep: Any) -> DeviceTable:
         """The same table for some of its rounds (warm-up dropped after capture)."""
         return DeviceTable(
             ops=self.ops,
@@ -382,3 +525,54 @@ def _per_round(values: Any, rounds: int, what: str, *, nan_ok: bool = False) -> 
 def _rounded(values: Sequence[float] | FloatArray) -> list[float]:
     # 1 ns resolution is what the profiler has; more digits only make diffs noisy.
     return [round(float(v), 3) for v in values]
+
+
+def concat_rounds(tables: Sequence[OpTable]) -> OpTable:
+    """The rounds of several captures of one body as one table, in order; an op missing from
+    a capture has no calls in its rounds.  Device and memory tables aren't joined: a caller
+    joins only captures without them."""
+    names = tuple(sorted({n for t in tables for n in t.names}))
+    at = {n: i for i, n in enumerate(names)}
+
+    def joined(metric: str, dtype: type) -> Any:
+        parts = []
+        for t in tables:
+            block: Any = np.zeros((len(names), t.rounds), dtype=dtype)
+            block[[at[n] for n in t.names]] = getattr(t, metric)
+            parts.append(block)
+        return np.concatenate(parts, axis=1)
+
+    befores = [t.host_before_us for t in tables]
+    host_before = None
+    if all(b is not None for b in befores):
+        host_before = joined("host_before_us", np.float64)
+    loads = [t.load for t in tables]
+    load = None
+    if all(x is not None for x in loads):
+        load = _concat_loads([x for x in loads if x is not None])
+    first = tables[0]
+    return replace(
+        first,
+        names=names,
+        **{m: joined(m, np.int64 if m == "calls" else np.float64) for m in METRICS},
+        wall_us=np.concatenate([t.wall_us for t in tables]),
+        probe_cpu_us=np.concatenate([t.probe_cpu_us for t in tables]),
+        probe_device_us=np.concatenate([t.probe_device_us for t in tables]),
+        host_before_us=host_before,
+        load=load,
+    )
+
+
+def _concat_loads(loads: Sequence[RoundLoad]) -> RoundLoad:
+    def part(key: str) -> Any:
+        values = [getattr(x, key) for x in loads]
+        return None if any(v is None for v in values) else np.concatenate(values)
+
+    return RoundLoad(
+        cpu_us=np.concatenate([x.cpu_us for x in loads]),
+        queued_us=part("queued_us"),
+        switches=part("switches"),
+        blocks=part("blocks"),
+        neighbours=part("neighbours"),
+        cpus=loads[0].cpus,
+    )

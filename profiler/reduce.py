@@ -168,6 +168,7 @@ def reduce_events(
         self_cpu = np.where(compile_root, cpu.dur, self_cpu)
     op_names, cells = _op_cells(names, cpu_names[counted], c_round[counted], n_rounds)
     shape = (len(op_names), n_rounds)
+    gaps = _gaps_before(cpu, counted, c_round, is_round_name, rounds)
     device = None
     if has_device:  # each device event goes to the op that kept its launching op's time
         owner = np.where(dev_owner >= 0, kept_as[np.maximum(dev_owner, 0)], -1)
@@ -189,6 +190,7 @@ def reduce_events(
         self_device_us=_summed(cells, self_dev[counted], shape) / 1000.0,
         total_device_us=_summed(cells, total_dev[counted], shape) / 1000.0,
         wall_us=_wall_us(wall_us, rounds),
+        host_before_us=_summed(cells, gaps[counted], shape) / 1000.0,
         probe_cpu_us=probe_cpu / 1000.0,
         probe_device_us=probe_dev / 1000.0,
         has_device=has_device,
@@ -406,6 +408,52 @@ def _merge_duplicates(
     return dup, self_cpu, self_dev, owner_of
 
 
+def _gaps_before(
+    cpu: _CpuEvents,
+    counted: npt.NDArray[np.bool_],
+    c_round: IntArray,
+    is_round_name: npt.NDArray[np.bool_],
+    rounds: _Rounds,
+) -> FloatArray:
+    """Each counted event's time outside any op just before it (ns): for the body's outermost
+    events (children of their round's step annotation), the gap since the previous one ended,
+    or since the drift probe (else the round) began the body; 0 for every other event.
+
+    Python between ops, hooks and the body's loop are these gaps: summed per op they say
+    before which op the round's time outside any op was spent.
+    """
+    gaps = np.zeros(cpu.start.size)
+    parent_is_round = np.zeros(cpu.start.size, dtype=bool)
+    parent_is_round[cpu.has_parent] = is_round_name[cpu.name[cpu.parent[cpu.has_parent]]]
+    top = np.flatnonzero(counted & parent_is_round)
+    if top.size == 0:
+        return gaps
+    top = top[np.lexsort((cpu.start[top], c_round[top]))]
+    ends = cpu.start[top] + cpu.dur[top].astype(np.int64)
+    r = c_round[top]
+    body_start = _body_starts(rounds)
+    first = np.ones(top.size, dtype=bool)
+    first[1:] = r[1:] != r[:-1]
+    previous_end = np.empty(top.size, dtype=np.int64)
+    previous_end[1:] = ends[:-1]
+    previous_end[first] = body_start[r[first]]
+    gaps[top] = np.maximum(cpu.start[top] - previous_end, 0)
+    return gaps
+
+
+def _body_starts(rounds: _Rounds) -> IntArray:
+    """Where each round's body begins: the end of the drift probe inside it, else its start."""
+    out: IntArray = np.array(rounds.starts, dtype=np.int64)
+    if rounds.probe_starts.size == 0:
+        return out
+    at = np.minimum(
+        np.searchsorted(rounds.probe_starts, rounds.starts), rounds.probe_starts.size - 1
+    )
+    inside = (rounds.probe_starts[at] >= rounds.starts) & (rounds.probe_starts[at] < rounds.ends)
+    out[inside] = rounds.probe_ends[at[inside]]
+    return out
+
+
 def _op_cells(
     names: Sequence[str], name_idx: IntArray, round_idx: IntArray, n_rounds: int
 ) -> tuple[tuple[str, ...], IntArray]:
@@ -426,10 +474,11 @@ def _summed(cells: IntArray, weights: FloatArray | None, shape: tuple[int, int])
 
 
 def _wall_us(wall_us: Sequence[float] | FloatArray | None, rounds: _Rounds) -> FloatArray:
-    """The rounds' wall times as given, or else the step annotations' durations."""
+    """The rounds' wall times as given, or else the bodies' spans in the step annotations
+    (from the drift probe's end, as a capture times them)."""
     n_rounds = int(rounds.starts.size)
     if wall_us is None:
-        return (rounds.ends - rounds.starts).astype(np.float64) / 1000.0
+        return (rounds.ends - _body_starts(rounds)).astype(np.float64) / 1000.0
     wall = np.asarray(wall_us, dtype=np.float64)
     if wall.shape != (n_rounds,):
         raise ValueError(f"'wall_us' must have one value per round ({n_rounds}), got {wall.shape}")
@@ -441,22 +490,7 @@ def keep_rounds(table: OpTable, rounds: Sequence[int]) -> OpTable:
 
     Another harness's loop (pytest-benchmark's) runs warm-up rounds between its kept ones.
     """
-    keep = np.asarray(rounds, dtype=np.int64)
-    called = np.flatnonzero(table.calls[:, keep].any(axis=1))
-    rows = np.ix_(called, keep)
-    return OpTable(
-        names=tuple(table.names[i] for i in called.tolist()),
-        calls=table.calls[rows],
-        self_cpu_us=table.self_cpu_us[rows],
-        total_cpu_us=table.total_cpu_us[rows],
-        self_device_us=table.self_device_us[rows],
-        total_device_us=table.total_device_us[rows],
-        wall_us=table.wall_us[keep],
-        probe_cpu_us=table.probe_cpu_us[keep],
-        probe_device_us=table.probe_device_us[keep],
-        has_device=table.has_device,
-        meta=table.meta,
-    )
+    return table.with_rounds(np.asarray(rounds, dtype=np.int64))
 
 
 def drop_leading_rounds(table: OpTable, count: int) -> OpTable:
@@ -467,20 +501,4 @@ def drop_leading_rounds(table: OpTable, count: int) -> OpTable:
     """
     if count <= 0:
         return table
-    keep = slice(count, None)
-    called = np.flatnonzero(table.calls[:, keep].any(axis=1))
-    return OpTable(
-        names=tuple(table.names[i] for i in called.tolist()),
-        calls=table.calls[called, keep],
-        self_cpu_us=table.self_cpu_us[called, keep],
-        total_cpu_us=table.total_cpu_us[called, keep],
-        self_device_us=table.self_device_us[called, keep],
-        total_device_us=table.total_device_us[called, keep],
-        wall_us=table.wall_us[keep],
-        probe_cpu_us=table.probe_cpu_us[keep],
-        probe_device_us=table.probe_device_us[keep],
-        has_device=table.has_device,
-        meta=table.meta,
-        device=None if table.device is None else table.device.rounds_slice(keep),
-        memory=None if table.memory is None else table.memory.rounds_slice(keep),
-    )
+    return table.with_rounds(np.arange(count, table.rounds))

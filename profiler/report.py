@@ -72,6 +72,13 @@ def where_lines(v: TestVerdict) -> list[str]:
         found = [r for r in v.work.rows if r.op == name and r.cur_calls > 0]
         if found:
             out.append(f"{name} runs " + "; ".join(_where(found)))
+    for name in dict.fromkeys(op for f in v.families for op in f.grew_before):
+        found = [r for r in v.work.rows if r.op == name and r.cur_calls > 0]
+        if found:
+            out.append(
+                f"the time outside any op grew before {name}, which runs "
+                + "; ".join(_where(found))
+            )
     return out
 
 

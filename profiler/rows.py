@@ -121,10 +121,9 @@ def family_line(f: Mapping[str, Any], ops: Sequence[Mapping[str, Any]]) -> str:
     ops the two disagree, so both are shown, each named.
     """
     fam = str(f.get("family", ""))
-    label = fmt.family(fam)
     totals = f"{fmt.us(f.get('baseline_total_us'))} → {fmt.us(f.get('current_total_us'))}"
     line = (
-        f"{label} total op time (judged) {totals} µs/round ({fmt.pct(f.get('delta_pct'))}), "
+        f"{fmt.total(fam)} (judged) {totals} µs/round ({fmt.pct(f.get('delta_pct'))}), "
         f"floor {fmt.share(f.get('floor_pct'))} ({f.get('floor_source', '')}), "
         f"min detectable effect {fmt.share(f.get('mde_pct'))}"
     )
@@ -210,7 +209,7 @@ def _family_causes(
             )
     if f.get("timing_regressed"):
         out.append(
-            f"{label} total op time {fmt.pct(f.get('delta_pct'))} "
+            f"{fmt.total(fam)} {fmt.pct(f.get('delta_pct'))} "
             f"(floor {fmt.share(f.get('floor_pct'))})"
         )
     if f.get("structure_regressed"):

@@ -87,6 +87,22 @@ class Rule:
     # median and tests every round.
     quantile: float = 0.25
 
+    # A busy machine (docs/design.md, "A busy machine"): a round that waited for a CPU longer
+    # than this share of its time (and ``wait_min_us``) holds a neighbour's time inside an op,
+    # and one that ran while other tasks were runnable on ``crowd_share`` of the CPUs shared
+    # their caches and memory bandwidth.  Timing is judged on the other rounds; with fewer
+    # than ``min_quiet_rounds`` of them in the current run, not at all ("machine busy").
+    # ``siblings``: the run's own other xdist workers and intra-op threads, not neighbours.
+    wait_share: float = 0.01
+    wait_min_us: float = 20.0
+    crowd_share: float = 0.5
+    siblings: int = 0
+    min_quiet_rounds: int = 10
+
+    def quiet_rounds_needed(self, rounds: int) -> int:
+        """Undisturbed rounds a run of ``rounds`` rounds needs for its timing to be judged."""
+        return min(self.min_quiet_rounds, rounds)
+
     def center(self, values: FloatArray) -> float:
         """The side's representative time (its ``quantile``)."""
         return float(np.quantile(values, self.quantile)) if values.size else 0.0

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from profiler import judge, store
+from profiler.busy import busy_of
 from profiler.counters import (
     CounterUnavailable,
     InstructionCounter,
@@ -23,6 +24,7 @@ from profiler.counters import (
 from profiler.environment import Fingerprint, differences, line_tracer
 from profiler.errors import BaselineError, TprofError
 from profiler.files import atomic_path
+from profiler.records import OpTable, concat_rounds
 from profiler.results import ProfiledTest
 from profiler.rule import Rule
 from profiler.verdicts import ERROR, INCOMPARABLE, NO_BASELINE, SAVED, TestVerdict
@@ -53,6 +55,9 @@ class RunConfig:
     nvtx: bool = False  # NVTX ranges per test and round, for Nsight (CUDA builds only)
     counters: bool = False  # CPU instructions per measured round from a hardware counter
     profile_memory: bool = False  # allocations per op and the round's peak (docs/design.md §10)
+    # On a busy machine: captures of the same rounds taken again, at most, while too few of
+    # the rounds were undisturbed (docs/design.md §16, "A busy machine").
+    busy_retries: int = 2
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -199,7 +204,11 @@ class Runner:
                 profile_memory=cfg.profile_memory,
             )  # fmt: skip
 
-        result = run()
+        judged_by = rule or cfg.rule
+        # A session keeps the protocol's rounds (judging leaves out its disturbed ones); more
+        # rounds on a busy machine only help a test that has a baseline to be judged against.
+        judged = not cfg.save and baseline is not None
+        result = self._quiet_enough(run, judged_by) if judged else run()
         work, census_note = self._census(body)
         census_note += (result.trace_problem,) if result.trace_problem else ()
         census_note += _instructions(counts, rounds=rounds, iterations=result.iterations)
@@ -221,7 +230,7 @@ class Runner:
                 "timing not re-measured: the work census already fails the test"
             )
         if judge.needs_remeasurement(verdict) and cfg.confirm:
-            second = run()
+            second = self._quiet_enough(run, judged_by)
             current = replace(current, tables=(second.table,))
             again = self.judge(nodeid, found, current, rule or cfg.rule)
             test = replace(test, table=second.table, confirmed=True)
@@ -230,6 +239,24 @@ class Runner:
         if verdict.regressed:
             test = self.side_by_side(test)
         return result.value, test
+
+    def _quiet_enough(self, run: Callable[[], Any], rule: Rule) -> Any:
+        """A capture with enough undisturbed rounds to judge timing: on a busy machine the
+        rounds are captured again, up to ``busy_retries`` times, and all of them kept in one
+        table (the judge leaves out the disturbed ones)."""
+        result = run()
+        tables = [result.table]
+        needed = rule.quiet_rounds_needed(result.table.rounds)
+        while (
+            len(tables) <= self.config.busy_retries
+            and result.table.device is None
+            and result.table.memory is None
+            and _quiet(tables, rule) < needed
+        ):
+            tables.append(run().table)
+        if len(tables) == 1:
+            return result
+        return replace(result, table=concat_rounds(tables))
 
     def borrowed_rounds(self, *, rounds: int | None, warmup: int | None) -> Any:
         """A profiler session for another harness's rounds (a ``capture.BorrowedRounds``):
@@ -409,7 +436,12 @@ class Runner:
         if self.config.save_trace and test.trace and Path(test.trace).is_file():
             _copy_atomic(Path(test.trace), self.baseline_trace_path(test.nodeid))
             what += " (with its trace)"
-        return replace(test, save_note=f"{what}: {path}")
+        disturbed = busy_of(test.table, self.config.rule)
+        test = replace(test, save_note=f"{what}: {path}")
+        if disturbed is not None and disturbed.disturbed:
+            note = f"recorded on a busy machine: {disturbed.describe()}; judging leaves those out"
+            test = replace(test, verdict=test.verdict.with_notes(note))
+        return test
 
     def _unlike_window(
         self, existing: store.Baseline, test: ProfiledTest, protocol: Mapping[str, Any]
@@ -423,6 +455,15 @@ class Runner:
         )  # fmt: skip
         found = _Found(baseline=existing, error=None)
         return judge.unlike_window(self.judge(test.nodeid, found, current, self.config.rule))
+
+
+def _quiet(tables: list[OpTable], rule: Rule) -> int:
+    """Rounds of ``tables`` that weren't disturbed (all of them, without readings)."""
+    found = 0
+    for t in tables:
+        busy = busy_of(t, rule)
+        found += t.rounds if busy is None else busy.quiet
+    return found
 
 
 def _instructions(counts: list[int], *, rounds: int, iterations: int) -> tuple[str, ...]:

@@ -27,7 +27,7 @@ from profiler import __version__, files
 from profiler.checks import is_count
 from profiler.environment import Fingerprint
 from profiler.errors import BaselineError, ConfigError
-from profiler.records import OpTable
+from profiler.records import OpTable, RoundLoad, host_before_from_dict
 from profiler.work import WorkTable, judge_work
 
 SCHEMA = "pytest-tprof/baseline"
@@ -447,6 +447,15 @@ def _session(s: Any, i: int, fail: _Fail) -> Session:
     if not is_count(warm, minimum=0):
         raise fail(f"'{at}.warmup_used' must be an integer >= 0 (got {_short(warm)})")
     soft = s.get("soft", {})
+    if s.get("load") is not None:
+        try:
+            RoundLoad.from_dict(s["load"], n)
+        except ValueError as exc:
+            raise fail(f"'{at}.load': {exc}") from None
+    try:
+        host_before_from_dict(s.get("host_before_us"), tuple(ops), n)
+    except ValueError as exc:
+        raise fail(f"'{at}.host_before_us': {exc}") from None
     try:
         table = OpTable.from_dict(s)
     except ValueError as exc:  # only the device part is checked there

@@ -166,13 +166,22 @@ class FamilyResult:
     structure_added_us: float
     structure_regressed: bool
     reasons: tuple[str, ...]
+    # host: the ops before which the time outside any op grew, largest first
+    grew_before: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return {k: json_number(v) for k, v in asdict(self).items()}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> FamilyResult:
-        return cls(**{**d, "op_gate": tuple(d["op_gate"]), "reasons": tuple(d["reasons"])})
+        return cls(
+            **{
+                **d,
+                "op_gate": tuple(d["op_gate"]),
+                "reasons": tuple(d["reasons"]),
+                "grew_before": tuple(d.get("grew_before", ())),
+            }
+        )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

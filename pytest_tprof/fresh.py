@@ -96,5 +96,5 @@ def verdict_in_fresh_process(
             return None, f"the fresh process gave no verdict (exit {done.returncode}: {tail[0]})"
         for test in doc.get("tests", []):
             if test.get("nodeid") == nodeid:
-                return str(test.get("verdict")), ""
+                return str(test.get("verdict")), str(test.get("reason") or "")
         return None, "the fresh process did not run the test"

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -287,6 +289,21 @@ def _checked(given: dict[str, tuple[Any, str]]) -> dict[str, Any]:
     return {ini: value for ini, (value, _) in given.items()}
 
 
+def own_load(env: Mapping[str, str], threads: int) -> int:
+    """Tasks of this run that may be runnable beside a round and are not a neighbour's load:
+    the other xdist workers (each worker's timing verdicts already say they ran beside them)
+    and the body's other intra-op threads (``--tprof-threads``; 0, torch's own setting, is
+    one per CPU)."""
+    workers = 0
+    if "PYTEST_XDIST_WORKER" in env:
+        try:
+            workers = max(0, int(env.get("PYTEST_XDIST_WORKER_COUNT", "1")) - 1)
+        except ValueError:
+            workers = 0
+    pool = threads if threads > 0 else (os.cpu_count() or 1)
+    return workers + pool - 1
+
+
 def read_settings(config: pytest.Config) -> Settings:
     values = _checked(
         {ini: _value(config, ini, kind, default) for _, ini, kind, default, _ in _OPTIONS}
@@ -308,7 +325,11 @@ def read_settings(config: pytest.Config) -> Settings:
         save=values["tprof_save"],
         reset=values["tprof_reset"],
         window=values["tprof_window"],
-        rule=Rule(rel_floor=floor, strict_calls=values["tprof_strict"]),
+        rule=Rule(
+            rel_floor=floor,
+            strict_calls=values["tprof_strict"],
+            siblings=own_load(os.environ, values["tprof_threads"]),
+        ),
         confirm=not values["tprof_no_confirm"],
         min_round_us=values["tprof_min_round_us"],
         require_baseline=values["tprof_require_baseline"],

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from profiler import judge, rows, store
+from profiler import busy, judge, rows, store
 from profiler import report as rpt
 from profiler.environment import line_tracer
 from profiler.errors import BaselineError, ConfigError, TprofError
@@ -208,6 +208,9 @@ class TprofPlugin:
             f"reduction: {r.reduction}; CUDA: {cuda}",
             f"tprof: baselines {r.env_dir}; traces {run.trace_dir}",
         ]
+        machine = busy.machine_now()
+        if machine:
+            lines.append(f"tprof: {machine}")
         coverage = _coverage_line(line_tracer(), pytest_cov=self.settings.pytest_cov, save=run.save)
         if coverage:
             lines.append(coverage)
@@ -298,10 +301,15 @@ class TprofPlugin:
 
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
         if not self.is_worker:
+            results = list(self.results.values())
+            machine = busy.run_summary(
+                [(r.nodeid, r.table) for r in results if r.table is not None],
+                self.settings.run.rule,
+            )
             terminal.summary(
                 terminalreporter,
-                list(self.results.values()),
-                self.messages,
+                results,
+                [*([machine] if machine else []), *self.messages],
                 baseline_dir=self.runner.env_dir,
                 trace_dir=self.settings.run.trace_dir,
             )

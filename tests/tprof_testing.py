@@ -10,7 +10,14 @@ from types import FrameType
 import numpy as np
 import pytest
 
-from profiler.records import KIND_ANNOTATION, KIND_DEVICE, KIND_OP, KIND_SYNC, EventArrays
+from profiler.records import (
+    KIND_ANNOTATION,
+    KIND_DEVICE,
+    KIND_OP,
+    KIND_SYNC,
+    EventArrays,
+    OpTable,
+)
 
 
 def summary(result: pytest.RunResult) -> list[str]:
@@ -83,4 +90,45 @@ def event_arrays(rows: list[Row]) -> EventArrays:
         link=col(6),
         nbytes=col(7),
         launch_ns=col(8),
+    )
+
+
+# --------------------------------------------------------------------------- op tables
+
+ROUNDS = 20
+
+
+def table(
+    ops: dict[str, tuple[float, int]],
+    *,
+    seed: int,
+    cv: float = 0.03,
+    scale: float = 1.0,
+    probe: float = 1000.0,
+    device: dict[str, float] | None = None,
+    rounds: int = ROUNDS,
+) -> OpTable:
+    """An op table with log-normal per-round noise; ``ops`` maps name → (median µs, calls)."""
+    rng = np.random.default_rng(seed)
+    names = tuple(sorted(ops))
+    k = len(names)
+
+    def noisy(values: np.ndarray) -> np.ndarray:
+        return values[:, None] * scale * np.exp(rng.normal(0, cv, (values.size, rounds)))
+
+    cpu = noisy(np.array([ops[n][0] for n in names], dtype=float))
+    dev_arr = np.zeros((k, rounds))
+    if device is not None:
+        dev_arr = noisy(np.array([device.get(n, 0.0) for n in names], dtype=float))
+    return OpTable(
+        names=names,
+        calls=np.array([[ops[n][1]] * rounds for n in names], dtype=np.int64).reshape(k, rounds),
+        self_cpu_us=cpu,
+        total_cpu_us=cpu,
+        self_device_us=dev_arr,
+        total_device_us=dev_arr,
+        wall_us=cpu.sum(axis=0),
+        probe_cpu_us=probe * scale * np.exp(rng.normal(0, cv, rounds)),
+        probe_device_us=np.full(rounds, 500.0) if device is not None else np.zeros(rounds),
+        has_device=device is not None,
     )

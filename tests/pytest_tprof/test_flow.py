@@ -203,11 +203,14 @@ def test_the_json_report_and_the_summary_list_every_profiled_test(
     assert section[0].startswith(f"REGRESSED    {MATMUL} | aten::")
     assert re.match(rf"(UNCHANGED|INCONCLUSIVE) +{re.escape(STEADY)} \| ", section[1])
     traces = suite.path / ".tprof" / "traces"
-    assert section[2:] == [
-        f"baselines: {env_dir(suite)}",
-        f"traces: {traces}",
-        f"JSON report: {suite.path / 'out' / 'report.json'}",
-    ]
+    assert section[2:4] == [f"baselines: {env_dir(suite)}", f"traces: {traces}"]
+    # how busy the machine was over the run's 24 measured rounds (12 per test)
+    assert re.fullmatch(
+        r"machine: \d+ of 24 measured rounds \(\d+%\) disturbed \(\d+ waited for a CPU\); "
+        r"timing is judged on the others(; most: .*)?",
+        section[4],
+    ), section[4]
+    assert section[5:] == [f"JSON report: {suite.path / 'out' / 'report.json'}"]
 
     doc = json.loads((suite.path / "out" / "report.json").read_text())
     assert doc["schema_version"] == 2

@@ -1,0 +1,431 @@
+"""A busy machine: which rounds waited for a CPU, and what timing is judged on (no torch).
+
+The readings are real where they can be (a thread that shares its CPU with a spinning
+process waits for it; one that sleeps blocks without waiting); the rule's answers are checked
+on synthetic tables whose waits are known.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, replace
+
+import numpy as np
+import pytest
+from tprof_testing import ROUNDS, table
+
+from profiler import busy, store
+from profiler.errors import BaselineError
+from profiler.judge import Recorded, judge, quiet_rounds
+from profiler.records import OpTable, RoundLoad, concat_rounds
+from profiler.rule import Rule
+from profiler.verdicts import CHANGED, INCONCLUSIVE, REGRESSED, UNCHANGED
+
+OPS = {"aten::addmm": (800.0, 6), "aten::relu": (120.0, 3), "aten::copy_": (60.0, 4)}
+linux_only = pytest.mark.skipif(
+    not os.path.exists("/proc/thread-self/schedstat"), reason="reads Linux's schedstat"
+)
+
+
+def loaded(
+    t: OpTable, waited: list[int], *, wait_us: float = 3000.0, crowded: tuple[int, ...] = ()
+) -> OpTable:
+    """``t`` with readings on a 2-CPU machine: the rounds in ``waited`` waited ``wait_us`` for
+    a CPU, and that wait landed in its first op (a preemption inside an op), as it does on a
+    busy machine; the rounds in ``crowded`` ran beside another busy process."""
+    neighbours = np.zeros(t.rounds, dtype=np.int64)
+    neighbours[list(crowded)] = 1
+    queued = np.zeros(t.rounds)
+    queued[waited] = wait_us
+    cpu = t.self_cpu_us.copy()
+    cpu[0, waited] += wait_us
+    wall = t.wall_us + queued
+    load = RoundLoad(
+        cpu_us=t.wall_us.copy(),
+        queued_us=queued,
+        switches=(queued > 0).astype(np.int64),
+        blocks=np.zeros(t.rounds, dtype=np.int64),
+        neighbours=neighbours,
+        cpus=2,
+    )
+    return replace(t, self_cpu_us=cpu, total_cpu_us=cpu, wall_us=wall, load=load)
+
+
+def sessions(n: int = 3) -> tuple[OpTable, ...]:
+    return tuple(loaded(table(OPS, seed=10 + i), []) for i in range(n))
+
+
+def verdict_of(current: OpTable, base: tuple[OpTable, ...] | None = None):  # type: ignore[no-untyped-def]
+    return judge(Recorded(tables=base or sessions()), Recorded(tables=(current,)), Rule())
+
+
+def test_rounds_that_waited_for_a_cpu_are_left_out_of_the_timing() -> None:
+    # 9 of 20 rounds had a 3 ms preemption inside aten::addmm (+375 % in those rounds)
+    waited = [0, 2, 4, 6, 8, 10, 12, 14, 16]
+    current = loaded(table(OPS, seed=1), waited)
+    v = verdict_of(current)
+    assert v.verdict == UNCHANGED, v.reason
+    quiet = current.with_rounds(np.setdiff1d(np.arange(ROUNDS), waited))
+    judged = {f.family: f.current_total_us for f in v.families}
+    assert judged == {f.family: f.current_total_us for f in verdict_of(quiet).families}
+    raw = {f.family: f.current_total_us for f in verdict_of(replace(current, load=None)).families}
+    assert raw["cpu"] > judged["cpu"]
+
+
+def test_too_few_quiet_rounds_read_inconclusive_machine_busy_and_never_fail_on_timing() -> None:
+    current = loaded(table(OPS, seed=1), list(range(14)))
+    v = verdict_of(current)
+    assert v.verdict == INCONCLUSIVE
+    assert v.reason == (
+        "calls and work unchanged; timings not compared: machine busy: 14 of 20 rounds "
+        "waited for a CPU (75% of their time)"
+    )
+    assert not v.timing_regressed
+
+
+def test_rounds_beside_busy_processes_are_left_out_and_a_crowded_run_is_not_judged() -> None:
+    # another process on the other CPU: no wait, but it shares caches and memory bandwidth
+    slow = table({**OPS, "aten::addmm": (1200.0, 6)}, seed=1)  # +50 % while crowded
+    current = loaded(slow, [], crowded=tuple(range(ROUNDS)))
+    v = verdict_of(current)
+    assert v.verdict == INCONCLUSIVE and not v.timing_regressed
+    assert v.reason.endswith(
+        "machine busy: 20 of 20 ran beside other processes busy on the machine's 2 CPU(s)"
+    )
+    # the run's own xdist workers are not neighbours: their rounds are judged (and it fails)
+    rule = replace(Rule(), siblings=1)
+    v = judge(Recorded(tables=sessions()), Recorded(tables=(current,)), rule)
+    assert v.verdict == REGRESSED and v.timing_regressed
+
+
+def test_calls_still_gate_on_a_busy_machine() -> None:
+    busy_run = loaded(table({**OPS, "aten::clone": (900.0, 2)}, seed=1), list(range(20)))
+    v = verdict_of(busy_run)
+    assert v.verdict == REGRESSED
+    assert v.structure_regressed and not v.timing_regressed
+
+
+def test_a_baseline_session_whose_rounds_all_waited_teaches_no_floor() -> None:
+    base = (*sessions(2), loaded(table(OPS, seed=3, scale=3.0), list(range(ROUNDS))))
+    kept, _, why = quiet_rounds(list(base), loaded(table(OPS, seed=1), []), Rule())
+    assert why is None and len(kept) == 2
+
+
+def test_a_round_that_blocked_itself_did_not_wait_for_a_cpu() -> None:
+    t = table(OPS, seed=1)
+    off_cpu = t.wall_us * 0.5  # half of each round off the CPU
+    blocked = RoundLoad(
+        cpu_us=t.wall_us - off_cpu,
+        queued_us=np.zeros(ROUNDS),
+        switches=np.zeros(ROUNDS, dtype=np.int64),
+        blocks=np.ones(ROUNDS, dtype=np.int64),
+    )
+    assert not busy.waited_rounds(replace(t, load=blocked), share=0.01, minimum_us=20).any()
+    # the same time off the CPU without blocking is a hypervisor's steal: it counts
+    stolen = replace(blocked, blocks=np.zeros(ROUNDS, dtype=np.int64))
+    assert busy.waited_rounds(replace(t, load=stolen), share=0.01, minimum_us=20).all()
+
+
+def test_the_readings_travel_with_the_table_and_a_bad_one_is_named() -> None:
+    t = loaded(table(OPS, seed=1), [2])
+    again = OpTable.from_dict(t.to_dict())
+    assert again.load is not None and again.load.queued_us is not None
+    assert again.load.queued_us[2] == 3000.0
+    assert again.load.switches is not None and list(again.load.switches[:3]) == [0, 0, 1]
+    with pytest.raises(ValueError, match="'neighbours' must hold whole numbers"):
+        RoundLoad.from_dict({"cpu_us": [1.0, 2.0], "neighbours": [0.5, 1]}, 2)
+
+
+def test_a_baseline_with_a_malformed_load_is_an_error_naming_it(tmp_path: object) -> None:
+    from pathlib import Path
+
+    from profiler.environment import Fingerprint
+
+    path = Path(str(tmp_path)) / "b.json"
+    t = loaded(table(OPS, seed=1), [])
+    session = store.Session(table=t, recorded_at="2026-11-25T00:00:00Z", warmup_used=3)
+    fp = Fingerprint.collect({"torch": "2.13.0", "threads": 1, "cuda_available": False})
+    updated, _ = store.with_session(
+        None, nodeid="t.py::t", fingerprint=fp, protocol={"rounds": ROUNDS, "iterations": 1},
+        session=session, window=5,
+    )  # fmt: skip
+    data = updated.to_dict()
+    data["sessions"][0]["load"]["queued_us"] = [1.0]
+    path.write_text(store.dumps(data))
+    with pytest.raises(BaselineError, match=r"'sessions\[0\]\.load': 'queued_us' must hold one"):
+        store.load_baseline(path)
+
+
+def test_captures_join_round_by_round_with_the_union_of_their_ops() -> None:
+    a = loaded(table(OPS, seed=1), [1])
+    b = loaded(table({"aten::relu": (120.0, 3), "aten::mul": (5.0, 1)}, seed=2), [])
+    both = concat_rounds([a, b])
+    assert both.rounds == 2 * ROUNDS
+    assert both.names == ("aten::addmm", "aten::copy_", "aten::mul", "aten::relu")
+    assert both.calls[both.names.index("aten::mul"), :ROUNDS].sum() == 0
+    assert both.load is not None and both.load.queued_us is not None
+    assert both.load.queued_us[1] == 3000.0
+
+
+def test_time_outside_any_op_is_judged_as_its_own_family() -> None:
+    def with_host(t: OpTable, host_us: float) -> OpTable:
+        assert t.load is not None  # the thread ran all that time: no round waited
+        load = replace(t.load, cpu_us=t.load.cpu_us + host_us)
+        return replace(t, wall_us=t.wall_us + host_us, load=load)
+
+    base = tuple(with_host(t, 300.0) for t in sessions())
+    slower = with_host(loaded(table(OPS, seed=1), []), 1300.0)  # a 1 ms Python loop added
+    v = verdict_of(slower, base)
+    assert v.verdict == REGRESSED and v.timing_regressed
+    (host,) = [f for f in v.families if f.family == "host"]
+    assert host.verdict == REGRESSED
+    assert "time outside any op 294 → 1,287 µs per round (+338%" in host.reasons[0]
+    assert verdict_of(with_host(loaded(table(OPS, seed=1), []), 300.0), base).verdict == UNCHANGED
+
+
+# --------------------------------------------------------------------------- real readings
+
+
+def measure(body: object, rounds: int = 5) -> RoundLoad:
+    with busy.LoadMeter() as meter:
+        for _ in range(rounds):
+            meter.before()
+            body()  # type: ignore[operator]
+            meter.after()
+        return meter.result()
+
+
+def spin(ms: float) -> None:
+    end = time.perf_counter() + ms / 1000.0
+    while time.perf_counter() < end:
+        pass
+
+
+@linux_only
+def test_a_thread_that_sleeps_blocks_and_does_not_wait() -> None:
+    load = measure(lambda: time.sleep(0.01))
+    assert load.blocks is not None and (load.blocks >= 1).all()
+    assert (load.cpu_us < 5000).all()  # it slept: little CPU time in a 10 ms round
+
+
+@linux_only
+def test_a_thread_sharing_its_cpu_with_a_spinning_process_waits_for_it() -> None:
+    cpu = sorted(os.sched_getaffinity(0))[0]
+    before = os.sched_getaffinity(0)
+    neighbour = subprocess.Popen(
+        [sys.executable, "-c", f"import os; os.sched_setaffinity(0, {{{cpu}}})\nwhile True: pass"]
+    )
+    try:
+        os.sched_setaffinity(0, {cpu})
+        time.sleep(0.2)  # the neighbour is running
+        load = measure(lambda: spin(20.0))
+    finally:
+        os.sched_setaffinity(0, before)
+        neighbour.kill()
+        neighbour.wait()
+    assert load.queued_us is not None and load.switches is not None
+    # two CPU-bound tasks on one CPU: each 20 ms round waits for the other's time slices
+    assert (load.queued_us > 1000).sum() >= 4, load
+    assert (load.switches > 0).sum() >= 4
+
+
+# --------------------------------------------------------------------------- a verdict that holds
+
+
+def test_a_calls_change_is_sized_by_its_share_of_its_own_round_whatever_the_process_speed() -> None:
+    # oneDNN off: other convolution kernels (new ops), the old one gone.  Measured in a
+    # process 1.0x, 1.3x or 1.6x as slow as the baseline's, the µs it adds move with the
+    # process; its share of its own round does not, nor does the verdict.
+    base = sessions()
+    swapped = {k: v for k, v in OPS.items() if k != "aten::copy_"}
+    for extra_us, verdict in ((20.0, CHANGED), (100.0, REGRESSED)):  # ≈ +2 % and +9 %
+        ops = {**swapped, "aten::thnn_conv2d": (60.0 + extra_us, 4)}
+        for speed in (1.0, 1.3, 1.6):
+            cur = loaded(table(ops, seed=1, scale=speed), [])
+            v = judge(Recorded(tables=base), Recorded(tables=(cur,)), replace(Rule(), probe=False))
+            assert v.structure_regressed == (verdict == REGRESSED), (extra_us, speed, v.reason)
+
+
+# --------------------------------------------------------------------------- a real capture
+
+
+def test_each_round_carries_its_readings_into_the_table_and_the_trace(tmp_path: object) -> None:
+    import gzip
+    import json
+    from pathlib import Path
+
+    import torch
+
+    from profiler import capture
+
+    layer, x = torch.nn.Linear(32, 32), torch.randn(4, 32)
+    path = Path(str(tmp_path)) / "t.pt.trace.json.gz"
+    result = capture.capture(lambda: layer(x), rounds=4, warmup=2, trace_path=path)
+    load = result.table.load
+    assert load is not None and load.cpu_us.shape == (4,) and (load.cpu_us > 0).all()
+    assert load.cpus == os.cpu_count()
+    trace = json.loads(gzip.decompress(path.read_bytes()))
+    rounds = trace["tprof_rounds"]
+    assert [r["round"] for r in rounds] == list(range(6))  # warm-up rounds too
+    steps = sorted(
+        (e["ts"], e["ts"] + e["dur"])
+        for e in trace["traceEvents"]
+        if str(e.get("name", "")).startswith("ProfilerStep#")
+    )
+    counters = [e for e in trace["traceEvents"] if e.get("ph") == "C"]
+    assert [c["name"] for c in counters] == ["tprof round"] * 6
+    for (start, end), c in zip(steps, counters, strict=True):
+        assert start <= c["ts"] <= end  # the sample sits in its own round
+        assert set(c["args"]) >= {"wall_us", "cpu_us"}
+
+
+def test_a_confirmation_on_a_busy_machine_confirms_nothing() -> None:
+    from profiler.judge import after_fresh_process, after_remeasurement
+
+    slower = verdict_of(loaded(table({**OPS, "aten::addmm": (1600.0, 6)}, seed=1), []))
+    assert slower.verdict == REGRESSED and slower.timing_regressed
+    busy_again = verdict_of(loaded(table(OPS, seed=2), list(range(ROUNDS))))
+    again = after_remeasurement(busy_again)
+    assert again.verdict == INCONCLUSIVE
+    assert again.notes[-1] == (
+        "a first measurement looked slower; the machine was busy when it was measured again"
+    )
+    merged = after_fresh_process(slower, INCONCLUSIVE, busy_again.reason)
+    assert merged.verdict == INCONCLUSIVE
+    assert merged.reason.startswith(
+        "slower in this process; not confirmed: the fresh process found the machine busy: "
+        "20 of 20 rounds waited for a CPU"
+    )
+
+
+def test_the_time_outside_any_op_is_charged_to_the_op_after_it() -> None:
+    import torch
+
+    from profiler import capture
+
+    a = torch.randn(64, 64)
+
+    def body() -> None:
+        torch.mm(a, a)
+        spin(0.3)  # 300 µs of Python between the two ops
+        torch.relu(a)
+
+    t = capture.capture(body, rounds=4, warmup=1).table
+    assert t.host_before_us is not None
+    before = dict(zip(t.names, t.host_before_us, strict=True))
+    assert (before["aten::relu"] > 250).all(), before
+    assert (before["aten::mm"] < 100).all(), before
+    assert (t.host_us > 250).all()
+
+
+def with_gap_before_relu(t: OpTable, gap_us: float) -> OpTable:
+    """``t`` with ``gap_us`` of time outside any op before its ``aten::relu`` each round."""
+    before = np.zeros(t.self_cpu_us.shape)
+    before[t.names.index("aten::relu")] = gap_us
+    load = replace(t.load, cpu_us=t.load.cpu_us + gap_us) if t.load is not None else None
+    return replace(t, wall_us=t.wall_us + gap_us, host_before_us=before, load=load)
+
+
+def test_a_host_regression_names_the_op_the_time_grew_before() -> None:
+    base = tuple(with_gap_before_relu(t, 100.0) for t in sessions())
+    v = verdict_of(with_gap_before_relu(loaded(table(OPS, seed=1), []), 900.0), base)
+    (host,) = [f for f in v.families if f.family == "host"]
+    assert host.verdict == REGRESSED
+    assert host.reasons[0].endswith("; it grew before aten::relu (+800 µs)")
+
+
+# --------------------------------------------------------------------------- the runner and glue
+
+
+@dataclass(frozen=True)
+class _Captured:  # the part of a capture's result the runner's retries look at
+    table: OpTable
+
+
+def _runner() -> object:
+    from profiler.runner import RunConfig, Runner
+
+    return Runner(RunConfig(trace_dir=None, census=False))
+
+
+def test_a_busy_capture_is_taken_again_up_to_twice_and_its_rounds_joined() -> None:
+    runner = _runner()
+    runs = []
+
+    def run() -> _Captured:
+        runs.append(1)
+        return _Captured(loaded(table(OPS, seed=len(runs)), list(range(15))))  # 5 quiet each
+
+    result = runner._quiet_enough(run, Rule())  # type: ignore[attr-defined]
+    assert len(runs) == 2  # 5 + 5 undisturbed rounds reach the 10 needed
+    assert result.table.rounds == 2 * ROUNDS
+    stays_busy = _runner()._quiet_enough(  # type: ignore[attr-defined]
+        lambda: _Captured(loaded(table(OPS, seed=1), list(range(ROUNDS)))), Rule()
+    )
+    assert stays_busy.table.rounds == 3 * ROUNDS  # at most 3x the rounds
+
+
+def test_a_quiet_run_of_few_rounds_is_not_captured_again() -> None:
+    runs = []
+
+    def run() -> _Captured:
+        runs.append(1)
+        return _Captured(loaded(table(OPS, seed=1, rounds=5), []))
+
+    _runner()._quiet_enough(run, Rule())  # type: ignore[attr-defined]
+    assert len(runs) == 1
+
+
+def test_the_runs_own_workers_and_threads_are_not_neighbours() -> None:
+    from pytest_tprof.options import own_load
+
+    assert own_load({}, 1) == 0
+    assert own_load({"PYTEST_XDIST_WORKER": "gw1", "PYTEST_XDIST_WORKER_COUNT": "2"}, 1) == 1
+    assert own_load({}, 4) == 3
+    assert own_load({"PYTEST_XDIST_WORKER": "gw0", "PYTEST_XDIST_WORKER_COUNT": "x"}, 2) == 1
+
+
+def test_the_summary_line_gives_the_share_of_disturbed_rounds_and_the_worst_tests() -> None:
+    tables = [
+        ("t.py::quiet", loaded(table(OPS, seed=1), [])),
+        ("t.py::half", loaded(table(OPS, seed=2), list(range(10)))),
+        ("t.py::crowded", loaded(table(OPS, seed=3), [], crowded=tuple(range(ROUNDS)))),
+    ]
+    assert busy.run_summary(tables, Rule()) == (
+        "machine: 30 of 60 measured rounds (50%) disturbed (10 waited for a CPU); timing is "
+        "judged on the others; most: t.py::crowded (20 of 20), t.py::half (10 of 20)"
+    )
+    assert busy.run_summary([("t", table(OPS, seed=1))], Rule()) is None  # no readings
+
+
+def test_a_host_familys_ops_travel_in_the_json_form() -> None:
+    from profiler.verdicts import FamilyResult
+
+    v = verdict_of(
+        with_gap_before_relu(loaded(table(OPS, seed=1), []), 900.0),
+        tuple(with_gap_before_relu(t, 100.0) for t in sessions()),
+    )
+    (host,) = [f for f in v.families if f.family == "host"]
+    assert FamilyResult.from_dict(host.to_dict()).grew_before == ("aten::relu",)
+    again = OpTable.from_dict(with_gap_before_relu(table(OPS, seed=1), 50.0).to_dict())
+    assert again.host_before_us is not None
+    assert list(again.host_before_us[again.names.index("aten::relu")][:2]) == [50.0, 50.0]
+
+
+def test_a_trace_of_many_rounds_keeps_its_counter_track(tmp_path: object) -> None:
+    import gzip
+    import json
+    from pathlib import Path
+
+    import torch
+
+    from profiler import capture
+
+    x = torch.randn(4, 4)
+    path = Path(str(tmp_path)) / "t.pt.trace.json.gz"
+    capture.capture(lambda: torch.relu(x), rounds=120, warmup=2, trace_path=path)
+    trace = json.loads(gzip.decompress(path.read_bytes()))
+    assert len([e for e in trace["traceEvents"] if e.get("ph") == "C"]) == 122
