@@ -20,7 +20,7 @@ from typing import Any, NamedTuple, TextIO
 
 import numpy as np
 
-from profiler import files, merge, store
+from profiler import busy, files, merge, store
 from profiler import judge as judging
 from profiler.checks import is_count
 from profiler.environment import Fingerprint
@@ -280,11 +280,25 @@ def _show_heading(source: Source, total_cpu: float, total_dev: float | None) -> 
     if total_dev is not None:
         head += f", self CUDA {total_dev:,.1f} µs per round"
     lines.append(head)
+    lines += _machine_lines(tables)
     if source.device_names:
         lines.append(f"  devices: {', '.join(source.device_names)}")
     if source.fingerprint is not None:
         lines.append(f"  environment: {source.fingerprint.key}")
     return lines
+
+
+def _machine_lines(tables: Sequence[OpTable]) -> list[str]:
+    """The time outside any op, and how many rounds the machine disturbed (with readings)."""
+    host = _median(np.concatenate([t.host_us for t in tables]))
+    found = [b for t in tables if (b := busy.busy_of(t, Rule())) is not None]
+    line = f"  time outside any op {host:,.1f} µs per round" if host > 0 else ""
+    if found:
+        disturbed, rounds = sum(b.disturbed for b in found), sum(b.rounds for b in found)
+        waited = sum(b.waited for b in found)
+        line += "; " if line else "  "
+        line += f"{disturbed} of {rounds} rounds disturbed ({waited} waited for a CPU)"
+    return [line] if line else []
 
 
 class _Row(NamedTuple):
