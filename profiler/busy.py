@@ -4,9 +4,9 @@ On a shared machine other processes take the CPU.  A round whose thread waited f
 holds that wait inside whichever op was running: its times are the neighbours' as much as
 the code's.  :class:`LoadMeter` reads, around each measured round, the thread's CPU time, its
 run-queue wait and context switches, and the other runnable tasks (Linux procfs and
-``getrusage``; CPU time alone elsewhere).  The pure functions below say which rounds waited
-and how busy a run was; the timing rule judges only the rounds that didn't wait
-(``docs/design.md``, "A busy machine").  No torch here.
+``getrusage``; CPU time alone elsewhere).  The pure functions below say which rounds were
+disturbed (waited for a CPU, or ran beside busy processes) and how busy a run was; the timing
+rule judges only the others (``docs/design.md`` §16, "A busy machine").  No torch here.
 """
 
 from __future__ import annotations
@@ -50,7 +50,6 @@ class LoadMeter:
     def __init__(self) -> None:
         self._sched = _open(_SCHEDSTAT)
         self._loadavg = _open(_LOADAVG)
-        self._rusage = _RUSAGE_THREAD is not None
         self._start: tuple[int, int, int, int, int] = (0, 0, 0, 0, 0)
         self.starts_ns: list[int] = []  # each round's start on the wall clock the trace uses
         self._cpu: list[int] = []
@@ -103,12 +102,12 @@ class LoadMeter:
 
     def result(self) -> RoundLoad:
         """The readings so far, one value per round."""
-        linux = self._sched is not None
+        linux, counted = self._sched is not None, _RUSAGE_THREAD is not None
         return RoundLoad(
             cpu_us=np.asarray(self._cpu, dtype=np.float64) / 1000.0,
             queued_us=np.asarray(self._queued, dtype=np.float64) / 1000.0 if linux else None,
-            switches=np.asarray(self._switches, dtype=np.int64) if self._rusage else None,
-            blocks=np.asarray(self._blocks, dtype=np.int64) if self._rusage else None,
+            switches=np.asarray(self._switches, dtype=np.int64) if counted else None,
+            blocks=np.asarray(self._blocks, dtype=np.int64) if counted else None,
             neighbours=np.asarray(self._neighbours, dtype=np.int64)
             if self._loadavg is not None
             else None,
@@ -180,11 +179,17 @@ def crowded_rounds(table: OpTable, *, crowd: float, siblings: int = 0) -> BoolAr
 
 def disturbed_rounds(table: OpTable, rule: Disturbance) -> BoolArray | None:
     """Rounds that waited for a CPU or shared the machine; None without readings."""
+    found = _masks(table, rule)
+    return None if found is None else found[0] | found[1]
+
+
+def _masks(table: OpTable, rule: Disturbance) -> tuple[BoolArray, BoolArray] | None:
+    """The rounds that waited and the rounds that were crowded (none without neighbours)."""
     waited = waited_rounds(table, share=rule.wait_share, minimum_us=rule.wait_min_us)
     if waited is None:
         return None
     crowded = crowded_rounds(table, crowd=rule.crowd_share, siblings=rule.siblings)
-    return waited if crowded is None else waited | crowded
+    return waited, np.zeros_like(waited) if crowded is None else crowded
 
 
 class Disturbance(Protocol):
@@ -233,20 +238,18 @@ class Busy:
 
 def busy_of(table: OpTable, rule: Disturbance) -> Busy | None:
     """The table's rounds as :class:`Busy`; None without readings."""
-    waited_mask = waited_rounds(table, share=rule.wait_share, minimum_us=rule.wait_min_us)
-    disturbed = disturbed_rounds(table, rule)
-    if waited_mask is None or disturbed is None or table.load is None:
-        return None
-    crowded = crowded_rounds(table, crowd=rule.crowd_share, siblings=rule.siblings)
+    found = _masks(table, rule)
     waited = waited_us(table)
-    assert waited is not None
+    if found is None or waited is None or table.load is None:
+        return None
+    waited_mask, crowded = found
     wall = float(table.wall_us[waited_mask].sum())
     return Busy(
         rounds=table.rounds,
         waited=int(waited_mask.sum()),
         waited_share=float(waited[waited_mask].sum()) / wall if wall > 0 else 0.0,
-        crowded=0 if crowded is None else int(crowded.sum()),
-        disturbed=int(disturbed.sum()),
+        crowded=int(crowded.sum()),
+        disturbed=int((waited_mask | crowded).sum()),
         cpus=table.load.cpus,
     )
 

@@ -594,15 +594,16 @@ def _counter_events(
 def _head_before_events(src: Any, limit: int = 1 << 26) -> bytes:
     """The exported trace up to its ``traceEvents`` key: the top-level keys kineto writes
     first (the metadata, ``tprof_rounds`` among them, then the time base)."""
-    head = b""
+    head = bytearray()
     while len(head) < limit:
         chunk = src.read(1 << 16)
         if not chunk:
             break
+        seen = len(head)
         head += chunk
-        if b'"traceEvents"' in head:
+        if head.find(b'"traceEvents"', max(0, seen - 16)) >= 0:
             break
-    return head
+    return bytes(head)
 
 
 def _copy_bytes(src: Any, dst: Any, count: int) -> None:
