@@ -22,7 +22,9 @@ setup: $(VENV)/.installed
 lint: setup
 	$(VENV)/bin/ruff check profiler pytest_tprof tests benchmarks examples
 	$(VENV)/bin/ruff format --check profiler pytest_tprof tests benchmarks examples
-	$(VENV)/bin/mypy
+	@# mypy reads the engine under the name it is installed as (pyproject.toml's package-dir).
+	mkdir -p $(VENV)/mypy-path && ln -sfn $(CURDIR)/profiler $(VENV)/mypy-path/tprof_engine
+	$(VENV)/bin/mypy $(VENV)/mypy-path/tprof_engine pytest_tprof
 
 test: lint
 	$(VENV)/bin/pytest -q

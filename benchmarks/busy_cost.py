@@ -27,7 +27,7 @@ from unittest import mock
 
 import torch
 
-from profiler import busy, capture
+from tprof_engine import busy, capture
 
 
 def per_reading_us(n: int = 20_000) -> float:

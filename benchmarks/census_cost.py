@@ -9,9 +9,9 @@ TransformerEncoder with a classification head.  In one process, after 3 warm-up 
 repetition times side by side (their order rotating):
 
 * ``plain step``: one call of the step, no tooling;
-* ``census 1 round`` and ``census 2 rounds``: :func:`profiler.work_capture.take_census`
+* ``census 1 round`` and ``census 2 rounds``: :func:`tprof_engine.work_capture.take_census`
   (2 rounds is its default: rows whose work differs between them are marked ``varies``);
-* ``profiling``: :func:`profiler.capture.capture` as pytest-tprof runs it for the test,
+* ``profiling``: :func:`tprof_engine.capture.capture` as pytest-tprof runs it for the test,
   20 measured rounds after 3 warm-up rounds, reduction and gzipped trace included.
 
 The first census of a process also works out each op's schema facts once; it is timed on
@@ -36,8 +36,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from profiler.capture import capture, intra_op_threads
-from profiler.work_capture import take_census
+from tprof_engine.capture import capture, intra_op_threads
+from tprof_engine.work_capture import take_census
 
 TARGET_RATIO = 0.10
 ROUNDS = 20

@@ -24,7 +24,7 @@ three-session baseline (``--tprof-save`` in three fresh pytest processes), then 
    keys);
 4. the cost of the compile bookkeeping of the reduction, in this process (after the pytest
    runs, with an inductor cache of its own): real profiles of the suite's two compiled bodies,
-   made as ``profiler.capture.capture`` makes them (``capture._profile_rounds``: warm-up +
+   made as ``tprof_engine.capture.capture`` makes them (``capture._profile_rounds``: warm-up +
    measured rounds, ``ProfilerStep#N`` rounds with the drift probe, the baseline's iterations
    per round), in three states: ``cold`` (compiled inside round 0 with an empty cache: what a
    cold run's warm-up holds), ``warm`` (``torch._dynamo.reset()`` first, compiled inside round 0
@@ -574,9 +574,9 @@ def overhead(folder: Path, iterations: dict[str, int], repeat: int) -> list[Cost
     import torch
     from torch import nn
 
-    from profiler import capture as cap
-    from profiler import judge
-    from profiler import reduce as red
+    from tprof_engine import capture as cap
+    from tprof_engine import judge
+    from tprof_engine import reduce as red
 
     print(f"\noverhead: reduce_events and its compile handling, median of {repeat}", flush=True)
     torch.set_num_threads(1)  # as the plugin profiles (--tprof-threads 1)

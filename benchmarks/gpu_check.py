@@ -4,7 +4,7 @@ Run it with the Python that has the machine's CUDA torch, from a copy of the rep
 installs nothing.  Each pytest run is ``python -m pytest FOLDER -p pytest_tprof.plugin`` with
 the repository on ``PYTHONPATH`` and plugin autoloading off (``-p xdist.plugin`` is added
 where xdist is importable), so the plugin loads from the working tree as it would on a
-machine where it is not installed; the CLI runs as ``python -m profiler``.
+machine where it is not installed; the CLI runs as ``python -m tprof_engine``.
 
 It writes three tests of its own into a temporary folder, each profiled through the
 ``tprof`` fixture on the GPU, and runs:
@@ -25,10 +25,10 @@ It writes three tests of its own into a temporary folder, each profiled through 
 4. with more than one run planned, ``-n 2`` unchanged when pytest-xdist is importable: the
    devices each test ran on (the JSON report's ``device``) and the controller's GPU header;
    and one unchanged run with ``--tprof-nvtx`` (NVTX ranges for Nsight);
-5. ``python -m profiler show`` on one saved baseline.
+5. ``python -m tprof_engine show`` on one saved baseline.
 
 The kernel-attribution rate is the share of the unchanged runs' device time (kernels,
-memcpy, memset) that links to a CPU op (``profiler.reduce.device_attribution`` over their
+memcpy, memset) that links to a CPU op (``tprof_engine.reduce.device_attribution`` over their
 traces): what the op rows can hold of what ran.
 
 Without CUDA it is a self-test of the same flow on CPU tensors: the ``wider`` plant must be
@@ -44,9 +44,11 @@ Exits 1 on a missed plant, a false failure or a run that didn't finish; prints a
 from __future__ import annotations
 
 import argparse
+import atexit
 import importlib.util
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -56,7 +58,19 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
+
+
+def source_path() -> list[str]:
+    """The folders that import this working tree uninstalled: the repository (``pytest_tprof``)
+    and a folder where ``tprof_engine`` links to ``profiler/``, the name it is installed as."""
+    alias = Path(tempfile.mkdtemp(prefix="tprof-src-"))
+    atexit.register(shutil.rmtree, alias, True)
+    (alias / "tprof_engine").symlink_to(REPO / "profiler", target_is_directory=True)
+    return [str(REPO), str(alias)]
+
+
+SOURCE_PATH = source_path()
+sys.path[:0] = SOURCE_PATH
 
 SUITE = '''
 """GPU tests of a small model, profiled with pytest-tprof's ``tprof`` fixture."""
@@ -228,14 +242,14 @@ class Suite:
 
 def working_tree_env() -> dict[str, str]:
     """This process's environment with the repository first on ``PYTHONPATH``."""
-    path = [str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])]
+    path = [*SOURCE_PATH, *filter(None, [os.environ.get("PYTHONPATH")])]
     return {**os.environ, "PYTHONPATH": os.pathsep.join(path)}
 
 
 def attribution(traces: list[Path]) -> tuple[float, float]:
     """Device µs linked to a CPU op and all device µs, over the traces."""
-    from profiler.reduce import device_attribution
-    from profiler.traces import read_trace
+    from tprof_engine.reduce import device_attribution
+    from tprof_engine.traces import read_trace
 
     linked = total = 0.0
     for path in traces:
@@ -251,7 +265,7 @@ def cuda_available() -> bool:
 
 
 def check_cli(suite: Suite) -> tuple[bool, str]:
-    """``python -m profiler show`` on one saved baseline, from the working tree."""
+    """``python -m tprof_engine show`` on one saved baseline, from the working tree."""
     files = sorted(suite.folder.glob("baselines/*/*.json"))
     if not files:
         return False, "no baseline file was saved"
@@ -313,7 +327,7 @@ def run_extras(suite: Suite, with_xdist: bool) -> list[tuple[str, bool, str]]:
     notes = [h[7:] for h in run.header if h.startswith("tprof: --tprof-nvtx")]
     shown = notes[0] if notes else "ranges emitted (see them with nsys profile)"
     out.append(("--tprof-nvtx", not any(v.failed for v in run.verdicts.values()), shown))
-    out.append(("python -m profiler show", *check_cli(suite)))
+    out.append(("python -m tprof_engine show", *check_cli(suite)))
     return out
 
 

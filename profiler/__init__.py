@@ -1,6 +1,6 @@
 """pytest-tprof's engine: capture, reduce, compare and store per-op profiles of PyTorch code.
 
-Nothing here imports pytest; only :mod:`profiler.capture` imports torch.
+Nothing here imports pytest; only :mod:`tprof_engine.capture` imports torch.
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from profiler.records import BoolArray, FloatArray, OpTable, RoundLoad
+from tprof_engine.records import BoolArray, FloatArray, OpTable, RoundLoad
 
 try:
     import resource
@@ -193,7 +193,7 @@ def _masks(table: OpTable, rule: Disturbance) -> tuple[BoolArray, BoolArray] | N
 
 
 class Disturbance(Protocol):
-    """The rule's parameters for disturbed rounds (:class:`profiler.rule.Rule` has them)."""
+    """The rule's parameters for disturbed rounds (:class:`tprof_engine.rule.Rule` has them)."""
 
     @property
     def wait_share(self) -> float: ...

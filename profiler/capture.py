@@ -1,7 +1,7 @@
 """Run a callable for warm-up and measured rounds under one torch.profiler session.
 
 This is the only module that imports torch.  Everything it returns is plain data
-(:class:`~profiler.records.OpTable`, numbers, paths): torch objects never leave it.
+(:class:`~tprof_engine.records.OpTable`, numbers, paths): torch objects never leave it.
 """
 
 from __future__ import annotations
@@ -28,11 +28,11 @@ import numpy.typing as npt
 import torch
 from torch.profiler import ProfilerActivity, profile, record_function
 
-from profiler import files
-from profiler.busy import LoadMeter
-from profiler.checks import ROUNDS_LIMIT, WARMUP_LIMIT, number_problem
-from profiler.errors import CaptureError, ConfigError
-from profiler.records import (
+from tprof_engine import files
+from tprof_engine.busy import LoadMeter
+from tprof_engine.checks import ROUNDS_LIMIT, WARMUP_LIMIT, number_problem
+from tprof_engine.errors import CaptureError, ConfigError
+from tprof_engine.records import (
     KIND_ANNOTATION,
     KIND_ASYNC,
     KIND_DEVICE,
@@ -46,7 +46,7 @@ from profiler.records import (
     OpTable,
     RoundLoad,
 )
-from profiler.reduce import (
+from tprof_engine.reduce import (
     FILTERED_NAMES,
     PROBE_PREFIX,
     ROUND_PREFIX,
@@ -54,7 +54,7 @@ from profiler.reduce import (
     keep_rounds,
     reduce_events,
 )
-from profiler.store import MAX_ITERATIONS
+from tprof_engine.store import MAX_ITERATIONS
 
 _CPU = torch.autograd.DeviceType.CPU  # type: ignore[attr-defined]
 _BoolArray = npt.NDArray[np.bool_]

@@ -1,6 +1,6 @@
 """The ``tprof`` command: show, diff, render and merge stored baselines, traces and reports.
 
-``tprof diff`` judges with the same engine as the pytest plugin (:mod:`profiler.judge`),
+``tprof diff`` judges with the same engine as the pytest plugin (:mod:`tprof_engine.judge`),
 so a comparison made in CI can be repeated from the shell on the files it left behind.
 Exit status: 0 nothing regressed, 1 something regressed, 2 a usage error or unreadable input.
 """
@@ -20,17 +20,17 @@ from typing import Any, NamedTuple, TextIO
 
 import numpy as np
 
-from profiler import busy, files, merge, store
-from profiler import judge as judging
-from profiler.checks import is_count
-from profiler.environment import Fingerprint
-from profiler.errors import ConfigError, TprofError
-from profiler.records import FloatArray, OpTable
-from profiler.report import aligned, failure_text, json_report, summary_line
-from profiler.results import ProfiledTest
-from profiler.rule import Rule
-from profiler.verdicts import CHANGED, REGRESSED, TestVerdict, verdict_rank
-from profiler.work import WorkTable
+from tprof_engine import busy, files, merge, store
+from tprof_engine import judge as judging
+from tprof_engine.checks import is_count
+from tprof_engine.environment import Fingerprint
+from tprof_engine.errors import ConfigError, TprofError
+from tprof_engine.records import FloatArray, OpTable
+from tprof_engine.report import aligned, failure_text, json_report, summary_line
+from tprof_engine.results import ProfiledTest
+from tprof_engine.rule import Rule
+from tprof_engine.verdicts import CHANGED, REGRESSED, TestVerdict, verdict_rank
+from tprof_engine.work import WorkTable
 
 EXIT_OK = 0
 EXIT_REGRESSED = 1
@@ -92,7 +92,7 @@ def load_source(path: Path) -> Source:
     """A baseline file or a Chrome trace, read strictly; errors name the file."""
     path = Path(path)
     if is_trace(path):
-        from profiler import traces  # numpy-heavy reader; only needed for traces
+        from tprof_engine import traces  # numpy-heavy reader; only needed for traces
 
         data = traces.read_trace(path)
         table = traces.table_from_trace(data)
@@ -140,7 +140,7 @@ def load_folder(folder: Path) -> tuple[list[Source], list[str]]:
 def judge(baseline: Source, current: Source, rule: Rule) -> TestVerdict:
     """The verdict on ``current``'s last table against all of ``baseline``'s tables.
 
-    The plugin's judging path (:func:`profiler.judge.judge`), on what the files hold.
+    The plugin's judging path (:func:`tprof_engine.judge.judge`), on what the files hold.
     """
     notes = []
     if len(current.tables) > 1:
@@ -561,14 +561,14 @@ def _cmd_report(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     path = Path(args.report)
     doc = load_report(path)
     if args.html is not None:
-        from profiler.html import html_report  # needs the optional matplotlib
+        from tprof_engine.html import html_report  # needs the optional matplotlib
 
         target = Path(args.html)
         text = html_report(doc, link_base=target.resolve().parent)
         _write(target, text, "HTML report")
         print(f"HTML report: {target}", file=out)
     if args.markdown is not None:
-        from profiler.markdown import markdown_from_report
+        from tprof_engine.markdown import markdown_from_report
 
         target = Path(args.markdown)
         _write(target, markdown_from_report(doc), "Markdown summary")
@@ -601,7 +601,7 @@ def load_report(path: Path) -> dict[str, Any]:
         ) from None
     if not isinstance(doc, dict) or not isinstance(doc.get("tests"), list):
         raise TprofError(f"{path}: not a pytest-tprof JSON report (no 'tests' list); {REPORT_FIX}")
-    from profiler.report import JSON_SCHEMA_VERSION
+    from tprof_engine.report import JSON_SCHEMA_VERSION
 
     version = doc.get("schema_version")
     if not is_count(version):

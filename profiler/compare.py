@@ -23,10 +23,10 @@ from fnmatch import fnmatchcase
 
 import numpy as np
 
-from profiler import gpu, memory, stats
-from profiler.records import DeviceTable, FloatArray, OpTable
-from profiler.rule import SYNC_OPS, Rule
-from profiler.verdicts import (
+from tprof_engine import gpu, memory, stats
+from tprof_engine.records import DeviceTable, FloatArray, OpTable
+from tprof_engine.rule import SYNC_OPS, Rule
+from tprof_engine.verdicts import (
     CALLS_CHANGED,
     CHANGED,
     IMPROVED,

@@ -1,6 +1,6 @@
 """Environment fingerprint: what must match for calls and for timings to be comparable.
 
-The torch facts are gathered at the capture boundary (:func:`profiler.capture.torch_facts`)
+The torch facts are gathered at the capture boundary (:func:`tprof_engine.capture.torch_facts`)
 and passed in here as plain data, so this module never imports torch.
 """
 

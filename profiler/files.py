@@ -2,7 +2,7 @@
 
 Readers see the old file or the new one, never a part.  The temp file is
 ``.<name>.<pid>-<random>.tmp`` in the target's folder: the readers skip dot-files, and
-:mod:`profiler.store` removes a baseline's temp file once the process that wrote it is gone.
+:mod:`tprof_engine.store` removes a baseline's temp file once the process that wrote it is gone.
 Every failure is an ``OSError`` (the temp file removed, the target unchanged): each caller
 words its own message.
 
@@ -170,7 +170,7 @@ class TempFile:
     """A new temp file beside ``target``, open as ``fd``, that replaces ``target`` on commit.
 
     Use it once, through :meth:`write` or :meth:`committing`; both close ``fd``.  ``system``
-    is the ``os`` module its calls go through (:mod:`profiler.store` passes its own module's).
+    is the ``os`` module its calls go through (:mod:`tprof_engine.store` passes its own module's).
     """
 
     target: Path

@@ -10,7 +10,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from profiler.verdicts import FLAGGED_OPS, NEW, verdict_rank
+from tprof_engine.verdicts import FLAGGED_OPS, NEW, verdict_rank
 
 FAMILY = {"cpu": "CPU", "cuda": "CUDA", "gpu-idle": "GPU", "host": "host"}
 # What each family's judged total measures, after its label: "CPU total op time".

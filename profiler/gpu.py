@@ -1,7 +1,7 @@
 """The device's side of a profile: per-op device rows, idle time and queue depth (no torch).
 
-:func:`device_table` reduces the device events that :mod:`profiler.reduce` attributed to ops
-and rounds into a :class:`~profiler.records.DeviceTable` with arrays, never per-event objects.
+:func:`device_table` reduces the device events that :mod:`tprof_engine.reduce` attributed to ops
+and rounds into a :class:`~tprof_engine.records.DeviceTable` with arrays, never per-event objects.
 Idle time follows the idea of torch.profiler's ``_utils.BasicEvaluation``: within a round, the
 device is idle where no stream runs a kernel, copy or fill; queue depth counts the activities
 launched and not yet finished when another is launched.
@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from profiler.records import (
+from tprof_engine.records import (
     DEVICE_KINDS,
     KIND_SYNC,
     DeviceTable,

@@ -17,9 +17,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
-from profiler import fmt
-from profiler.errors import TprofError
-from profiler.rows import (
+from tprof_engine import fmt
+from tprof_engine.errors import TprofError
+from tprof_engine.rows import (
     NUMERIC_COLUMNS,
     OP_COLUMNS,
     SUMMARY_COLUMNS,
@@ -29,7 +29,7 @@ from profiler.rows import (
     op_rows,
     why,
 )
-from profiler.verdicts import FLAGGED_OPS
+from tprof_engine.verdicts import FLAGGED_OPS
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure

@@ -14,14 +14,14 @@ from typing import Any
 
 import numpy as np
 
-from profiler import busy
-from profiler.checks import is_count
-from profiler.compare import HOST_FAMILY, NOTHING_CHANGED, compare_across
-from profiler.environment import Fingerprint, comparability
-from profiler.records import OpTable
-from profiler.reduce import COMPILE_OP, GRAPH_KEY
-from profiler.rule import Rule
-from profiler.verdicts import (
+from tprof_engine import busy
+from tprof_engine.checks import is_count
+from tprof_engine.compare import HOST_FAMILY, NOTHING_CHANGED, compare_across
+from tprof_engine.environment import Fingerprint, comparability
+from tprof_engine.records import OpTable
+from tprof_engine.reduce import COMPILE_OP, GRAPH_KEY
+from tprof_engine.rule import Rule
+from tprof_engine.verdicts import (
     IMPROVED,
     INCOMPARABLE,
     INCONCLUSIVE,
@@ -30,7 +30,7 @@ from profiler.verdicts import (
     TestVerdict,
     worst,
 )
-from profiler.work import WorkTable, judge_work
+from tprof_engine.work import WorkTable, judge_work
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

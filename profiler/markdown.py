@@ -1,6 +1,6 @@
 """Markdown summary of a run, a drop-in for a CI step summary (``$GITHUB_STEP_SUMMARY``).
 
-Everything renders from the ``--tprof-json`` document (:func:`profiler.report.json_report`),
+Everything renders from the ``--tprof-json`` document (:func:`tprof_engine.report.json_report`),
 so the plugin's summary and ``tprof report --markdown`` are the same text.
 """
 
@@ -10,17 +10,17 @@ import html
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from profiler import fmt, rows
-from profiler.results import ProfiledTest
-from profiler.rows import NUMERIC_COLUMNS, OP_COLUMNS, SUMMARY_COLUMNS
-from profiler.verdicts import FAILING, REGRESSED
+from tprof_engine import fmt, rows
+from tprof_engine.results import ProfiledTest
+from tprof_engine.rows import NUMERIC_COLUMNS, OP_COLUMNS, SUMMARY_COLUMNS
+from tprof_engine.verdicts import FAILING, REGRESSED
 
 DETAIL_ROWS = 20
 
 
 def markdown_summary(tests: Sequence[ProfiledTest]) -> str:
     """The Markdown summary of profiled tests (what ``--tprof-markdown`` writes)."""
-    from profiler.report import json_report
+    from tprof_engine.report import json_report
 
     return markdown_from_report(json_report(tests, environment={}))
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from profiler.records import KIND_MEMORY, EventArrays, IntArray, MemoryTable
+from tprof_engine.records import KIND_MEMORY, EventArrays, IntArray, MemoryTable
 
 
 def memory_rows(ev: EventArrays) -> IntArray:

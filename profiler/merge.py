@@ -4,7 +4,7 @@ CI keeps the baseline folder of each main run as an artifact; runs that started 
 artifact diverge, each adding its own session.  A merge takes every folder's copy of a test's
 baseline, drops sessions that are exactly alike (the copies carried from run to run), orders
 the rest by when they were recorded, and replays them as saves would have appended them
-(:func:`profiler.store.with_session`).  So the window, and the sessions a change of
+(:func:`tprof_engine.store.with_session`).  So the window, and the sessions a change of
 environment, protocol, ops or work leaves out, are the store's decision, not a second one.
 Sessions and the file's other fields are written back as read, fields this version doesn't
 know included.
@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from profiler import store
-from profiler.errors import BaselineError, ConfigError
+from tprof_engine import store
+from tprof_engine.errors import BaselineError, ConfigError
 
 WRITTEN = "written"
 UNCHANGED = "unchanged"

@@ -17,9 +17,9 @@ from typing import Any, NamedTuple
 import numpy as np
 import numpy.typing as npt
 
-from profiler.gpu import device_table
-from profiler.memory import innermost, memory_rows, memory_table
-from profiler.records import (
+from tprof_engine.gpu import device_table
+from tprof_engine.memory import innermost, memory_rows, memory_table
+from tprof_engine.records import (
     KIND_ANNOTATION,
     KIND_ASYNC,
     KIND_DEVICE,

@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from profiler import fmt, rows
-from profiler.results import ProfiledTest
-from profiler.rows import NUMERIC_COLUMNS, OP_COLUMNS, OpRow
-from profiler.verdicts import EXPLAINED, NO_BASELINE, NOT_SAVED, SAVED, TestVerdict
-from profiler.work import ModuleWork, WorkDelta, WorkVerdict, by_module
+from tprof_engine import fmt, rows
+from tprof_engine.results import ProfiledTest
+from tprof_engine.rows import NUMERIC_COLUMNS, OP_COLUMNS, OpRow
+from tprof_engine.verdicts import EXPLAINED, NO_BASELINE, NOT_SAVED, SAVED, TestVerdict
+from tprof_engine.work import ModuleWork, WorkDelta, WorkVerdict, by_module
 
 # 2: op rows name the op-against-the-rest figures vs_rest_pct / vs_rest_floor_pct (were peer_*).
 JSON_SCHEMA_VERSION = 2

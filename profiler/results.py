@@ -6,9 +6,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from profiler.records import OpTable
-from profiler.verdicts import NOT_SAVED, TestVerdict
-from profiler.work import WorkTable
+from tprof_engine.records import OpTable
+from tprof_engine.verdicts import NOT_SAVED, TestVerdict
+from tprof_engine.work import WorkTable
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -12,8 +12,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from profiler import fmt
-from profiler.verdicts import NOT_GATED, REGRESSED, SAVED, STRUCTURAL_OPS
+from tprof_engine import fmt
+from tprof_engine.verdicts import NOT_GATED, REGRESSED, SAVED, STRUCTURAL_OPS
 
 # Column headers of the op table, in every report.
 OP_COLUMNS: Final = (

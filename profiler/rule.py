@@ -12,8 +12,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from profiler.records import FloatArray
-from profiler.work import DEFAULT_WORK_FLOOR
+from tprof_engine.records import FloatArray
+from tprof_engine.work import DEFAULT_WORK_FLOOR
 
 # Ops that wait for the device rather than work: reported, never gated (on device runs).
 SYNC_OPS = frozenset(

@@ -1,7 +1,7 @@
 """Profile one test end to end: baseline lookup, capture, judging, confirmation, saving.
 
 The pytest glue calls this; so can any other harness.  torch is imported lazily, on the
-first capture, through :mod:`profiler.capture`.
+first capture, through :mod:`tprof_engine.capture`.
 """
 
 from __future__ import annotations
@@ -12,23 +12,23 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from profiler import judge, store
-from profiler.busy import busy_of
-from profiler.counters import (
+from tprof_engine import judge, store
+from tprof_engine.busy import busy_of
+from tprof_engine.counters import (
     CounterUnavailable,
     InstructionCounter,
     counting_calls,
     instructions_note,
     per_round,
 )
-from profiler.environment import Fingerprint, differences, line_tracer
-from profiler.errors import BaselineError, TprofError
-from profiler.files import atomic_path
-from profiler.records import OpTable, concat_rounds
-from profiler.results import ProfiledTest
-from profiler.rule import Rule
-from profiler.verdicts import ERROR, INCOMPARABLE, NO_BASELINE, SAVED, TestVerdict
-from profiler.work import WorkTable
+from tprof_engine.environment import Fingerprint, differences, line_tracer
+from tprof_engine.errors import BaselineError, TprofError
+from tprof_engine.files import atomic_path
+from tprof_engine.records import OpTable, concat_rounds
+from tprof_engine.results import ProfiledTest
+from tprof_engine.rule import Rule
+from tprof_engine.verdicts import ERROR, INCOMPARABLE, NO_BASELINE, SAVED, TestVerdict
+from tprof_engine.work import WorkTable
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -82,7 +82,7 @@ class Runner:
     """Holds the environment fingerprint and profiles tests against their baselines."""
 
     def __init__(self, config: RunConfig, *, extra_soft: Mapping[str, Any] | None = None) -> None:
-        from profiler import capture
+        from tprof_engine import capture
 
         self.config = config
         self._capture = capture
@@ -327,7 +327,7 @@ class Runner:
 
     def side_by_side(self, test: ProfiledTest) -> ProfiledTest:
         """With the baseline's trace kept, write both runs into one trace, regressed ops marked."""
-        from profiler.traces import side_by_side
+        from tprof_engine.traces import side_by_side
 
         base_trace = self.baseline_trace_path(test.nodeid)
         if test.trace is None or not base_trace.is_file():
@@ -350,7 +350,7 @@ class Runner:
         none, and why, when it couldn't be taken (timing still gates)."""
         if not self.config.census:
             return None, ()
-        from profiler.work_capture import take_census
+        from tprof_engine.work_capture import take_census
 
         try:
             work = take_census(

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from profiler.records import FloatArray
+from tprof_engine.records import FloatArray
 
 MAD_TO_SD = 1.4826  # scale of the median absolute deviation for a normal distribution
 

@@ -23,12 +23,12 @@ from typing import Any
 
 import numpy as np
 
-from profiler import __version__, files
-from profiler.checks import is_count
-from profiler.environment import Fingerprint
-from profiler.errors import BaselineError, ConfigError
-from profiler.records import OpTable, RoundLoad, host_before_from_dict
-from profiler.work import WorkTable, judge_work
+from tprof_engine import __version__, files
+from tprof_engine.checks import is_count
+from tprof_engine.environment import Fingerprint
+from tprof_engine.errors import BaselineError, ConfigError
+from tprof_engine.records import OpTable, RoundLoad, host_before_from_dict
+from tprof_engine.work import WorkTable, judge_work
 
 SCHEMA = "pytest-tprof/baseline"
 # 2: each session may hold the work census of its test ('work'); version 1 files still read.

@@ -21,9 +21,9 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from profiler import files
-from profiler.errors import TraceError
-from profiler.records import (
+from tprof_engine import files
+from tprof_engine.errors import TraceError
+from tprof_engine.records import (
     KIND_ANNOTATION,
     KIND_DEVICE,
     KIND_IGNORED,
@@ -33,7 +33,7 @@ from profiler.records import (
     IntArray,
     OpTable,
 )
-from profiler.reduce import FILTERED_NAMES, drop_leading_rounds, nesting, reduce_events
+from tprof_engine.reduce import FILTERED_NAMES, drop_leading_rounds, nesting, reduce_events
 
 # Kineto activity categories (libkineto ActivityType names) that launch device work.
 _LAUNCH_CATEGORIES = frozenset(

@@ -11,8 +11,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import Any, ClassVar, Final, Literal
 
-from profiler.gpu import DeviceRowDelta
-from profiler.work import WorkVerdict
+from tprof_engine.gpu import DeviceRowDelta
+from tprof_engine.work import WorkVerdict
 
 TestWord = Literal[
     "regressed",

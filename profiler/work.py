@@ -3,7 +3,7 @@
 A census records, per op, module and phase, the work one round of a test body does: calls,
 FLOPs (torch's own registry), bytes read and written, dtypes and the first call's input
 signature; plus the test's cross-device copies, host syncs and calls into compiled code.
-:mod:`profiler.work_capture` takes it; everything here is pure and imports no torch.
+:mod:`tprof_engine.work_capture` takes it; everything here is pure and imports no torch.
 
 Vocabulary.  ``module`` is the module path as ``named_modules()`` of the test's model writes it
 (``encoder.layers.0.linear1``); ``""`` is the top level: the root module's own code or no module.
@@ -18,7 +18,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Final, Literal
 
-from profiler.errors import BaselineError, ConfigError
+from tprof_engine.errors import BaselineError, ConfigError
 
 Phase = Literal["forward", "backward"]
 WorkWord = Literal["regressed", "improved", "changed", "unchanged"]

@@ -1,7 +1,7 @@
 """Take the work census of a test body: rounds under a ``TorchDispatchMode`` (docs/design.md §8).
 
-A capture boundary like :mod:`profiler.capture`: it imports torch, and returns only the plain
-records of :mod:`profiler.work`.  Each census round runs ``setup`` and then ``iterations``
+A capture boundary like :mod:`tprof_engine.capture`: it imports torch, and returns only the plain
+records of :mod:`tprof_engine.work`.  Each census round runs ``setup`` and then ``iterations``
 calls of the body under :class:`_Census` (every op that reaches the Python dispatcher) and a
 ``ModuleTracker`` (which module's forward or backward is running).  The body's return values
 are dropped: the census adds work facts to a test, never results.
@@ -60,9 +60,9 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.flop_counter import flop_registry
 from torch.utils.module_tracker import ModuleTracker
 
-from profiler.capture import _split_setup
-from profiler.errors import CaptureError, ConfigError
-from profiler.work import (
+from tprof_engine.capture import _split_setup
+from tprof_engine.errors import CaptureError, ConfigError
+from tprof_engine.work import (
     DATA_DEPENDENT,
     VALUE_READS,
     DeviceCopy,

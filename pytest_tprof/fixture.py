@@ -7,10 +7,10 @@ from typing import Any, Protocol
 
 import pytest
 
-from profiler.checks import ROUNDS_LIMIT, WARMUP_LIMIT, number_problem
-from profiler.errors import CaptureError, ConfigError, TprofError
-from profiler.results import ProfiledTest
-from profiler.runner import Body
+from tprof_engine.checks import ROUNDS_LIMIT, WARMUP_LIMIT, number_problem
+from tprof_engine.errors import CaptureError, ConfigError, TprofError
+from tprof_engine.results import ProfiledTest
+from tprof_engine.runner import Body
 
 RESULT_KEY = pytest.StashKey[ProfiledTest]()
 

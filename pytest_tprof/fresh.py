@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from profiler.runner import RunConfig
+from tprof_engine.runner import RunConfig
 
 CHILD_ENV = "TPROF_FRESH_PROCESS"
 

@@ -11,11 +11,11 @@ from typing import Any
 
 import pytest
 
-from profiler.checks import ROUNDS_LIMIT, WARMUP_LIMIT, number_problem
-from profiler.errors import ConfigError
-from profiler.rule import Rule
-from profiler.runner import RunConfig
-from profiler.store import DEFAULT_WINDOW
+from tprof_engine.checks import ROUNDS_LIMIT, WARMUP_LIMIT, number_problem
+from tprof_engine.errors import ConfigError
+from tprof_engine.rule import Rule
+from tprof_engine.runner import RunConfig
+from tprof_engine.store import DEFAULT_WINDOW
 
 # (option, ini name, type, default, help)
 _OPTIONS: tuple[tuple[str, str, str, Any, str], ...] = (

@@ -16,16 +16,6 @@ from typing import Any
 
 import pytest
 
-from profiler import busy, judge, rows, store
-from profiler import report as rpt
-from profiler.environment import line_tracer
-from profiler.errors import BaselineError, ConfigError, TprofError
-from profiler.files import file_in_the_way, write_atomic
-from profiler.markdown import markdown_summary
-from profiler.results import ProfiledTest
-from profiler.rule import Rule
-from profiler.runner import Body, Runner
-from profiler.verdicts import ERROR, INCONCLUSIVE, NOT_SAVED, REGRESSED, TestVerdict, TestWord
 from pytest_tprof import fresh, terminal
 from pytest_tprof.fixture import RESULT_KEY, TprofFixture
 from pytest_tprof.options import (
@@ -37,6 +27,16 @@ from pytest_tprof.options import (
     requested_early,
 )
 from pytest_tprof.xdist import assign_worker_gpu, device_header
+from tprof_engine import busy, judge, rows, store
+from tprof_engine import report as rpt
+from tprof_engine.environment import line_tracer
+from tprof_engine.errors import BaselineError, ConfigError, TprofError
+from tprof_engine.files import file_in_the_way, write_atomic
+from tprof_engine.markdown import markdown_summary
+from tprof_engine.results import ProfiledTest
+from tprof_engine.rule import Rule
+from tprof_engine.runner import Body, Runner
+from tprof_engine.verdicts import ERROR, INCONCLUSIVE, NOT_SAVED, REGRESSED, TestVerdict, TestWord
 
 PLUGIN_KEY = pytest.StashKey["TprofPlugin"]()
 PROPERTY = "tprof_verdict"

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from profiler import report as rpt
-from profiler.results import ProfiledTest
-from profiler.verdicts import NOT_SAVED, UNCHANGED, verdict_rank
+from tprof_engine import report as rpt
+from tprof_engine.results import ProfiledTest
+from tprof_engine.verdicts import NOT_SAVED, UNCHANGED, verdict_rank
 
 
 def summary(

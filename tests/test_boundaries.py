@@ -11,32 +11,33 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "profiler"
+NAME = "tprof_engine"  # what the profiler/ folder is installed as (pyproject.toml's package-dir)
 NAMED = (
-    "profiler",
-    "profiler.compare",
-    "profiler.store",
-    "profiler.report",
-    "profiler.stats",
-    "profiler.reduce",
-    "profiler.records",
-    "profiler.environment",
-    "profiler.results",
-    "profiler.traces",
+    NAME,
+    "tprof_engine.compare",
+    "tprof_engine.store",
+    "tprof_engine.report",
+    "tprof_engine.stats",
+    "tprof_engine.reduce",
+    "tprof_engine.records",
+    "tprof_engine.environment",
+    "tprof_engine.results",
+    "tprof_engine.traces",
 )
 PYTEST_SIDE = ("pytest", "_pytest", "pluggy", "xdist", "pytest_tprof")
 FORBIDDEN = (*PYTEST_SIDE, "torch")
 # The capture boundary: the timed rounds, and the census of the work the ops do.
-CAPTURE = {"profiler.capture", "profiler.work_capture"}
+CAPTURE = {"tprof_engine.capture", "tprof_engine.work_capture"}
 
 
 def _modules() -> list[str]:
     """The named modules and every other module of the package, except the capture boundary
     and ``__main__`` (which would run the CLI)."""
     found = {
-        ".".join(p.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
+        ".".join((NAME, *p.relative_to(PACKAGE).with_suffix("").parts)).removesuffix(".__init__")
         for p in PACKAGE.rglob("*.py")
     }
-    found -= {*CAPTURE, "profiler.__main__"}
+    found -= {*CAPTURE, f"{NAME}.__main__"}
     return [*NAMED, *sorted(found - set(NAMED))]
 
 
@@ -45,9 +46,9 @@ def _import_in_fresh_interpreter(modules: list[str], cwd: Path) -> dict[str, obj
         "import importlib, json, sys\n"
         f"for m in {modules!r}:\n"
         "    importlib.import_module(m)\n"
-        "import profiler\n"
+        f"import {NAME}\n"
         f"print(json.dumps({{'loaded': sorted(n for n in {FORBIDDEN!r} if n in sys.modules),"
-        " 'file': profiler.__file__}))\n"
+        f" 'file': {NAME}.__file__}}))\n"
     )
     done = subprocess.run(
         [sys.executable, "-c", code], cwd=cwd, capture_output=True, text=True, check=False
@@ -62,10 +63,10 @@ def test_importing_the_library_loads_neither_pytest_nor_torch(tmp_path: Path) ->
     assert result["loaded"] == []
 
 
-def test_import_profiler_resolves_to_this_projects_package(tmp_path: Path) -> None:
+def test_the_engine_imports_as_this_projects_package(tmp_path: Path) -> None:
     # Run from an unrelated folder so the answer comes from the installed distribution: a
     # same-named project from PyPI shadowing ours shows up here.
-    result = _import_in_fresh_interpreter(["profiler"], tmp_path)
+    result = _import_in_fresh_interpreter([NAME], tmp_path)
     assert Path(str(result["file"])).resolve() == PACKAGE / "__init__.py"
 
 

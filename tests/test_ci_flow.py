@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from profiler import store
+from tprof_engine import store
 
 SCRIPT = Path(__file__).resolve().parents[1] / "docs" / "ci" / "tprof-ci.sh"
 # Timing hardly gates (floor 900 %): the work census is what fails the planted change.
@@ -65,7 +65,7 @@ class Flow:
             "TPROF_STORE": str(self.store),
             "TPROF_RUN_ID": run_id,
             "PYTEST": f"{sys.executable} -m pytest",
-            "TPROF": f"{sys.executable} -m profiler",
+            "TPROF": f"{sys.executable} -m tprof_engine",
             "PYTHON": sys.executable,
             "PLANT": plant,
         }

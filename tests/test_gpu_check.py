@@ -35,5 +35,5 @@ def test_the_gpu_check_passes_its_cpu_self_test(tmp_path: Path) -> None:
         "--tprof-nvtx: ok: --tprof-nvtx: this torch has no NVTX (a build without CUDA); "
         "profiling without NVTX ranges"
     ) in lines
-    assert any(line.startswith("python -m profiler show: ok: exit 0: ") for line in lines)
+    assert any(line.startswith("python -m tprof_engine show: ok: exit 0: ") for line in lines)
     assert lines[-1] == "result: passed"

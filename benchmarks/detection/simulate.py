@@ -1,11 +1,11 @@
 """Seeded simulation of the decision rule: false failures and power, next to two simpler gates.
 
-Builds real :class:`profiler.records.OpTable` objects from a noise model (docs/design.md §5) and
-runs the project's own :func:`profiler.compare.compare` on them.  On the same samples it also scores
-a threshold-only gate ("median of the test total +10 %", as pytest-benchmark gates) and a
+Builds real :class:`tprof_engine.records.OpTable` objects from a noise model (docs/design.md §5) and
+runs the project's own :func:`tprof_engine.compare.compare` on them.  On the same samples it also
+scores a threshold-only gate ("median of the test total +10 %", as pytest-benchmark gates) and a
 two-sided Mann-Whitney U gate on the test total (p < 0.05, as google-benchmark's compare.py
-reports).  Run ``python -m benchmarks.detection.simulate --help``; README.md says what the
-model is and what the last run printed.
+reports).  Run ``python -m benchmarks.detection.simulate --help``; README.md says what the model is
+and what the last run printed.
 """
 
 from __future__ import annotations
@@ -26,11 +26,11 @@ from pathlib import Path
 import numpy as np
 from scipy import stats as _st
 
-from profiler import compare as _compare_module
-from profiler import rule as _rule_module
-from profiler.compare import Rule, compare
-from profiler.records import FloatArray, OpTable
-from profiler.verdicts import REGRESSED
+from tprof_engine import compare as _compare_module
+from tprof_engine import rule as _rule_module
+from tprof_engine.compare import Rule, compare
+from tprof_engine.records import FloatArray, OpTable
+from tprof_engine.verdicts import REGRESSED
 
 SEED = 20240611
 SLOWDOWNS = (0.05, 0.10, 0.15, 0.25)

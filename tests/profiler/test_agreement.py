@@ -1,7 +1,7 @@
 """Our reduction agrees with torch's own numbers (``key_averages()``) on real CPU workloads.
 
 Each workload runs for a few rounds under one ``torch.profiler`` session, every round a
-``ProfilerStep#N`` annotation as :func:`profiler.capture.capture` makes them.  The raw-event
+``ProfilerStep#N`` annotation as :func:`tprof_engine.capture.capture` makes them.  The raw-event
 path (``events_from_kineto`` + ``reduce_events``) must give exactly the calls of
 ``key_averages()`` for every op and its self CPU totals within 1 %; the fallback path
 (``table_from_function_events``) must give the same calls, round by round.
@@ -18,9 +18,9 @@ import torch
 from torch import nn
 from torch.profiler import ProfilerActivity, profile, record_function
 
-from profiler.capture import events_from_kineto, table_from_function_events
-from profiler.records import OpTable
-from profiler.reduce import ROUND_PREFIX, reduce_events
+from tprof_engine.capture import events_from_kineto, table_from_function_events
+from tprof_engine.records import OpTable
+from tprof_engine.reduce import ROUND_PREFIX, reduce_events
 
 ROUNDS = 6
 WARMUP = 2

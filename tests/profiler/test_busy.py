@@ -17,12 +17,12 @@ import numpy as np
 import pytest
 from tprof_testing import ROUNDS, table
 
-from profiler import busy, store
-from profiler.errors import BaselineError
-from profiler.judge import Recorded, judge, quiet_rounds
-from profiler.records import OpTable, RoundLoad, concat_rounds
-from profiler.rule import Rule
-from profiler.verdicts import CHANGED, INCONCLUSIVE, REGRESSED, UNCHANGED
+from tprof_engine import busy, store
+from tprof_engine.errors import BaselineError
+from tprof_engine.judge import Recorded, judge, quiet_rounds
+from tprof_engine.records import OpTable, RoundLoad, concat_rounds
+from tprof_engine.rule import Rule
+from tprof_engine.verdicts import CHANGED, INCONCLUSIVE, REGRESSED, UNCHANGED
 
 OPS = {"aten::addmm": (800.0, 6), "aten::relu": (120.0, 3), "aten::copy_": (60.0, 4)}
 linux_only = pytest.mark.skipif(
@@ -142,7 +142,7 @@ def test_the_readings_travel_with_the_table_and_a_bad_one_is_named() -> None:
 def test_a_baseline_with_a_malformed_load_is_an_error_naming_it(tmp_path: object) -> None:
     from pathlib import Path
 
-    from profiler.environment import Fingerprint
+    from tprof_engine.environment import Fingerprint
 
     path = Path(str(tmp_path)) / "b.json"
     t = loaded(table(OPS, seed=1), [])
@@ -259,7 +259,7 @@ def test_each_round_carries_its_readings_into_the_table_and_the_trace(tmp_path: 
 
     import torch
 
-    from profiler import capture
+    from tprof_engine import capture
 
     layer, x = torch.nn.Linear(32, 32), torch.randn(4, 32)
     path = Path(str(tmp_path)) / "t.pt.trace.json.gz"
@@ -283,7 +283,7 @@ def test_each_round_carries_its_readings_into_the_table_and_the_trace(tmp_path: 
 
 
 def test_a_confirmation_on_a_busy_machine_confirms_nothing() -> None:
-    from profiler.judge import after_fresh_process, after_remeasurement
+    from tprof_engine.judge import after_fresh_process, after_remeasurement
 
     slower = verdict_of(loaded(table({**OPS, "aten::addmm": (1600.0, 6)}, seed=1), []))
     assert slower.verdict == REGRESSED and slower.timing_regressed
@@ -304,7 +304,7 @@ def test_a_confirmation_on_a_busy_machine_confirms_nothing() -> None:
 def test_the_time_outside_any_op_is_charged_to_the_op_after_it() -> None:
     import torch
 
-    from profiler import capture
+    from tprof_engine import capture
 
     a = torch.randn(64, 64)
 
@@ -346,7 +346,7 @@ class _Captured:  # the part of a capture's result the runner's retries look at
 
 
 def _runner() -> object:
-    from profiler.runner import RunConfig, Runner
+    from tprof_engine.runner import RunConfig, Runner
 
     return Runner(RunConfig(trace_dir=None, census=False))
 
@@ -402,7 +402,7 @@ def test_the_summary_line_gives_the_share_of_disturbed_rounds_and_the_worst_test
 
 
 def test_a_host_familys_ops_travel_in_the_json_form() -> None:
-    from profiler.verdicts import FamilyResult
+    from tprof_engine.verdicts import FamilyResult
 
     v = verdict_of(
         with_gap_before_relu(loaded(table(OPS, seed=1), []), 900.0),
@@ -422,7 +422,7 @@ def test_a_trace_of_many_rounds_keeps_its_counter_track(tmp_path: object) -> Non
 
     import torch
 
-    from profiler import capture
+    from tprof_engine import capture
 
     x = torch.randn(4, 4)
     path = Path(str(tmp_path)) / "t.pt.trace.json.gz"

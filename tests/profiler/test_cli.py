@@ -13,10 +13,10 @@ from typing import Any
 import numpy as np
 import pytest
 
-from profiler import store
-from profiler.cli import main
-from profiler.environment import Fingerprint
-from profiler.records import OpTable
+from tprof_engine import store
+from tprof_engine.cli import main
+from tprof_engine.environment import Fingerprint
+from tprof_engine.records import OpTable
 
 HARD = {
     "torch": "2.13.0",
@@ -587,7 +587,7 @@ def test_python_m_profiler_help_lists_the_subcommands() -> None:
 
 def test_the_command_imports_neither_torch_nor_pytest_nor_matplotlib() -> None:
     code = (
-        "import sys, profiler.cli, profiler.markdown, profiler.html; "
+        "import sys, tprof_engine.cli, tprof_engine.markdown, tprof_engine.html; "
         "print(sorted({m.split('.')[0] for m in sys.modules} & "
         "{'torch', 'pytest', '_pytest', 'pluggy', 'xdist', 'matplotlib'}))"
     )
@@ -598,7 +598,7 @@ def test_the_command_imports_neither_torch_nor_pytest_nor_matplotlib() -> None:
     assert done.stdout == "[]\n"
 
 
-# --- traces (read by profiler.traces) -------------------------------------------------------
+# --- traces (read by tprof_engine.traces) -------------------------------------------------------
 
 
 def trace(path: Path, ops: Mapping[str, tuple[int, float]], *, seed: int, rounds: int = 12) -> Path:

@@ -10,11 +10,11 @@ import pytest
 from scipy import stats as st
 from tprof_testing import ROUNDS, table
 
-from profiler import stats
-from profiler.compare import Rule, compare
-from profiler.records import OpTable
-from profiler.rows import drift
-from profiler.verdicts import (
+from tprof_engine import stats
+from tprof_engine.compare import Rule, compare
+from tprof_engine.records import OpTable
+from tprof_engine.rows import drift
+from tprof_engine.verdicts import (
     CHANGED,
     IMPROVED,
     INCONCLUSIVE,

@@ -5,14 +5,14 @@ from __future__ import annotations
 import itertools
 from pathlib import Path
 
-from profiler.counters import (
+from tprof_engine.counters import (
     InstructionCounter,
     counting_calls,
     instructions_note,
     per_round,
     unavailable_reason,
 )
-from profiler.runner import Body, RunConfig, Runner
+from tprof_engine.runner import Body, RunConfig, Runner
 
 
 def test_per_round_sums_each_rounds_calls_of_the_last_capture() -> None:

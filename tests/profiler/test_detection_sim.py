@@ -1,7 +1,7 @@
 """The decision rule on seeded simulated tests: stated false-failure rates and power.
 
 The samples come from benchmarks/detection/simulate.py (its model is described in the README
-beside it); every verdict is the real ``profiler.compare.compare``.  Rates are asserted with
+beside it); every verdict is the real ``tprof_engine.compare.compare``.  Rates are asserted with
 margins around what the seeded run gives, so a broken rule fails them and a retuned one need not.
 """
 
@@ -16,8 +16,8 @@ from typing import Any
 
 import numpy as np
 
-from profiler.compare import Rule, compare
-from profiler.records import OpTable
+from tprof_engine.compare import Rule, compare
+from tprof_engine.records import OpTable
 
 SIMULATE = Path(__file__).parents[2] / "benchmarks" / "detection" / "simulate.py"
 

@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
-from profiler import files, store
+from tprof_engine import files, store
 
 
 class FaultyOs:
-    """``os`` for profiler.files only, with some calls replaced."""
+    """``os`` for tprof_engine.files only, with some calls replaced."""
 
     def __init__(self, **replaced: Any) -> None:
         self._replaced = replaced

@@ -13,22 +13,22 @@ import numpy as np
 import pytest
 from tprof_testing import CPU, STREAM2, Row, dev, event_arrays, op, step, sync
 
-from profiler import html, report, store
-from profiler.compare import IDLE_FAMILY, compare
-from profiler.environment import Fingerprint
-from profiler.errors import BaselineError
-from profiler.gpu import blocks_host, copy_direction, idle_ranking, row_deltas
-from profiler.judge import per_iteration
-from profiler.records import (
+from tprof_engine import html, report, store
+from tprof_engine.compare import IDLE_FAMILY, compare
+from tprof_engine.environment import Fingerprint
+from tprof_engine.errors import BaselineError
+from tprof_engine.gpu import blocks_host, copy_direction, idle_ranking, row_deltas
+from tprof_engine.judge import per_iteration
+from tprof_engine.records import (
     KIND_ANNOTATION,
     DeviceTable,
     EventArrays,
     OpTable,
 )
-from profiler.reduce import drop_leading_rounds, reduce_events
-from profiler.results import ProfiledTest
-from profiler.traces import table_from_trace
-from profiler.verdicts import TestVerdict
+from tprof_engine.reduce import drop_leading_rounds, reduce_events
+from tprof_engine.results import ProfiledTest
+from tprof_engine.traces import table_from_trace
+from tprof_engine.verdicts import TestVerdict
 
 GPU_TRACES = Path(__file__).parents[3] / "shared" / "data" / "gpu-traces"
 needs_gpu_traces = pytest.mark.skipif(

@@ -11,9 +11,9 @@ from types import SimpleNamespace
 
 import torch
 
-from profiler import capture
-from profiler.records import KIND_ANNOTATION, KIND_DEVICE, KIND_OP, KIND_SYNC
-from profiler.reduce import reduce_events
+from tprof_engine import capture
+from tprof_engine.records import KIND_ANNOTATION, KIND_DEVICE, KIND_OP, KIND_SYNC
+from tprof_engine.reduce import reduce_events
 
 CPU = torch.autograd.DeviceType.CPU  # type: ignore[attr-defined]
 CUDA = torch.autograd.DeviceType.CUDA  # type: ignore[attr-defined]

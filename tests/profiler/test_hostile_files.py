@@ -17,11 +17,11 @@ import numpy as np
 import pytest
 from tprof_testing import deadline
 
-from profiler import capture, files, store, traces
-from profiler.cli import main
-from profiler.environment import Fingerprint
-from profiler.errors import BaselineError, ConfigError, TraceError
-from profiler.records import OpTable
+from tprof_engine import capture, files, store, traces
+from tprof_engine.cli import main
+from tprof_engine.environment import Fingerprint
+from tprof_engine.errors import BaselineError, ConfigError, TraceError
+from tprof_engine.records import OpTable
 
 FIX = "restore it from git or re-record it with --tprof-save"
 NODEID = "tests/test_m.py::test_a"
@@ -240,7 +240,7 @@ SAVER = textwrap.dedent(
     """
     import os, sys, time
     from pathlib import Path
-    from profiler import files
+    from tprof_engine import files
 
     path, name, n = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3])
     go = path.parent / "go"

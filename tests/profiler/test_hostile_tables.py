@@ -10,14 +10,14 @@ from typing import Any
 import numpy as np
 import pytest
 
-from profiler import fmt, store
-from profiler.checks import ROUNDS_LIMIT, number_problem
-from profiler.compare import compare
-from profiler.environment import Fingerprint
-from profiler.errors import BaselineError
-from profiler.records import OpTable
-from profiler.reduce import drop_leading_rounds
-from profiler.verdicts import NEW, UNCHANGED
+from tprof_engine import fmt, store
+from tprof_engine.checks import ROUNDS_LIMIT, number_problem
+from tprof_engine.compare import compare
+from tprof_engine.environment import Fingerprint
+from tprof_engine.errors import BaselineError
+from tprof_engine.records import OpTable
+from tprof_engine.reduce import drop_leading_rounds
+from tprof_engine.verdicts import NEW, UNCHANGED
 
 NODEID = "tests/test_m.py::test_a"
 RERECORD = "re-record it with --tprof-save"

@@ -9,11 +9,11 @@ import torch
 from torch import nn
 from torch.profiler import ProfilerActivity, profile, record_function
 
-from profiler.capture import capture, events_from_kineto
-from profiler.compare import compare
-from profiler.memory import innermost, judge_memory
-from profiler.records import MemoryTable, OpTable
-from profiler.reduce import reduce_events
+from tprof_engine.capture import capture, events_from_kineto
+from tprof_engine.compare import compare
+from tprof_engine.memory import innermost, judge_memory
+from tprof_engine.records import MemoryTable, OpTable
+from tprof_engine.reduce import reduce_events
 
 
 def linear_step(width: int) -> tuple[nn.Module, torch.Tensor]:

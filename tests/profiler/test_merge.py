@@ -10,11 +10,11 @@ from typing import Any
 import numpy as np
 import pytest
 
-from profiler import cli, merge, store
-from profiler.environment import Fingerprint
-from profiler.errors import BaselineError, ConfigError
-from profiler.records import OpTable
-from profiler.work import WorkRow, WorkTable
+from tprof_engine import cli, merge, store
+from tprof_engine.environment import Fingerprint
+from tprof_engine.errors import BaselineError, ConfigError
+from tprof_engine.records import OpTable
+from tprof_engine.work import WorkRow, WorkTable
 
 NODEID = "tests/test_m.py::test_a"
 ENV = "linux-x86_64-cpu-torch2.13.0-py3.11"

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from profiler.records import (
+from tprof_engine.records import (
     KIND_ANNOTATION,
     KIND_DEVICE,
     KIND_IGNORED,
@@ -14,7 +14,7 @@ from profiler.records import (
     EventArrays,
     OpTable,
 )
-from profiler.reduce import drop_leading_rounds, reduce_events
+from tprof_engine.reduce import drop_leading_rounds, reduce_events
 
 CPU = 1  # thread ids
 CPU2 = 2

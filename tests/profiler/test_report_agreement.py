@@ -15,14 +15,14 @@ from collections.abc import Mapping
 import numpy as np
 import pytest
 
-from profiler.cli import main
-from profiler.compare import Rule, compare
-from profiler.judge import with_work
-from profiler.records import OpTable
-from profiler.report import failure_text, json_report, summary_line
-from profiler.results import ProfiledTest
-from profiler.rows import OP_COLUMNS, SUMMARY_COLUMNS
-from profiler.work import WorkRow, WorkTable
+from tprof_engine.cli import main
+from tprof_engine.compare import Rule, compare
+from tprof_engine.judge import with_work
+from tprof_engine.records import OpTable
+from tprof_engine.report import failure_text, json_report, summary_line
+from tprof_engine.results import ProfiledTest
+from tprof_engine.rows import OP_COLUMNS, SUMMARY_COLUMNS
+from tprof_engine.work import WorkRow, WorkTable
 
 NODEID = "tests/test_m.py::test_mix"
 BASE_OPS = {

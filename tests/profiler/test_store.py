@@ -15,10 +15,10 @@ from typing import Any
 import numpy as np
 import pytest
 
-from profiler import store
-from profiler.environment import Fingerprint
-from profiler.errors import BaselineError
-from profiler.records import OpTable
+from tprof_engine import store
+from tprof_engine.environment import Fingerprint
+from tprof_engine.errors import BaselineError
+from tprof_engine.records import OpTable
 
 FIX = "restore it from git or re-record it with --tprof-save"
 NODEID = "tests/test_m.py::test_a"

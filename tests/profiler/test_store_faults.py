@@ -17,10 +17,10 @@ from typing import Any
 import numpy as np
 import pytest
 
-from profiler import store
-from profiler.environment import Fingerprint
-from profiler.errors import BaselineError
-from profiler.records import OpTable
+from tprof_engine import store
+from tprof_engine.environment import Fingerprint
+from tprof_engine.errors import BaselineError
+from tprof_engine.records import OpTable
 
 NODEID = "tests/test_m.py::test_a"
 
@@ -30,9 +30,9 @@ CHILD = textwrap.dedent(
     import os, sys, time
     from pathlib import Path
     import numpy as np
-    from profiler import store
-    from profiler.environment import Fingerprint
-    from profiler.records import OpTable
+    from tprof_engine import store
+    from tprof_engine.environment import Fingerprint
+    from tprof_engine.records import OpTable
 
     def baseline(nodeid, ops, rounds, value):
         names = tuple(f"aten::op{i:04d}" for i in range(ops))
@@ -106,7 +106,7 @@ CHILD = textwrap.dedent(
 
 
 def child(*args: str) -> subprocess.Popen[str]:
-    """Run CHILD with the same ``profiler`` package this test imported."""
+    """Run CHILD with the same ``tprof_engine`` package this test imported."""
     package_root = str(Path(store.__file__).resolve().parents[1])
     return subprocess.Popen(
         [sys.executable, "-c", CHILD, *args],
@@ -145,7 +145,7 @@ def temp_files(folder: Path) -> list[Path]:
 
 
 class FaultyOs:
-    """``os`` for profiler.store only, with some calls replaced."""
+    """``os`` for tprof_engine.store only, with some calls replaced."""
 
     def __init__(self, **replaced: Any) -> None:
         self._replaced = replaced

@@ -8,11 +8,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from profiler import cli, judge, store
-from profiler.environment import Fingerprint, host_id
-from profiler.records import OpTable
-from profiler.rule import Rule
-from profiler.verdicts import INCONCLUSIVE, REGRESSED, UNCHANGED
+from tprof_engine import cli, judge, store
+from tprof_engine.environment import Fingerprint, host_id
+from tprof_engine.records import OpTable
+from tprof_engine.rule import Rule
+from tprof_engine.verdicts import INCONCLUSIVE, REGRESSED, UNCHANGED
 
 NODEID = "tests/test_m.py::test_step"
 PROTOCOL = {"rounds": 20, "warmup": 1, "iterations": 1, "activities": ["cpu"], "probe": "p1"}

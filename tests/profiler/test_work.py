@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from profiler.errors import BaselineError, ConfigError
-from profiler.work import (
+from tprof_engine.errors import BaselineError, ConfigError
+from tprof_engine.work import (
     DeviceCopy,
     HostSync,
     WorkRow,

@@ -11,9 +11,9 @@ import pytest
 import torch
 from torch import nn
 
-from profiler.errors import CaptureError, ConfigError
-from profiler.work import HostSync, WorkRow, WorkTable, judge_work
-from profiler.work_capture import take_census
+from tprof_engine.errors import CaptureError, ConfigError
+from tprof_engine.work import HostSync, WorkRow, WorkTable, judge_work
+from tprof_engine.work_capture import take_census
 
 F32 = 4  # bytes per float32 element
 

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from profiler.markdown import markdown_summary
-from profiler.report import failure_text, json_report, summary_line, where_lines
-from profiler.results import ProfiledTest
-from profiler.verdicts import REGRESSED, OpVerdict, TestVerdict
-from profiler.work import WorkRow, WorkTable, judge_work
+from tprof_engine.markdown import markdown_summary
+from tprof_engine.report import failure_text, json_report, summary_line, where_lines
+from tprof_engine.results import ProfiledTest
+from tprof_engine.verdicts import REGRESSED, OpVerdict, TestVerdict
+from tprof_engine.work import WorkRow, WorkTable, judge_work
 
 
 def mm(module: str, flops: int, calls: int, source: str = "") -> WorkRow:

@@ -23,9 +23,9 @@ import pytest
 import torch._inductor.config
 from tprof_testing import line, summary
 
-from profiler import store
-from profiler.environment import cpu_model
-from profiler.errors import BaselineError
+from tprof_engine import store
+from tprof_engine.environment import cpu_model
+from tprof_engine.errors import BaselineError
 
 FIX = "restore it from git or re-record it with --tprof-save"
 SMALL = ("-p", "no:cacheprovider", "--tprof-rounds=4", "--tprof-warmup=1", "--tprof-min-round-us=0")
@@ -475,14 +475,15 @@ def test_calling_tprof_twice_or_inside_a_running_profiler_is_a_clear_error(suite
     result.assert_outcomes(failed=2)
     result.stdout.fnmatch_lines(
         [
-            "E * profiler.errors.CaptureError: tprof was called twice in one test; "
+            "E * tprof_engine.errors.CaptureError: tprof was called twice in one test; "
             "profile one callable per test",
         ]
     )
     result.stdout.fnmatch_lines(
         [
-            "E * profiler.errors.CaptureError: a torch profiler is already running; tprof opens "
-            "its own profiler session, so call tprof outside any torch.profiler.profile() block",
+            "E * tprof_engine.errors.CaptureError: a torch profiler is already running; "
+            "tprof opens its own profiler session, so call tprof outside any "
+            "torch.profiler.profile() block",
         ]
     )
     assert list(suite.base.rglob("*.json")) == []
@@ -526,7 +527,7 @@ def test_ctrl_c_inside_a_profiled_body_leaves_no_temporary_files(suite: Suite) -
 
 
 class FaultyOs:
-    """``os`` for profiler.store only, with some calls replaced."""
+    """``os`` for tprof_engine.store only, with some calls replaced."""
 
     def __init__(self, **replaced: Any) -> None:
         self._replaced = replaced

@@ -7,10 +7,10 @@ import re
 
 import pytest
 
-from profiler import store
-from profiler.capture import torch_facts
-from profiler.environment import Fingerprint
 from pytest_tprof.options import _OPTIONS
+from tprof_engine import store
+from tprof_engine.capture import torch_facts
+from tprof_engine.environment import Fingerprint
 
 # Tiny bodies, no timing claims here: few rounds, no calibration of iterations.
 SMALL = ("--tprof-rounds=4", "--tprof-warmup=1", "--tprof-min-round-us=0")

@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from profiler import store
-from profiler.capture import torch_facts
-from profiler.environment import Fingerprint
+from tprof_engine import store
+from tprof_engine.capture import torch_facts
+from tprof_engine.environment import Fingerprint
 
 # The machine is shared (load averages of 6 on 2 cores were seen), so the planted slowdown is
 # 8x the matmul work, rounds last >= 2 ms (an op preempted for a time slice can't pass for the

@@ -21,7 +21,7 @@ import pytest
 import torch._inductor.config  # noqa: F401
 from tprof_testing import deadline, line, summary
 
-from profiler import store
+from tprof_engine import store
 
 SMALL = ("-p", "no:cacheprovider", "--tprof-rounds=4", "--tprof-warmup=1", "--tprof-min-round-us=0")
 ONE = "test_one.py::test_one"

@@ -16,7 +16,7 @@ import pytest
 # See tests/pytest_tprof/test_bad_input.py: torch.profiler imports it once per process.
 import torch._inductor.config  # noqa: F401
 
-from profiler import store
+from tprof_engine import store
 
 SMALL = ("-p", "no:cacheprovider", "--tprof-rounds=4", "--tprof-warmup=1", "--tprof-min-round-us=0")
 RERECORD = "re-record it with --tprof-save"
@@ -185,12 +185,12 @@ def test_returns_a_callable(tprof):
     tprof(lambda: torch.relu)
 """
 NO_OPS_ERRORS = [
-    "profiler.errors.CaptureError: the profiled body ran no torch ops (it returned a "
+    "tprof_engine.errors.CaptureError: the profiled body ran no torch ops (it returned a "
     "generator, which runs nothing until it is iterated: iterate it inside the body, e.g. "
     "list(gen()))",
-    "profiler.errors.CaptureError: the profiled body ran no torch ops; profile a function "
+    "tprof_engine.errors.CaptureError: the profiled body ran no torch ops; profile a function "
     "that runs torch code",
-    "profiler.errors.CaptureError: the profiled body ran no torch ops (it returned a "
+    "tprof_engine.errors.CaptureError: the profiled body ran no torch ops (it returned a "
     "callable: call it inside the body instead of returning it)",
 ]
 
@@ -235,13 +235,13 @@ def test_a_result_not_a_function(tprof):
     tprof(torch.relu(x))
 """
 PEDANTIC_ERRORS = [
-    "profiler.errors.ConfigError: tprof.pedantic 'rounds' must be an integer (got '3')",
-    "profiler.errors.ConfigError: tprof.pedantic 'rounds' must be <= 10000 "
+    "tprof_engine.errors.ConfigError: tprof.pedantic 'rounds' must be an integer (got '3')",
+    "tprof_engine.errors.ConfigError: tprof.pedantic 'rounds' must be <= 10000 "
     "(got 100000000000000000000)",
-    "profiler.errors.ConfigError: tprof.pedantic 'warmup' must be >= 0 (got -1)",
-    "profiler.errors.ConfigError: tprof.pedantic 'setup' must be callable or None (got an int)",
-    "profiler.errors.ConfigError: tprof.pedantic 'args' must be a tuple (got a Tensor)",
-    "profiler.errors.ConfigError: tprof's first argument must be the function to profile "
+    "tprof_engine.errors.ConfigError: tprof.pedantic 'warmup' must be >= 0 (got -1)",
+    "tprof_engine.errors.ConfigError: tprof.pedantic 'setup' must be callable or None (got an int)",
+    "tprof_engine.errors.ConfigError: tprof.pedantic 'args' must be a tuple (got a Tensor)",
+    "tprof_engine.errors.ConfigError: tprof's first argument must be the function to profile "
     "(got a Tensor); pass the function and its arguments: tprof(fn, *args)",
 ]
 

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from profiler import capture
+from tprof_engine import capture
 
 SMALL = ["--tprof-rounds=2", "--tprof-warmup=0", "--tprof-min-round-us=0", "-p", "no:cacheprovider"]
 

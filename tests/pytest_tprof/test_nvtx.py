@@ -7,7 +7,7 @@ import json
 import pytest
 import torch
 
-from profiler import capture
+from tprof_engine import capture
 
 NO_NVTX = (
     "tprof: --tprof-nvtx: this torch has no NVTX (a build without CUDA); "
@@ -71,7 +71,7 @@ def test_the_cpu_build_has_no_nvtx_and_a_run_says_so_once(pytester: pytest.Pytes
 
 
 def test_counters_are_one_header_line_either_way(pytester: pytest.Pytester) -> None:
-    from profiler.counters import unavailable_reason
+    from tprof_engine.counters import unavailable_reason
 
     pytester.makepyfile(
         """

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from profiler import store
+from tprof_engine import store
 
 # Timing hardly gates these tests (floor 900 %): what fails them is the work the ops do.
 FAST = (

@@ -7,9 +7,9 @@ import re
 
 import pytest
 
-from profiler import store
-from profiler.capture import torch_facts
-from profiler.environment import Fingerprint
+from tprof_engine import store
+from tprof_engine.capture import torch_facts
+from tprof_engine.environment import Fingerprint
 
 pytest.importorskip("xdist")
 
