@@ -10,7 +10,7 @@ same, side by side in one run:
 1. ``readings``: ``before()`` + ``after()`` alone, in a tight loop (µs per round);
 2. ``round``: a ~1 ms body (the calibrated minimum round) timed with and without the readings
    around it, alternating, and their ratio;
-3. ``capture``: ``capture.capture()`` of an MLP step, 20 rounds + 3 warm-up, against the same
+3. ``capture``: ``session.capture()`` of an MLP step, 20 rounds + 3 warm-up, against the same
    rounds with the meter's readings replaced by no-ops, alternating; the ratio of medians.
 
     python benchmarks/busy_cost.py [--repeat 15]
@@ -27,7 +27,8 @@ from unittest import mock
 
 import torch
 
-from tprof_engine import busy, capture
+from tprof_engine.capture import facts, session
+from tprof_engine.capture import load as busy
 
 
 def per_reading_us(n: int = 20_000) -> float:
@@ -91,10 +92,10 @@ def capture_s(silent: bool) -> float:
         torch.nn.Linear(256, 512), torch.nn.ReLU(), torch.nn.Linear(512, 64)
     )
     x = torch.randn(32, 256)
-    patch = mock.patch.object(capture, "LoadMeter", _Silent) if silent else mock.MagicMock()
-    with patch, capture.intra_op_threads(1):
+    patch = mock.patch.object(session, "LoadMeter", _Silent) if silent else mock.MagicMock()
+    with patch, facts.intra_op_threads(1):
         t0 = time.perf_counter()
-        capture.capture(lambda: model(x), rounds=20, warmup=3, iterations=4)
+        session.capture(lambda: model(x), rounds=20, warmup=3, iterations=4)
         return time.perf_counter() - t0
 
 

@@ -36,8 +36,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from tprof_engine.capture import capture, intra_op_threads
-from tprof_engine.work_capture import take_census
+from tprof_engine.capture.census import take_census
+from tprof_engine.capture.facts import intra_op_threads
+from tprof_engine.capture.session import capture
 
 TARGET_RATIO = 0.10
 ROUNDS = 20

@@ -574,9 +574,9 @@ def overhead(folder: Path, iterations: dict[str, int], repeat: int) -> list[Cost
     import torch
     from torch import nn
 
-    from tprof_engine import capture as cap
-    from tprof_engine import judge
-    from tprof_engine import reduce as red
+    from tprof_engine.capture import facts, kineto, session
+    from tprof_engine.decide import judge
+    from tprof_engine.reduce import ops as red
 
     print(f"\noverhead: reduce_events and its compile handling, median of {repeat}", flush=True)
     torch.set_num_threads(1)  # as the plugin profiles (--tprof-threads 1)
@@ -612,11 +612,11 @@ def overhead(folder: Path, iterations: dict[str, int], repeat: int) -> list[Cost
         return body
 
     def profile(body: Callable[[], Any], iters: int) -> Any:
-        prof, wall_us, _ = cap._profile_rounds(
+        prof, wall_us, _ = session._profile_rounds(
             body, (), {}, rounds=WARMUP + ROUNDS, setup=None, iterations=iters, cuda=False,
-            drift_probe=cap._Probe(False), record_shapes=False, metadata={},
+            drift_probe=session.Probe(False), record_shapes=False, metadata={},
         )  # fmt: skip
-        return cap.events_from_kineto(prof), wall_us
+        return kineto.events_from_kineto(prof), wall_us
 
     costs = []
     bodies = (("mlp", "test_compiled_mlp", mlp_body), ("encoder", "test_compiled_encoder_train",
@@ -639,8 +639,8 @@ def overhead(folder: Path, iterations: dict[str, int], repeat: int) -> list[Cost
             def judged(t: Any) -> None:
                 judge.compiled_graphs(t)
                 judge.compiled_graphs(t)
-                cap.compile_log()
-                cap.compile_log()
+                facts.compile_log()
+                facts.compile_log()
 
             us = medians_us(
                 {

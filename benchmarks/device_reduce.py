@@ -18,8 +18,8 @@ import statistics
 import time
 from pathlib import Path
 
-from tprof_engine.reduce import reduce_events
-from tprof_engine.traces import read_trace
+from tprof_engine.reduce.ops import reduce_events
+from tprof_engine.store.traces import read_trace
 
 TRACES = Path(__file__).resolve().parents[2] / "shared" / "data" / "gpu-traces"
 

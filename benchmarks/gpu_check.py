@@ -248,8 +248,8 @@ def working_tree_env() -> dict[str, str]:
 
 def attribution(traces: list[Path]) -> tuple[float, float]:
     """Device µs linked to a CPU op and all device µs, over the traces."""
-    from tprof_engine.reduce import device_attribution
-    from tprof_engine.traces import read_trace
+    from tprof_engine.reduce.ops import device_attribution
+    from tprof_engine.store.traces import read_trace
 
     linked = total = 0.0
     for path in traces:

@@ -24,8 +24,8 @@ import torch
 from torch import nn
 from torch.profiler import ProfilerActivity, profile, record_function
 
-from tprof_engine.capture import events_from_kineto
-from tprof_engine.reduce import ROUND_PREFIX, reduce_events
+from tprof_engine.capture.kineto import events_from_kineto
+from tprof_engine.reduce.ops import ROUND_PREFIX, reduce_events
 
 
 def mlp_step() -> Callable[[], None]:

@@ -45,7 +45,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tprof_engine.traces import table_from_trace
+from tprof_engine.store.traces import table_from_trace
 
 TARGET_TIME_RATIO = 0.5
 ROUNDS = 20

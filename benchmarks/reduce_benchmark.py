@@ -49,10 +49,10 @@ import torch
 from torch import nn
 from torch.profiler import ProfilerActivity, profile, record_function
 
-from tprof_engine import reduce as reduce_module
-from tprof_engine.capture import events_from_kineto, table_from_function_events
-from tprof_engine.records import OpTable
-from tprof_engine.reduce import ROUND_PREFIX, reduce_events
+from tprof_engine.capture.kineto import events_from_kineto, table_from_function_events
+from tprof_engine.model.records import OpTable
+from tprof_engine.reduce import ops as reduce_module
+from tprof_engine.reduce.ops import ROUND_PREFIX, reduce_events
 
 TARGET_EVENTS = 100_000
 TARGET_RATIO = 20.0

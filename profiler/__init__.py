@@ -1,6 +1,21 @@
-"""pytest-tprof's engine: capture, reduce, compare and store per-op profiles of PyTorch code.
+"""pytest-tprof's engine: capture, reduce, decide, store and render per-op profiles of PyTorch code.
 
-Nothing here imports pytest; only :mod:`tprof_engine.capture` imports torch.
+Installed as ``tprof_engine`` from the repository's ``profiler/`` folder.  The stages, in the
+order a test's data flows through them (docs/design.md §2-3):
+
+- :mod:`.capture`: the body's rounds under ``torch.profiler`` and its work census (the only
+  stage that imports torch);
+- :mod:`.reduce`: raw events → per-op, per-round tables;
+- :mod:`.decide`: the timing rule, the exact gates (work, memory, structure) and the judging
+  path with its confirmation policy;
+- :mod:`.store`: baselines, their schema and window, merges, traces and the file primitives;
+- :mod:`.render`: one row model rendered as terminal text, ``tprof show``, Markdown, HTML, JSON;
+- :mod:`.model`: the records every stage passes on (tables, verdicts, fingerprint, limits,
+  errors).
+
+:mod:`.runner` drives one test through the stages for the pytest plugin; :mod:`.cli` is the
+``tprof`` command over the same library, reading its inputs through :mod:`.sources`.  Nothing
+here imports pytest.
 """
 
 from __future__ import annotations

@@ -12,23 +12,18 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from tprof_engine import judge, store
-from tprof_engine.busy import busy_of
-from tprof_engine.counters import (
-    CounterUnavailable,
-    InstructionCounter,
-    counting_calls,
-    instructions_note,
-    per_round,
-)
-from tprof_engine.environment import Fingerprint, differences, line_tracer
-from tprof_engine.errors import BaselineError, TprofError
-from tprof_engine.files import atomic_path
-from tprof_engine.records import OpTable, concat_rounds
-from tprof_engine.results import ProfiledTest
-from tprof_engine.rule import Rule
-from tprof_engine.verdicts import ERROR, INCOMPARABLE, NO_BASELINE, SAVED, TestVerdict
-from tprof_engine.work import WorkTable
+from tprof_engine.capture import counters  # ctypes only; the rest of capture loads torch
+from tprof_engine.decide import judge
+from tprof_engine.decide.busy import busy_of
+from tprof_engine.decide.rule import Rule
+from tprof_engine.model.environment import Fingerprint, differences, line_tracer
+from tprof_engine.model.errors import BaselineError, TprofError
+from tprof_engine.model.records import OpTable, concat_rounds
+from tprof_engine.model.results import ProfiledTest
+from tprof_engine.model.verdicts import ERROR, INCOMPARABLE, NO_BASELINE, SAVED, TestVerdict
+from tprof_engine.model.work import WorkTable
+from tprof_engine.store import baselines, paths, schema
+from tprof_engine.store.files import atomic_path
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -41,7 +36,7 @@ class RunConfig:
     trace_dir: Path | None = Path(".tprof/traces")
     save: bool = False
     reset: bool = False  # a save starts each test's window afresh from this run
-    window: int = store.DEFAULT_WINDOW
+    window: int = baselines.DEFAULT_WINDOW
     rule: Rule = field(default_factory=Rule)
     confirm: bool = True
     min_round_us: float = 1000.0
@@ -74,7 +69,7 @@ class Body:
 class _Found:
     """What is on disk for a test: its baseline, or the error that stands for it."""
 
-    baseline: store.Baseline | None
+    baseline: schema.Baseline | None
     error: str | None
 
 
@@ -82,16 +77,22 @@ class Runner:
     """Holds the environment fingerprint and profiles tests against their baselines."""
 
     def __init__(self, config: RunConfig, *, extra_soft: Mapping[str, Any] | None = None) -> None:
-        from tprof_engine import capture
+        # torch, only once a test is profiled
+        from tprof_engine.capture import borrowed, census, facts, session
 
         self.config = config
-        self._capture = capture
-        self.facts = capture.torch_facts()
+        self._borrowed, self._census_of, self._facts, self._session = (
+            borrowed,
+            census,
+            facts,
+            session,
+        )
+        self.facts = facts.torch_facts()
         if config.threads > 0:
             self.facts["threads"] = config.threads
         self.fingerprint = Fingerprint.collect(self.facts, extra_soft)
-        self.reduction = capture.REDUCTION_PATH
-        self.nvtx = config.nvtx and capture.nvtx_available()
+        self.reduction = facts.REDUCTION_PATH
+        self.nvtx = config.nvtx and facts.nvtx_available()
         # What the run was asked for and this machine can't give: said once, never a failure.
         self.environment_notes: tuple[str, ...] = ()
         if config.nvtx and not self.nvtx:
@@ -111,7 +112,7 @@ class Runner:
         return Path(self.config.baseline_dir) / self.env_key
 
     def baseline_path(self, nodeid: str) -> Path:
-        return store.baseline_path(self.config.baseline_dir, self.env_key, nodeid)
+        return paths.baseline_path(self.config.baseline_dir, self.env_key, nodeid)
 
     def baseline_trace_path(self, nodeid: str) -> Path:
         return self.baseline_path(nodeid).with_suffix(".pt.trace.json.gz")
@@ -119,7 +120,7 @@ class Runner:
     def trace_path(self, nodeid: str) -> Path | None:
         if self.config.trace_dir is None:
             return None
-        return Path(self.config.trace_dir) / f"{store.slug(nodeid)}.pt.trace.json.gz"
+        return Path(self.config.trace_dir) / f"{paths.slug(nodeid)}.pt.trace.json.gz"
 
     def protocol(self, *, rounds: int, warmup: int, iterations: int) -> dict[str, Any]:
         # profile_memory is written only when on: baselines without it were taken without it.
@@ -131,16 +132,18 @@ class Runner:
             "iterations": iterations,
             "activities": ["cpu", "cuda"] if self.facts["cuda_available"] else ["cpu"],
             "record_shapes": self.config.record_shapes,
-            "probe": self._capture.PROBE_VERSION if self.config.probe else None,
+            "probe": self._session.PROBE_VERSION if self.config.probe else None,
         }
 
-    def load(self, nodeid: str) -> tuple[store.Baseline | None, str | None]:
+    def load(self, nodeid: str) -> tuple[schema.Baseline | None, str | None]:
         """The test's baseline (its newest window of sessions), or the error that stands for it."""
         path = self.baseline_path(nodeid)
         if not path.exists():
-            return None, store.folder_error(path)
+            return None, paths.folder_error(path)
         try:
-            return store.load_baseline(path, expected_nodeid=nodeid, keep=self.config.window), None
+            return baselines.load_baseline(
+                path, expected_nodeid=nodeid, keep=self.config.window
+            ), None
         except BaselineError as exc:
             return None, str(exc)
 
@@ -154,20 +157,20 @@ class Runner:
         rule: Rule | None = None,
     ) -> tuple[Any, ProfiledTest]:
         """Capture the body for the rounds, judge it, confirm a timing regression."""
-        before = self._capture.compile_log()
-        with self._capture.intra_op_threads(self.config.threads):
+        before = self._facts.compile_log()
+        with self._facts.intra_op_threads(self.config.threads):
             value, test = self._profile(nodeid, body, rounds=rounds, warmup=warmup, rule=rule)
-        seen = judge.compile_notes(before, self._capture.compile_log())
+        seen = judge.compile_notes(before, self._facts.compile_log())
         return value, replace(test, verdict=test.verdict.with_notes(*seen)) if seen else test
 
-    def _iterations(self, body: Body, baseline: store.Baseline | None) -> int:
+    def _iterations(self, body: Body, baseline: schema.Baseline | None) -> int:
         """Calls of the body per round: the baseline's, else calibrated to the minimum round."""
         if baseline is not None and (stored := judge.iterations_of(baseline.protocol)):
             return stored
         if body.setup is not None:
             return 1
         return int(
-            self._capture.calibrate_iterations(
+            self._session.calibrate_iterations(
                 lambda: body.fn(*body.args, **dict(body.kwargs)),
                 min_round_us=self.config.min_round_us,
                 cuda=bool(self.facts["cuda_available"]),
@@ -192,10 +195,14 @@ class Runner:
         tracer = line_tracer()  # per test: pytest-cov's no_cover marker pauses coverage
 
         counts: list[int] = []  # instructions per call of the body, with --tprof-counters
-        fn = body.fn if self.counter is None else counting_calls(body.fn, self.counter, counts)
+        fn = (
+            body.fn
+            if self.counter is None
+            else counters.counting_calls(body.fn, self.counter, counts)
+        )
 
         def run() -> Any:
-            return self._capture.capture(
+            return self._session.capture(
                 fn, body.args, body.kwargs, rounds=rounds, warmup=warmup, setup=body.setup,
                 iterations=iterations, trace_path=self.trace_path(nodeid),
                 record_shapes=cfg.record_shapes, probe=cfg.probe,
@@ -259,19 +266,19 @@ class Runner:
         return replace(result, table=concat_rounds(tables))
 
     def borrowed_rounds(self, *, rounds: int | None, warmup: int | None) -> Any:
-        """A profiler session for another harness's rounds (a ``capture.BorrowedRounds``):
+        """A profiler session for another harness's rounds (a ``borrowed.BorrowedRounds``):
         it profiles up to ``warmup + rounds`` of the rounds that harness keeps."""
         cfg = self.config
         budget = (cfg.rounds if rounds is None else rounds) + (
             cfg.warmup if warmup is None else warmup
         )
-        return self._capture.BorrowedRounds(
+        return self._borrowed.BorrowedRounds(
             budget=budget, probe=cfg.probe, record_shapes=cfg.record_shapes
         )
 
     def threads(self) -> Any:
         """The intra-op threads tprof profiles with, as a context manager."""
-        return self._capture.intra_op_threads(self.config.threads)
+        return self._facts.intra_op_threads(self.config.threads)
 
     def judge_borrowed(
         self, nodeid: str, borrowed: Any, *, warmup: int | None, rule: Rule | None = None
@@ -327,7 +334,7 @@ class Runner:
 
     def side_by_side(self, test: ProfiledTest) -> ProfiledTest:
         """With the baseline's trace kept, write both runs into one trace, regressed ops marked."""
-        from tprof_engine.traces import side_by_side
+        from tprof_engine.store.traces import side_by_side
 
         base_trace = self.baseline_trace_path(test.nodeid)
         if test.trace is None or not base_trace.is_file():
@@ -350,10 +357,8 @@ class Runner:
         none, and why, when it couldn't be taken (timing still gates)."""
         if not self.config.census:
             return None, ()
-        from tprof_engine.work_capture import take_census
-
         try:
-            work = take_census(
+            work = self._census_of.take_census(
                 body.fn, body.args, body.kwargs, setup=body.setup, stack=self.config.stack
             )
             return work, ()
@@ -377,9 +382,9 @@ class Runner:
 
     def _without_baseline(self, nodeid: str) -> TestVerdict:
         """No baseline here: one for another environment is incomparable, else none at all."""
-        for other in store.other_environments(self.config.baseline_dir, self.env_key, nodeid):
+        for other in paths.other_environments(self.config.baseline_dir, self.env_key, nodeid):
             try:
-                found = store.load_baseline(other, expected_nodeid=nodeid)
+                found = baselines.load_baseline(other, expected_nodeid=nodeid)
             except BaselineError:
                 continue
             diffs = differences(found.fingerprint, self.fingerprint)
@@ -405,18 +410,18 @@ class Runner:
                 "record baselines without coverage (drop --cov or add --no-cov; "
                 "not under `coverage run`)"
             )
-        session = store.Session(
+        session = schema.Session(
             table=test.table,
-            recorded_at=store.now_iso(),
+            recorded_at=baselines.now_iso(),
             warmup_used=test.warmup_used,
             soft=dict(self.fingerprint.soft),
             work=test.work,
         )
         protocol = {k: v for k, v in test.protocol.items() if k != "warmup_used"}
-        with store.locked(path):  # read under the lock: a concurrent save's session is kept
+        with paths.locked(path):  # read under the lock: a concurrent save's session is kept
             existing, error = self.load(test.nodeid)
             unlike = None if existing is None else self._unlike_window(existing, test, protocol)
-            updated, what = store.with_session(
+            updated, what = baselines.with_session(
                 None if self.config.reset else existing,
                 nodeid=test.nodeid,
                 fingerprint=self.fingerprint,
@@ -432,7 +437,7 @@ class Runner:
                 )
             elif unlike and what.startswith("appended"):
                 what = f"{what}; {unlike}; if that change is intended: tprof accept '{test.nodeid}'"
-            store.save_baseline(path, updated)
+            baselines.save_baseline(path, updated)
         if self.config.save_trace and test.trace and Path(test.trace).is_file():
             _copy_atomic(Path(test.trace), self.baseline_trace_path(test.nodeid))
             what += " (with its trace)"
@@ -444,7 +449,7 @@ class Runner:
         return test
 
     def _unlike_window(
-        self, existing: store.Baseline, test: ProfiledTest, protocol: Mapping[str, Any]
+        self, existing: schema.Baseline, test: ProfiledTest, protocol: Mapping[str, Any]
     ) -> str | None:
         """How the session about to be saved differs in timing from the window it joins."""
         if test.table is None:
@@ -470,19 +475,23 @@ def _instructions(counts: list[int], *, rounds: int, iterations: int) -> tuple[s
     """The note on the measured rounds' instruction counts; none when nothing was counted."""
     if not counts:
         return ()
-    return (instructions_note(per_round(counts, rounds=rounds, iterations=iterations)),)
+    return (
+        counters.instructions_note(
+            counters.per_round(counts, rounds=rounds, iterations=iterations)
+        ),
+    )
 
 
-def _instruction_counter(wanted: bool) -> tuple[InstructionCounter | None, str]:
+def _instruction_counter(wanted: bool) -> tuple[counters.InstructionCounter | None, str]:
     """This thread's instruction counter when asked for, and the header's note on it."""
     if not wanted:
         return None, ""
     try:
-        return InstructionCounter(), (
+        return counters.InstructionCounter(), (
             "--tprof-counters: CPU instructions of each measured round are in each test's "
             "notes (not gated)"
         )
-    except CounterUnavailable as exc:
+    except counters.CounterUnavailable as exc:
         return None, f"--tprof-counters: no hardware counter ({exc}); running without counters"
 
 

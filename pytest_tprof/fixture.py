@@ -7,9 +7,9 @@ from typing import Any, Protocol
 
 import pytest
 
-from tprof_engine.checks import ROUNDS_LIMIT, WARMUP_LIMIT, number_problem
-from tprof_engine.errors import CaptureError, ConfigError, TprofError
-from tprof_engine.results import ProfiledTest
+from tprof_engine.model.errors import CaptureError, ConfigError, TprofError
+from tprof_engine.model.limits import ROUNDS_LIMIT, WARMUP_LIMIT, number_problem
+from tprof_engine.model.results import ProfiledTest
 from tprof_engine.runner import Body
 
 RESULT_KEY = pytest.StashKey[ProfiledTest]()

@@ -11,11 +11,11 @@ from typing import Any
 
 import pytest
 
-from tprof_engine.checks import ROUNDS_LIMIT, WARMUP_LIMIT, number_problem
-from tprof_engine.errors import ConfigError
-from tprof_engine.rule import Rule
+from tprof_engine.decide.rule import Rule
+from tprof_engine.model.errors import ConfigError
+from tprof_engine.model.limits import ROUNDS_LIMIT, WARMUP_LIMIT, number_problem
 from tprof_engine.runner import RunConfig
-from tprof_engine.store import DEFAULT_WINDOW
+from tprof_engine.store.baselines import DEFAULT_WINDOW
 
 # (option, ini name, type, default, help)
 _OPTIONS: tuple[tuple[str, str, str, Any, str], ...] = (

@@ -27,16 +27,26 @@ from pytest_tprof.options import (
     requested_early,
 )
 from pytest_tprof.xdist import assign_worker_gpu, device_header
-from tprof_engine import busy, judge, rows, store
-from tprof_engine import report as rpt
-from tprof_engine.environment import line_tracer
-from tprof_engine.errors import BaselineError, ConfigError, TprofError
-from tprof_engine.files import file_in_the_way, write_atomic
-from tprof_engine.markdown import markdown_summary
-from tprof_engine.results import ProfiledTest
-from tprof_engine.rule import Rule
+from tprof_engine.capture import load
+from tprof_engine.decide import busy, judge
+from tprof_engine.decide.rule import Rule
+from tprof_engine.model.environment import line_tracer
+from tprof_engine.model.errors import BaselineError, ConfigError, TprofError
+from tprof_engine.model.results import ProfiledTest
+from tprof_engine.model.verdicts import (
+    ERROR,
+    INCONCLUSIVE,
+    NOT_SAVED,
+    REGRESSED,
+    TestVerdict,
+    TestWord,
+)
+from tprof_engine.render import report as rpt
+from tprof_engine.render import rows
+from tprof_engine.render.markdown import markdown_summary
 from tprof_engine.runner import Body, Runner
-from tprof_engine.verdicts import ERROR, INCONCLUSIVE, NOT_SAVED, REGRESSED, TestVerdict, TestWord
+from tprof_engine.store import paths, schema
+from tprof_engine.store.files import file_in_the_way, write_atomic
 
 PLUGIN_KEY = pytest.StashKey["TprofPlugin"]()
 PROPERTY = "tprof_verdict"
@@ -208,7 +218,7 @@ class TprofPlugin:
             f"reduction: {r.reduction}; CUDA: {cuda}",
             f"tprof: baselines {r.env_dir}; traces {run.trace_dir}",
         ]
-        machine = busy.machine_now()
+        machine = load.machine_now()
         if machine:
             lines.append(f"tprof: {machine}")
         coverage = _coverage_line(line_tracer(), pytest_cov=self.settings.pytest_cov, save=run.save)
@@ -391,17 +401,17 @@ class TprofPlugin:
         env_dir = self.runner.env_dir
         if not env_dir.is_dir():
             return
-        known_slugs = {store.slug(n) for n in self.known}
+        known_slugs = {paths.slug(n) for n in self.known}
         root = self.settings.rootdir
         # Tests named by node id, or --lf (which drops a file's passing tests while collecting
         # it), leave collected files collected in part: their other tests still exist.
         partial = bool(self.config.getoption("lf", False)) or any(
             "::" in str(arg) for arg in self.config.args
         )
-        for path in store.iter_baselines(env_dir):
+        for path in paths.iter_baselines(env_dir):
             if path.stem in known_slugs:
                 continue
-            nodeid = store.read_nodeid(path)
+            nodeid = schema.read_nodeid(path)
             if nodeid is None:
                 continue
             test_file = nodeid.split("::", 1)[0]
@@ -473,7 +483,7 @@ _SERIAL_TIMEOUT_S = 600.0  # one test re-run alone after the workers: generous, 
 
 def _write_text(path: Path, text: str, option: str, *, baseline_dir: Path, append: bool) -> None:
     """Write (or append to) a report; never over a baseline, never with a traceback."""
-    store.check_not_baseline(path, baseline_dir)
+    schema.check_not_baseline(path, baseline_dir)
     blocking = file_in_the_way(path.parent)
     if blocking is not None:
         raise TprofError(

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from tprof_engine import report as rpt
-from tprof_engine.results import ProfiledTest
-from tprof_engine.verdicts import NOT_SAVED, UNCHANGED, verdict_rank
+from tprof_engine.model.results import ProfiledTest
+from tprof_engine.model.verdicts import NOT_SAVED, UNCHANGED, verdict_rank
+from tprof_engine.render import report as rpt
 
 
 def summary(

@@ -1,5 +1,5 @@
-"""The one-way rule of docs/design.md §2: ``profiler`` works without pytest, and only its
-capture boundary imports torch."""
+"""The folder rules of docs/design.md §2: the engine works without pytest, only its capture stage
+imports torch, and each stage imports only the stages below it."""
 
 from __future__ import annotations
 
@@ -12,33 +12,48 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "profiler"
 NAME = "tprof_engine"  # what the profiler/ folder is installed as (pyproject.toml's package-dir)
-NAMED = (
-    NAME,
-    "tprof_engine.compare",
-    "tprof_engine.store",
-    "tprof_engine.report",
-    "tprof_engine.stats",
-    "tprof_engine.reduce",
-    "tprof_engine.records",
-    "tprof_engine.environment",
-    "tprof_engine.results",
-    "tprof_engine.traces",
-)
 PYTEST_SIDE = ("pytest", "_pytest", "pluggy", "xdist", "pytest_tprof")
 FORBIDDEN = (*PYTEST_SIDE, "torch")
-# The capture boundary: the timed rounds, and the census of the work the ops do.
-CAPTURE = {"tprof_engine.capture", "tprof_engine.work_capture"}
+# Each stage and the stages it may import, besides itself.  Modules at the top of the package
+# (the runner, the CLI and what it reads) may import every stage.
+BELOW = {
+    "model": set(),
+    "reduce": {"model"},
+    "decide": {"model", "reduce"},
+    "store": {"model", "reduce", "decide"},
+    "render": {"model", "decide"},
+    "capture": {"model", "reduce", "store"},
+}
 
 
-def _modules() -> list[str]:
-    """The named modules and every other module of the package, except the capture boundary
-    and ``__main__`` (which would run the CLI)."""
-    found = {
-        ".".join((NAME, *p.relative_to(PACKAGE).with_suffix("").parts)).removesuffix(".__init__")
-        for p in PACKAGE.rglob("*.py")
-    }
-    found -= {*CAPTURE, f"{NAME}.__main__"}
-    return [*NAMED, *sorted(found - set(NAMED))]
+def _module_of(path: Path) -> str:
+    parts = path.relative_to(PACKAGE).with_suffix("").parts
+    return ".".join((NAME, *parts)).removesuffix(".__init__")
+
+
+def _sources() -> list[tuple[Path, ast.Module]]:
+    return [
+        (p, ast.parse(p.read_text(encoding="utf-8"), str(p))) for p in sorted(PACKAGE.rglob("*.py"))
+    ]
+
+
+def _stage(path: Path) -> str | None:
+    parts = path.relative_to(PACKAGE).parts
+    return parts[0] if len(parts) > 1 else None
+
+
+def _imports(tree: ast.Module) -> list[tuple[int, str]]:
+    """Every absolute import anywhere in the file, as (line, dotted name)."""
+    out: list[tuple[int, str]] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out.extend((node.lineno, a.name) for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            if node.module == NAME:
+                out.extend((node.lineno, f"{NAME}.{a.name}") for a in node.names)
+            else:
+                out.append((node.lineno, node.module))
+    return out
 
 
 def _import_in_fresh_interpreter(modules: list[str], cwd: Path) -> dict[str, object]:
@@ -58,76 +73,66 @@ def _import_in_fresh_interpreter(modules: list[str], cwd: Path) -> dict[str, obj
     return result
 
 
-def test_importing_the_library_loads_neither_pytest_nor_torch(tmp_path: Path) -> None:
-    result = _import_in_fresh_interpreter(_modules(), tmp_path)
-    assert result["loaded"] == []
+def test_importing_every_module_outside_capture_loads_neither_pytest_nor_torch(
+    tmp_path: Path,
+) -> None:
+    modules = [
+        _module_of(p)
+        for p, _ in _sources()
+        if _stage(p) != "capture" and p.name != "__main__.py"  # __main__ would run the CLI
+    ]
+    assert len(modules) > 30
+    assert _import_in_fresh_interpreter(modules, tmp_path)["loaded"] == []
 
 
 def test_the_engine_imports_as_this_projects_package(tmp_path: Path) -> None:
-    # Run from an unrelated folder so the answer comes from the installed distribution: a
-    # same-named project from PyPI shadowing ours shows up here.
+    # Run from an unrelated folder so the answer comes from the installed distribution.
     result = _import_in_fresh_interpreter([NAME], tmp_path)
     assert Path(str(result["file"])).resolve() == PACKAGE / "__init__.py"
 
 
-def _is_type_checking(test: ast.expr) -> bool:
-    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
-        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
-    )
-
-
-def _imported(node: ast.AST) -> list[str]:
-    if isinstance(node, ast.Import):
-        return [a.name.split(".")[0] for a in node.names]
-    if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-        return [node.module.split(".")[0]]
-    return []
-
-
-def _runtime_module_level_imports(body: list[ast.stmt]) -> list[tuple[int, str]]:
-    """Top-level imports that run on import: inside if/try/with blocks too, not in functions,
-    classes or ``if TYPE_CHECKING:`` blocks."""
-    out: list[tuple[int, str]] = []
-    for stmt in body:
-        out.extend((stmt.lineno, name) for name in _imported(stmt))
-        if isinstance(stmt, ast.If):
-            if not _is_type_checking(stmt.test):
-                out.extend(_runtime_module_level_imports(stmt.body))
-            out.extend(_runtime_module_level_imports(stmt.orelse))
-        elif isinstance(stmt, ast.Try):
-            for block in (stmt.body, stmt.orelse, stmt.finalbody):
-                out.extend(_runtime_module_level_imports(block))
-            for handler in stmt.handlers:
-                out.extend(_runtime_module_level_imports(handler.body))
-        elif isinstance(stmt, ast.With):
-            out.extend(_runtime_module_level_imports(stmt.body))
-    return out
-
-
-def _sources() -> list[tuple[str, ast.Module]]:
-    return [
-        (p.relative_to(ROOT).as_posix(), ast.parse(p.read_text(encoding="utf-8"), str(p)))
-        for p in sorted(PACKAGE.rglob("*.py"))
-    ]
-
-
-def test_no_file_of_the_library_imports_pytest_or_the_plugin_anywhere() -> None:
+def test_no_file_of_the_engine_imports_pytest_or_the_plugin_anywhere() -> None:
     offending = [
-        f"{path}:{node.lineno} imports {name}"
+        f"{path.relative_to(ROOT)}:{line} imports {name}"
         for path, tree in _sources()
-        for node in ast.walk(tree)
-        if isinstance(node, ast.Import | ast.ImportFrom)
-        for name in _imported(node)
-        if name in PYTEST_SIDE
+        for line, name in _imports(tree)
+        if name.split(".")[0] in PYTEST_SIDE
     ]
     assert offending == []
 
 
-def test_only_the_capture_boundary_imports_torch_at_module_level() -> None:
+def test_only_the_capture_stage_imports_torch() -> None:
     importers = {
-        path
+        path.relative_to(PACKAGE).parts[0]
         for path, tree in _sources()
-        for _, name in _runtime_module_level_imports(tree.body)
-        if name == "torch"
+        for _, name in _imports(tree)
+        if name.split(".")[0] == "torch"
     }
-    assert importers == {"profiler/capture.py", "profiler/work_capture.py"}
+    assert importers == {"capture"}
+
+
+def test_each_stage_imports_only_the_stages_below_it() -> None:
+    offending = []
+    for path, tree in _sources():
+        stage = _stage(path)
+        if stage is None:
+            continue
+        assert stage in BELOW, f"{path}: a stage docs/design.md doesn't name"
+        for line, name in _imports(tree):
+            parts = name.split(".")
+            if parts[0] != NAME:
+                continue
+            used = parts[1] if len(parts) > 1 else NAME
+            if used != stage and used not in BELOW[stage] and used != "__version__":
+                offending.append(f"{path.relative_to(ROOT)}:{line} imports {name}")
+    assert offending == []
+
+
+def test_scipy_is_read_only_by_the_statistics_module() -> None:
+    importers = {
+        path.relative_to(PACKAGE).as_posix()
+        for path, tree in _sources()
+        for _, name in _imports(tree)
+        if name.split(".")[0] == "scipy"
+    }
+    assert importers <= {"decide/stats.py"}

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from tprof_engine import store
+from tprof_engine.store import baselines, paths
 
 SCRIPT = Path(__file__).resolve().parents[1] / "docs" / "ci" / "tprof-ci.sh"
 # Timing hardly gates (floor 900 %): the work census is what fails the planted change.
@@ -82,8 +82,8 @@ class Flow:
     def sessions(self, run_id: str) -> dict[str, list[str]]:
         """Node id → when each stored session of the main artifact ``run_id`` was recorded."""
         out = {}
-        for path in store.iter_baselines(self.store / "main" / run_id / "baselines"):
-            base = store.load_baseline(path)
+        for path in paths.iter_baselines(self.store / "main" / run_id / "baselines"):
+            base = baselines.load_baseline(path)
             out[base.nodeid] = [s.recorded_at for s in base.sessions]
         return out
 

@@ -6,6 +6,7 @@ plugin loaded, from this checkout's (editable) install and from a wheel in a fre
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
 import subprocess
@@ -102,11 +103,7 @@ def build_wheel(tmp_path: Path) -> Path:
 
 
 def _has_setuptools() -> bool:
-    try:
-        import setuptools  # noqa: F401
-    except ImportError:
-        return False
-    return True
+    return importlib.util.find_spec("setuptools") is not None
 
 
 def fresh_venv(where: Path) -> str:
@@ -133,8 +130,13 @@ def fresh_venv(where: Path) -> str:
 @pytest.mark.slow
 def test_the_wheel_installs_the_engine_under_its_own_name_in_a_fresh_venv(tmp_path: Path) -> None:
     wheel = build_wheel(tmp_path)
-    tops = {n.split("/")[0] for n in zipfile.ZipFile(wheel).namelist()}
+    names = zipfile.ZipFile(wheel).namelist()
+    tops = {n.split("/")[0] for n in names}
     assert {t for t in tops if not t.endswith(".dist-info")} == {"tprof_engine", "pytest_tprof"}
+    engine = {
+        p.relative_to(ROOT / "profiler").as_posix() for p in (ROOT / "profiler").rglob("*.py")
+    }
+    assert {n.removeprefix("tprof_engine/") for n in names if n.endswith(".py")} >= engine
     python = fresh_venv(tmp_path / "venv")
     subprocess.run(
         [python, "-m", "pip", "install", "-q", "--no-deps", "--no-index", str(wheel)],

@@ -10,7 +10,7 @@ from types import FrameType
 import numpy as np
 import pytest
 
-from tprof_engine.records import (
+from tprof_engine.model.records import (
     KIND_ANNOTATION,
     KIND_DEVICE,
     KIND_OP,

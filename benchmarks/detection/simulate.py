@@ -26,11 +26,13 @@ from pathlib import Path
 import numpy as np
 from scipy import stats as _st
 
-from tprof_engine import compare as _compare_module
-from tprof_engine import rule as _rule_module
-from tprof_engine.compare import Rule, compare
-from tprof_engine.records import FloatArray, OpTable
-from tprof_engine.verdicts import REGRESSED
+from tprof_engine.decide import families as _compare_module
+from tprof_engine.decide import rule as _rule_module
+from tprof_engine.decide.rule import Rule
+from tprof_engine.decide.timing import compare
+from tprof_engine.model.arrays import FloatArray
+from tprof_engine.model.records import OpTable
+from tprof_engine.model.verdicts import REGRESSED
 
 SEED = 20240611
 SLOWDOWNS = (0.05, 0.10, 0.15, 0.25)

@@ -76,7 +76,7 @@ upload_main() {
 failed_traces() {
     "$python" - "$1" <<'EOF'
 import json, sys
-from profiler.verdicts import FAILING
+from tprof_engine.model.verdicts import FAILING
 with open(sys.argv[1], encoding="utf-8") as f:
     report = json.load(f)
 for test in report["tests"]:

@@ -18,9 +18,9 @@ import torch
 from torch import nn
 from torch.profiler import ProfilerActivity, profile, record_function
 
-from tprof_engine.capture import events_from_kineto, table_from_function_events
-from tprof_engine.records import OpTable
-from tprof_engine.reduce import ROUND_PREFIX, reduce_events
+from tprof_engine.capture.kineto import events_from_kineto, table_from_function_events
+from tprof_engine.model.records import OpTable
+from tprof_engine.reduce.ops import ROUND_PREFIX, reduce_events
 
 ROUNDS = 6
 WARMUP = 2

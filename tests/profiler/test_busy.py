@@ -17,12 +17,14 @@ import numpy as np
 import pytest
 from tprof_testing import ROUNDS, table
 
-from tprof_engine import busy, store
-from tprof_engine.errors import BaselineError
-from tprof_engine.judge import Recorded, judge, quiet_rounds
-from tprof_engine.records import OpTable, RoundLoad, concat_rounds
-from tprof_engine.rule import Rule
-from tprof_engine.verdicts import CHANGED, INCONCLUSIVE, REGRESSED, UNCHANGED
+from tprof_engine.capture import load
+from tprof_engine.decide import busy
+from tprof_engine.decide.judge import Recorded, judge, quiet_rounds
+from tprof_engine.decide.rule import Rule
+from tprof_engine.model.errors import BaselineError
+from tprof_engine.model.records import OpTable, RoundLoad, concat_rounds
+from tprof_engine.model.verdicts import CHANGED, INCONCLUSIVE, REGRESSED, UNCHANGED
+from tprof_engine.store import baselines, schema
 
 OPS = {"aten::addmm": (800.0, 6), "aten::relu": (120.0, 3), "aten::copy_": (60.0, 4)}
 linux_only = pytest.mark.skipif(
@@ -142,21 +144,21 @@ def test_the_readings_travel_with_the_table_and_a_bad_one_is_named() -> None:
 def test_a_baseline_with_a_malformed_load_is_an_error_naming_it(tmp_path: object) -> None:
     from pathlib import Path
 
-    from tprof_engine.environment import Fingerprint
+    from tprof_engine.model.environment import Fingerprint
 
     path = Path(str(tmp_path)) / "b.json"
     t = loaded(table(OPS, seed=1), [])
-    session = store.Session(table=t, recorded_at="2026-11-25T00:00:00Z", warmup_used=3)
+    session = schema.Session(table=t, recorded_at="2026-11-25T00:00:00Z", warmup_used=3)
     fp = Fingerprint.collect({"torch": "2.13.0", "threads": 1, "cuda_available": False})
-    updated, _ = store.with_session(
+    updated, _ = baselines.with_session(
         None, nodeid="t.py::t", fingerprint=fp, protocol={"rounds": ROUNDS, "iterations": 1},
         session=session, window=5,
     )  # fmt: skip
     data = updated.to_dict()
     data["sessions"][0]["load"]["queued_us"] = [1.0]
-    path.write_text(store.dumps(data))
+    path.write_text(schema.dumps(data))
     with pytest.raises(BaselineError, match=r"'sessions\[0\]\.load': 'queued_us' must hold one"):
-        store.load_baseline(path)
+        baselines.load_baseline(path)
 
 
 def test_captures_join_round_by_round_with_the_union_of_their_ops() -> None:
@@ -190,7 +192,7 @@ def test_time_outside_any_op_is_judged_as_its_own_family() -> None:
 
 
 def measure(body: object, rounds: int = 5) -> RoundLoad:
-    with busy.LoadMeter() as meter:
+    with load.LoadMeter() as meter:
         for _ in range(rounds):
             meter.before()
             body()  # type: ignore[operator]
@@ -259,7 +261,7 @@ def test_each_round_carries_its_readings_into_the_table_and_the_trace(tmp_path: 
 
     import torch
 
-    from tprof_engine import capture
+    from tprof_engine.capture import session as capture
 
     layer, x = torch.nn.Linear(32, 32), torch.randn(4, 32)
     path = Path(str(tmp_path)) / "t.pt.trace.json.gz"
@@ -283,7 +285,7 @@ def test_each_round_carries_its_readings_into_the_table_and_the_trace(tmp_path: 
 
 
 def test_a_confirmation_on_a_busy_machine_confirms_nothing() -> None:
-    from tprof_engine.judge import after_fresh_process, after_remeasurement
+    from tprof_engine.decide.judge import after_fresh_process, after_remeasurement
 
     slower = verdict_of(loaded(table({**OPS, "aten::addmm": (1600.0, 6)}, seed=1), []))
     assert slower.verdict == REGRESSED and slower.timing_regressed
@@ -304,7 +306,7 @@ def test_a_confirmation_on_a_busy_machine_confirms_nothing() -> None:
 def test_the_time_outside_any_op_is_charged_to_the_op_after_it() -> None:
     import torch
 
-    from tprof_engine import capture
+    from tprof_engine.capture import session as capture
 
     a = torch.randn(64, 64)
 
@@ -402,7 +404,7 @@ def test_the_summary_line_gives_the_share_of_disturbed_rounds_and_the_worst_test
 
 
 def test_a_host_familys_ops_travel_in_the_json_form() -> None:
-    from tprof_engine.verdicts import FamilyResult
+    from tprof_engine.model.verdicts import FamilyResult
 
     v = verdict_of(
         with_gap_before_relu(loaded(table(OPS, seed=1), []), 900.0),
@@ -422,7 +424,7 @@ def test_a_trace_of_many_rounds_keeps_its_counter_track(tmp_path: object) -> Non
 
     import torch
 
-    from tprof_engine import capture
+    from tprof_engine.capture import session as capture
 
     x = torch.randn(4, 4)
     path = Path(str(tmp_path)) / "t.pt.trace.json.gz"

@@ -13,10 +13,10 @@ from typing import Any
 import numpy as np
 import pytest
 
-from tprof_engine import store
 from tprof_engine.cli import main
-from tprof_engine.environment import Fingerprint
-from tprof_engine.records import OpTable
+from tprof_engine.model.environment import Fingerprint
+from tprof_engine.model.records import OpTable
+from tprof_engine.store import baselines, paths, schema
 
 HARD = {
     "torch": "2.13.0",
@@ -89,14 +89,14 @@ def write(
     protocol: Mapping[str, Any] = PROTOCOL,
 ) -> Path:
     """A baseline file holding ``tables`` as its sessions, where --tprof-save would put it."""
-    baseline: store.Baseline | None = None
+    baseline: schema.Baseline | None = None
     for t in tables:
-        session = store.Session(table=t, recorded_at="2026-01-01T00:00:00+00:00", warmup_used=3)
-        baseline, _ = store.with_session(
+        session = schema.Session(table=t, recorded_at="2026-01-01T00:00:00+00:00", warmup_used=3)
+        baseline, _ = baselines.with_session(
             baseline, nodeid=nodeid, fingerprint=fp, protocol=protocol, session=session
         )
     assert baseline is not None
-    return store.save_baseline(store.baseline_path(root, fp.key, nodeid), baseline)
+    return baselines.save_baseline(paths.baseline_path(root, fp.key, nodeid), baseline)
 
 
 def slower(factor: float, op: str = "aten::mm") -> dict[str, tuple[int, float]]:
@@ -153,8 +153,8 @@ def test_diff_exits_1_naming_the_test_and_the_op_that_got_twice_as_slow(
 def test_diff_of_two_baseline_files_compares_that_one_test(
     suite: dict[str, Path], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    a = store.baseline_path(suite["A"], FP.key, MLP)
-    c = store.baseline_path(suite["C"], FP.key, MLP)
+    a = paths.baseline_path(suite["A"], FP.key, MLP)
+    c = paths.baseline_path(suite["C"], FP.key, MLP)
     assert main(["diff", str(a), str(c)]) == 1
     out = capsys.readouterr().out
     assert f"REGRESSED    {MLP} | aten::mm CPU +" in out
@@ -183,7 +183,7 @@ def test_diff_lists_tests_found_in_one_folder_only(
     path_b = write(suite["B"], only_b, [table(seed=2)])
     assert main(["diff", str(suite["A"]), str(suite["B"])]) == 0
     lines = capsys.readouterr().out.splitlines()
-    path_a = store.baseline_path(suite["A"], FP.key, only_a)
+    path_a = paths.baseline_path(suite["A"], FP.key, only_a)
     assert f"only in {suite['A']}: {only_a} ({path_a})" in lines
     assert f"only in {suite['B']}: {only_b} ({path_b})" in lines
     assert lines[-1] == (
@@ -277,7 +277,7 @@ def test_a_floor_that_is_not_a_number_is_a_usage_error(
 def test_a_damaged_baseline_exits_2_naming_the_file(
     suite: dict[str, Path], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    damaged = store.baseline_path(suite["B"], FP.key, MLP)
+    damaged = paths.baseline_path(suite["B"], FP.key, MLP)
     damaged.write_text("", encoding="utf-8")
     assert main(["diff", str(suite["A"]), str(suite["B"])]) == 2
     captured = capsys.readouterr()
@@ -290,10 +290,10 @@ def test_a_damaged_baseline_exits_2_naming_the_file(
 def test_a_truncated_baseline_file_exits_2_without_a_traceback(
     suite: dict[str, Path], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    path = store.baseline_path(suite["C"], FP.key, MLP)
+    path = paths.baseline_path(suite["C"], FP.key, MLP)
     text = path.read_text(encoding="utf-8")
     path.write_text(text[: len(text) // 2], encoding="utf-8")
-    assert main(["diff", str(store.baseline_path(suite["A"], FP.key, MLP)), str(path)]) == 2
+    assert main(["diff", str(paths.baseline_path(suite["A"], FP.key, MLP)), str(path)]) == 2
     err = capsys.readouterr().err
     assert err.startswith(f"tprof: error: {path}: truncated JSON at line ")
     assert err.endswith(f"; {FIX}\n")
@@ -314,7 +314,7 @@ def test_a_missing_path_exits_2_naming_it(
 def test_a_folder_and_a_file_are_a_usage_error(
     suite: dict[str, Path], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    file = store.baseline_path(suite["B"], FP.key, MLP)
+    file = paths.baseline_path(suite["B"], FP.key, MLP)
     assert main(["diff", str(suite["A"]), str(file)]) == 2
     assert capsys.readouterr().err == (
         f"tprof: error: {suite['A']} is a folder but {file} is a file; "
@@ -438,7 +438,7 @@ def test_show_of_a_folder_shows_every_baseline_under_it(
 def test_show_of_a_pooled_baseline_says_how_many_sessions(
     suite: dict[str, Path], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert main(["show", str(store.baseline_path(suite["A"], FP.key, MLP))]) == 0
+    assert main(["show", str(paths.baseline_path(suite["A"], FP.key, MLP))]) == 0
     line = capsys.readouterr().out.splitlines()[1]
     assert line.startswith("  baseline, 3 sessions of 20/20/20 rounds, pooled; self CPU ")
 
@@ -446,7 +446,7 @@ def test_show_of_a_pooled_baseline_says_how_many_sessions(
 def test_show_of_a_folder_with_a_damaged_file_shows_the_rest_and_exits_2(
     suite: dict[str, Path], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    damaged = store.baseline_path(suite["A"], FP.key, CONV)
+    damaged = paths.baseline_path(suite["A"], FP.key, CONV)
     damaged.write_text("<<<<<<< HEAD\n", encoding="utf-8")
     assert main(["show", str(suite["A"])]) == 2
     captured = capsys.readouterr()
@@ -587,7 +587,7 @@ def test_python_m_profiler_help_lists_the_subcommands() -> None:
 
 def test_the_command_imports_neither_torch_nor_pytest_nor_matplotlib() -> None:
     code = (
-        "import sys, tprof_engine.cli, tprof_engine.markdown, tprof_engine.html; "
+        "import sys, tprof_engine.cli, tprof_engine.render.markdown, tprof_engine.render.html; "
         "print(sorted({m.split('.')[0] for m in sys.modules} & "
         "{'torch', 'pytest', '_pytest', 'pluggy', 'xdist', 'matplotlib'}))"
     )

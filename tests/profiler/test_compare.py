@@ -10,11 +10,11 @@ import pytest
 from scipy import stats as st
 from tprof_testing import ROUNDS, table
 
-from tprof_engine import stats
-from tprof_engine.compare import Rule, compare
-from tprof_engine.records import OpTable
-from tprof_engine.rows import drift
-from tprof_engine.verdicts import (
+from tprof_engine.decide import stats
+from tprof_engine.decide.rule import Rule
+from tprof_engine.decide.timing import compare
+from tprof_engine.model.records import OpTable
+from tprof_engine.model.verdicts import (
     CHANGED,
     IMPROVED,
     INCONCLUSIVE,
@@ -25,6 +25,7 @@ from tprof_engine.verdicts import (
     REMOVED,
     UNCHANGED,
 )
+from tprof_engine.render.rows import drift
 
 OPS = {
     "aten::addmm": (800.0, 6),

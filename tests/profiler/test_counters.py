@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 from pathlib import Path
 
-from tprof_engine.counters import (
+from tprof_engine.capture.counters import (
     InstructionCounter,
     counting_calls,
     instructions_note,

@@ -16,8 +16,9 @@ from typing import Any
 
 import numpy as np
 
-from tprof_engine.compare import Rule, compare
-from tprof_engine.records import OpTable
+from tprof_engine.decide.rule import Rule
+from tprof_engine.decide.timing import compare
+from tprof_engine.model.records import OpTable
 
 SIMULATE = Path(__file__).parents[2] / "benchmarks" / "detection" / "simulate.py"
 

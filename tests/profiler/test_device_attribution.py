@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from tprof_testing import dev, event_arrays, op, step
 
-from tprof_engine.reduce import device_attribution, reduce_events
+from tprof_engine.reduce.ops import device_attribution, reduce_events
 
 EVENTS = [
     step(0, 0, 10_000),

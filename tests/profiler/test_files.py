@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from tprof_engine import files, store
+from tprof_engine.store import files
+from tprof_engine.store import paths as store
 
 
 class FaultyOs:

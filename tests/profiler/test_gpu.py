@@ -13,22 +13,21 @@ import numpy as np
 import pytest
 from tprof_testing import CPU, STREAM2, Row, dev, event_arrays, op, step, sync
 
-from tprof_engine import html, report, store
-from tprof_engine.compare import IDLE_FAMILY, compare
-from tprof_engine.environment import Fingerprint
-from tprof_engine.errors import BaselineError
-from tprof_engine.gpu import blocks_host, copy_direction, idle_ranking, row_deltas
-from tprof_engine.judge import per_iteration
-from tprof_engine.records import (
-    KIND_ANNOTATION,
-    DeviceTable,
-    EventArrays,
-    OpTable,
-)
-from tprof_engine.reduce import drop_leading_rounds, reduce_events
-from tprof_engine.results import ProfiledTest
-from tprof_engine.traces import table_from_trace
-from tprof_engine.verdicts import TestVerdict
+from tprof_engine.decide.device import idle_ranking, row_deltas
+from tprof_engine.decide.families import IDLE_FAMILY
+from tprof_engine.decide.judge import per_iteration
+from tprof_engine.decide.timing import compare
+from tprof_engine.model.device_tables import DeviceTable
+from tprof_engine.model.environment import Fingerprint
+from tprof_engine.model.errors import BaselineError
+from tprof_engine.model.records import KIND_ANNOTATION, EventArrays, OpTable
+from tprof_engine.model.results import ProfiledTest
+from tprof_engine.model.verdicts import TestVerdict
+from tprof_engine.reduce.device import blocks_host, copy_direction
+from tprof_engine.reduce.ops import drop_leading_rounds, reduce_events
+from tprof_engine.render import html, report
+from tprof_engine.store import schema as store
+from tprof_engine.store.traces import table_from_trace
 
 GPU_TRACES = Path(__file__).parents[3] / "shared" / "data" / "gpu-traces"
 needs_gpu_traces = pytest.mark.skipif(

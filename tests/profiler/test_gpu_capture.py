@@ -11,9 +11,9 @@ from types import SimpleNamespace
 
 import torch
 
-from tprof_engine import capture
-from tprof_engine.records import KIND_ANNOTATION, KIND_DEVICE, KIND_OP, KIND_SYNC
-from tprof_engine.reduce import reduce_events
+from tprof_engine.capture import export, kineto
+from tprof_engine.model.records import KIND_ANNOTATION, KIND_DEVICE, KIND_OP, KIND_SYNC
+from tprof_engine.reduce.ops import reduce_events
 
 CPU = torch.autograd.DeviceType.CPU  # type: ignore[attr-defined]
 CUDA = torch.autograd.DeviceType.CUDA  # type: ignore[attr-defined]
@@ -103,13 +103,13 @@ STEP = [
 
 
 def test_a_device_run_asks_kineto_for_sync_events_and_copy_metadata() -> None:
-    assert capture._device_config(False) is None
-    config = capture._device_config(True)
+    assert export.device_config(False) is None
+    config = export.device_config(True)
     assert isinstance(config, torch._C._profiler._ExperimentalConfig)
 
 
 def test_kineto_copies_carry_bytes_stream_and_launch_and_syncs_are_their_own_kind() -> None:
-    ev = capture.events_from_kineto(session(STEP))  # type: ignore[arg-type]
+    ev = kineto.events_from_kineto(session(STEP))  # type: ignore[arg-type]
     assert ev.kind.tolist() == [KIND_ANNOTATION, KIND_OP, KIND_OP, KIND_DEVICE, KIND_OP, KIND_SYNC]
     assert ev.nbytes is not None and ev.nbytes.tolist() == [0, 0, 0, 4, 0, 0]
     assert ev.launch_ns is not None and ev.launch_ns[[3, 5]].tolist() == [2_000, 3_000]
@@ -117,7 +117,7 @@ def test_kineto_copies_carry_bytes_stream_and_launch_and_syncs_are_their_own_kin
 
 
 def test_a_kineto_device_run_reduces_to_the_op_that_waited() -> None:
-    table = reduce_events(capture.events_from_kineto(session(STEP)))  # type: ignore[arg-type]
+    table = reduce_events(kineto.events_from_kineto(session(STEP)))  # type: ignore[arg-type]
     assert table.device is not None
     rows = {
         (o, k, n): (c.tolist(), b.tolist())

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tprof_engine.environment import (
+from tprof_engine.model.environment import (
     Fingerprint,
     device_for_worker,
     device_used,

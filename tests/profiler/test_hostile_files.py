@@ -17,11 +17,12 @@ import numpy as np
 import pytest
 from tprof_testing import deadline
 
-from tprof_engine import capture, files, store, traces
+from tprof_engine.capture import export, session
 from tprof_engine.cli import main
-from tprof_engine.environment import Fingerprint
-from tprof_engine.errors import BaselineError, ConfigError, TraceError
-from tprof_engine.records import OpTable
+from tprof_engine.model.environment import Fingerprint
+from tprof_engine.model.errors import BaselineError, ConfigError, TraceError
+from tprof_engine.model.records import OpTable
+from tprof_engine.store import baselines, files, paths, schema, traces
 
 FIX = "restore it from git or re-record it with --tprof-save"
 NODEID = "tests/test_m.py::test_a"
@@ -44,13 +45,13 @@ def make_table(rounds: int = 4, value: float = 10.0) -> OpTable:
     )
 
 
-def make_baseline(sessions: int = 1, nodeid: str = NODEID) -> store.Baseline:
-    return store.Baseline(
+def make_baseline(sessions: int = 1, nodeid: str = NODEID) -> schema.Baseline:
+    return schema.Baseline(
         nodeid=nodeid,
         fingerprint=Fingerprint(hard={"torch": "2.13.0"}),
         protocol={"rounds": 4, "iterations": 1},
         sessions=tuple(
-            store.Session(table=make_table(value=10.0 + i), recorded_at=f"s{i}", warmup_used=0)
+            schema.Session(table=make_table(value=10.0 + i), recorded_at=f"s{i}", warmup_used=0)
             for i in range(sessions)
         ),
     )
@@ -69,23 +70,23 @@ def fifo(path: Path) -> Path:
 def test_a_fifo_named_like_a_baseline_is_an_error_not_a_hang(tmp_path: Path) -> None:
     path = fifo(tmp_path / "b.json")
     with deadline(20), pytest.raises(BaselineError) as info:
-        store.load_baseline(path)
+        baselines.load_baseline(path)
     assert str(info.value) == (
         f"{path}: is a FIFO, not a baseline file; move it away or re-record with --tprof-save"
     )
     with deadline(20):
-        assert store.read_nodeid(path) is None
+        assert schema.read_nodeid(path) is None
 
 
 @needs_fifo
 def test_the_stale_listing_and_tprof_show_pass_a_fifo_in_the_baseline_folder(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    good = store.save_baseline(tmp_path / "env" / "good.json", make_baseline())
+    good = baselines.save_baseline(tmp_path / "env" / "good.json", make_baseline())
     bad = fifo(tmp_path / "env" / "stray.json")
-    assert list(store.iter_baselines(tmp_path)) == [good, bad]
+    assert list(paths.iter_baselines(tmp_path)) == [good, bad]
     with deadline(30):
-        assert [store.read_nodeid(p) for p in store.iter_baselines(tmp_path)] == [NODEID, None]
+        assert [schema.read_nodeid(p) for p in paths.iter_baselines(tmp_path)] == [NODEID, None]
         code = main(["show", str(tmp_path)])
     captured = capsys.readouterr()
     assert code == 2
@@ -130,11 +131,11 @@ def test_read_regular_refuses_folders_devices_and_files_over_the_limit(tmp_path:
 def test_a_baseline_over_the_size_limit_is_an_error_naming_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    path = store.save_baseline(tmp_path / "b.json", make_baseline())
-    monkeypatch.setattr(store, "MAX_BASELINE_BYTES", 2**20 - 1)
+    path = baselines.save_baseline(tmp_path / "b.json", make_baseline())
+    monkeypatch.setattr(schema, "MAX_BASELINE_BYTES", 2**20 - 1)
     path.write_bytes(b" " * 2**20)
     with pytest.raises(BaselineError) as info:
-        store.load_baseline(path)
+        baselines.load_baseline(path)
     assert str(info.value) == (
         f"{path}: larger than 0 MiB, so not a baseline this version wrote; {FIX}"
     )
@@ -182,18 +183,18 @@ def test_a_baseline_asking_for_more_iterations_than_calibration_gives_is_an_erro
     path = tmp_path / "b.json"
     path.write_text(json.dumps(data), encoding="utf-8")
     with pytest.raises(BaselineError) as info:
-        store.load_baseline(path)
+        baselines.load_baseline(path)
     assert str(info.value) == (
         f"{path}: 'protocol.iterations' must be an integer from 1 to 1000 (got 1000000); {FIX}"
     )
-    assert store.MAX_ITERATIONS == 1000
+    assert schema.MAX_ITERATIONS == 1000
     data["protocol"]["iterations"] = 1000
     path.write_text(json.dumps(data), encoding="utf-8")
-    assert store.load_baseline(path).protocol["iterations"] == 1000
+    assert baselines.load_baseline(path).protocol["iterations"] == 1000
 
 
 def test_calibration_never_asks_for_more_iterations_than_a_baseline_may_hold() -> None:
-    assert capture.calibrate_iterations(lambda: None, min_round_us=1e9) == store.MAX_ITERATIONS
+    assert session.calibrate_iterations(lambda: None, min_round_us=1e9) == schema.MAX_ITERATIONS
 
 
 def test_a_baseline_of_10000_sessions_is_read_as_its_newest_window(tmp_path: Path) -> None:
@@ -204,12 +205,12 @@ def test_a_baseline_of_10000_sessions_is_read_as_its_newest_window(tmp_path: Pat
     path = tmp_path / "b.json"
     path.write_text(json.dumps(data), encoding="utf-8")
 
-    kept = store.load_baseline(path, keep=5)
+    kept = baselines.load_baseline(path, keep=5)
     assert [s.recorded_at for s in kept.sessions] == [f"s{i}" for i in range(7, 12)]
     # Without a window (tprof show, diff) the reader takes the newest 100: here, the junk too.
-    assert store.MAX_SESSIONS == 100
+    assert schema.MAX_SESSIONS == 100
     with pytest.raises(BaselineError) as info:
-        store.load_baseline(path)
+        baselines.load_baseline(path)
     assert str(info.value) == (
         f"{path}: 'sessions[9900]' must be an object (got a JSON string); {FIX}"
     )
@@ -218,10 +219,10 @@ def test_a_baseline_of_10000_sessions_is_read_as_its_newest_window(tmp_path: Pat
 def test_a_save_after_reading_the_window_keeps_every_session_the_window_keeps(
     tmp_path: Path,
 ) -> None:
-    path = store.save_baseline(tmp_path / "b.json", make_baseline(sessions=8))
-    existing = store.load_baseline(path, keep=10)
-    session = store.Session(table=make_table(value=99.0), recorded_at="new", warmup_used=0)
-    updated, what = store.with_session(
+    path = baselines.save_baseline(tmp_path / "b.json", make_baseline(sessions=8))
+    existing = baselines.load_baseline(path, keep=10)
+    session = schema.Session(table=make_table(value=99.0), recorded_at="new", warmup_used=0)
+    updated, what = baselines.with_session(
         existing,
         nodeid=NODEID,
         fingerprint=existing.fingerprint,
@@ -240,7 +241,7 @@ SAVER = textwrap.dedent(
     """
     import os, sys, time
     from pathlib import Path
-    from tprof_engine import files
+    from tprof_engine.store import files
 
     path, name, n = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3])
     go = path.parent / "go"
@@ -278,19 +279,19 @@ def test_the_lock_makes_read_modify_write_of_two_processes_lose_nothing(tmp_path
 
 
 def test_a_lock_file_is_no_baseline_and_a_stale_one_does_not_block(tmp_path: Path) -> None:
-    path = store.save_baseline(tmp_path / "env" / "b.json", make_baseline())
+    path = baselines.save_baseline(tmp_path / "env" / "b.json", make_baseline())
     stale = path.with_name(".b.json.lock")
     stale.write_text("", encoding="utf-8")  # left by a process killed holding the lock
-    assert list(store.iter_baselines(tmp_path)) == [path]
-    with deadline(20), store.locked(path):
-        assert list(store.iter_baselines(tmp_path)) == [path]
+    assert list(paths.iter_baselines(tmp_path)) == [path]
+    with deadline(20), paths.locked(path):
+        assert list(paths.iter_baselines(tmp_path)) == [path]
     assert not stale.exists()
 
 
 def test_locking_where_a_file_stands_for_the_folder_is_an_error_naming_it(tmp_path: Path) -> None:
     (tmp_path / "base").write_text("a file", encoding="utf-8")
     path = tmp_path / "base" / "env" / "b.json"
-    with pytest.raises(BaselineError) as info, store.locked(path):
+    with pytest.raises(BaselineError) as info, paths.locked(path):
         pass
     assert str(info.value) == (
         f"{path}: can't write the baseline: {tmp_path / 'base'} is a file, not a folder; "
@@ -320,7 +321,7 @@ def test_saving_over_a_folder_says_it_is_a_folder(tmp_path: Path) -> None:
     path = tmp_path / "b.json"
     path.mkdir()
     with pytest.raises(BaselineError) as info:
-        store.save_baseline(path, make_baseline())
+        baselines.save_baseline(path, make_baseline())
     assert str(info.value) == (
         f"{path}: can't write the baseline: it is a folder; move it away and re-run with "
         "--tprof-save"
@@ -332,40 +333,40 @@ def test_a_baseline_folder_that_is_a_file_is_named_as_the_reason_there_is_no_bas
 ) -> None:
     root = tmp_path / "baselines"
     root.write_text("a file", encoding="utf-8")
-    assert store.folder_error(store.baseline_path(root, "env", NODEID)) == (
+    assert paths.folder_error(paths.baseline_path(root, "env", NODEID)) == (
         f"{root}: is a file, not a baseline folder; move it away or point --tprof-baseline-dir "
         "at a folder"
     )
-    assert store.folder_error(store.baseline_path(tmp_path / "other", "env", NODEID)) is None
+    assert paths.folder_error(paths.baseline_path(tmp_path / "other", "env", NODEID)) is None
 
 
 def test_a_report_never_replaces_a_baseline(tmp_path: Path) -> None:
     root = tmp_path / "baselines"
-    inside = store.save_baseline(root / "env" / "b.json", make_baseline())
+    inside = baselines.save_baseline(root / "env" / "b.json", make_baseline())
     moved = tmp_path / "copy.json"
     moved.write_bytes(inside.read_bytes())
     with pytest.raises(ConfigError) as info:
-        store.check_not_baseline(inside, root)
+        schema.check_not_baseline(inside, root)
     assert str(info.value) == (
         f"{inside}: is inside the baseline folder {root}, and only --tprof-save writes "
         "baselines; write the report elsewhere"
     )
     with pytest.raises(ConfigError) as info:
-        store.check_not_baseline(moved, root)
+        schema.check_not_baseline(moved, root)
     assert str(info.value) == (
         f"{moved}: is a pytest-tprof baseline, and only --tprof-save writes baselines; "
         "write the report elsewhere"
     )
-    store.check_not_baseline(tmp_path / "report.json", root)  # new files are fine
+    schema.check_not_baseline(tmp_path / "report.json", root)  # new files are fine
     (tmp_path / "old.json").write_text('{"tests": []}', encoding="utf-8")
-    store.check_not_baseline(tmp_path / "old.json", root)  # so are old reports
+    schema.check_not_baseline(tmp_path / "old.json", root)  # so are old reports
 
 
 def test_tprof_diff_json_refuses_to_overwrite_a_baseline(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    a = store.save_baseline(tmp_path / "a.json", make_baseline())
-    b = store.save_baseline(tmp_path / "b.json", make_baseline())
+    a = baselines.save_baseline(tmp_path / "a.json", make_baseline())
+    b = baselines.save_baseline(tmp_path / "b.json", make_baseline())
     before = a.read_bytes()
     assert main(["diff", str(a), str(b), "--json", str(a)]) == 2
     assert capsys.readouterr().err.splitlines() == [
@@ -378,8 +379,8 @@ def test_tprof_diff_json_refuses_to_overwrite_a_baseline(
 def test_tprof_diff_of_two_files_of_different_tests_refuses_naming_both(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    a = store.save_baseline(tmp_path / "a.json", make_baseline(nodeid="t.py::test_a"))
-    b = store.save_baseline(tmp_path / "b.json", make_baseline(nodeid="t.py::test_b"))
+    a = baselines.save_baseline(tmp_path / "a.json", make_baseline(nodeid="t.py::test_a"))
+    b = baselines.save_baseline(tmp_path / "b.json", make_baseline(nodeid="t.py::test_b"))
     assert main(["diff", str(a), str(b)]) == 2
     captured = capsys.readouterr()
     assert captured.out == ""
@@ -413,7 +414,7 @@ def everything(folder: Path) -> list[str]:
 
 def test_a_trace_is_written_whole_and_nothing_else_is_left(tmp_path: Path) -> None:
     path = tmp_path / "traces" / "t.pt.trace.json.gz"
-    assert capture._write_trace(FakeProfile(), path) == (path, "")  # type: ignore[arg-type]
+    assert export.write_trace(FakeProfile(), path) == (path, "")  # type: ignore[arg-type]
     assert json.loads(gzip.decompress(path.read_bytes())) == {"traceEvents": []}
     assert everything(tmp_path / "traces") == ["t.pt.trace.json.gz"]
 
@@ -423,9 +424,9 @@ def test_a_full_disk_under_the_profilers_export_is_a_reason_not_a_truncated_trac
 ) -> None:
     folder = tmp_path / "traces"
     path = folder / "t.pt.trace.json.gz"
-    capture._write_trace(FakeProfile(), path)  # type: ignore[arg-type]
+    export.write_trace(FakeProfile(), path)  # type: ignore[arg-type]
     before = path.read_bytes()
-    written, why = capture._write_trace(FakeProfile(full_disk=True), path)  # type: ignore[arg-type]
+    written, why = export.write_trace(FakeProfile(full_disk=True), path)  # type: ignore[arg-type]
     assert written is None
     assert why == (
         f"{path}: trace not written (the profiler's export failed; is the disk full?); free "
@@ -441,10 +442,10 @@ def test_a_full_disk_while_gzipping_leaves_no_temp_file(
     def enospc(*args: Any) -> None:
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
-    monkeypatch.setattr(capture.shutil, "copyfileobj", enospc)
+    monkeypatch.setattr(export.shutil, "copyfileobj", enospc)
     folder = tmp_path / "traces"
     path = folder / "t.pt.trace.json.gz"
-    written, why = capture._write_trace(FakeProfile(), path)  # type: ignore[arg-type]
+    written, why = export.write_trace(FakeProfile(), path)  # type: ignore[arg-type]
     assert written is None
     assert why == (
         f"{path}: trace not written (No space left on device); free space on or fix the "
@@ -459,7 +460,7 @@ def test_a_trace_folder_that_is_a_file_is_a_reason_naming_it(tmp_path: Path, whe
     blocking.write_text("a file", encoding="utf-8")
     folder = blocking if where == "folder" else blocking / "sub"
     path = folder / "t.pt.trace.json.gz"
-    assert capture._write_trace(FakeProfile(), path) == (  # type: ignore[arg-type]
+    assert export.write_trace(FakeProfile(), path) == (  # type: ignore[arg-type]
         None,
         f"{path}: trace not written: {blocking} is a file, not a folder; move it away or pass "
         "another --tprof-trace-dir",

@@ -10,14 +10,15 @@ from typing import Any
 import numpy as np
 import pytest
 
-from tprof_engine import fmt, store
-from tprof_engine.checks import ROUNDS_LIMIT, number_problem
-from tprof_engine.compare import compare
-from tprof_engine.environment import Fingerprint
-from tprof_engine.errors import BaselineError
-from tprof_engine.records import OpTable
-from tprof_engine.reduce import drop_leading_rounds
-from tprof_engine.verdicts import NEW, UNCHANGED
+from tprof_engine.decide.timing import compare
+from tprof_engine.model.environment import Fingerprint
+from tprof_engine.model.errors import BaselineError
+from tprof_engine.model.limits import ROUNDS_LIMIT, number_problem
+from tprof_engine.model.records import OpTable
+from tprof_engine.model.verdicts import NEW, UNCHANGED
+from tprof_engine.reduce.ops import drop_leading_rounds
+from tprof_engine.render import fmt
+from tprof_engine.store import baselines, schema
 
 NODEID = "tests/test_m.py::test_a"
 RERECORD = "re-record it with --tprof-save"
@@ -50,19 +51,19 @@ def table(
 
 
 def saved(tmp_path: Path, *tables: OpTable) -> Path:
-    sessions = tuple(store.Session(table=t, recorded_at="t", warmup_used=1) for t in tables)
-    baseline = store.Baseline(
+    sessions = tuple(schema.Session(table=t, recorded_at="t", warmup_used=1) for t in tables)
+    baseline = schema.Baseline(
         nodeid=NODEID,
         fingerprint=Fingerprint(hard={"torch": "2.13.0"}),
         protocol={"rounds": ROUNDS, "iterations": 1, "probe": "cpu-mm96x4-v1"},
         sessions=sessions,
     )
-    return store.save_baseline(tmp_path / "b.json", baseline)
+    return baselines.save_baseline(tmp_path / "b.json", baseline)
 
 
 def load_error(path: Path) -> str:
     with pytest.raises(BaselineError) as info:
-        store.load_baseline(path, expected_nodeid=NODEID)
+        baselines.load_baseline(path, expected_nodeid=NODEID)
     return str(info.value)
 
 
@@ -123,7 +124,7 @@ def test_a_probe_missing_from_half_the_rounds_is_an_error(tmp_path: Path) -> Non
 
 def test_a_session_without_a_probe_reads_as_before(tmp_path: Path) -> None:
     path = saved(tmp_path, table({"aten::mm": 100.0}, probe=0.0))
-    assert store.load_baseline(path).tables[0].probe_cpu_us.tolist() == [0.0] * ROUNDS
+    assert baselines.load_baseline(path).tables[0].probe_cpu_us.tolist() == [0.0] * ROUNDS
 
 
 def test_a_round_of_calls_without_time_is_an_error_naming_the_round(tmp_path: Path) -> None:
@@ -139,7 +140,7 @@ def test_a_round_of_calls_without_time_is_an_error_naming_the_round(tmp_path: Pa
 def test_one_op_without_time_is_no_error(tmp_path: Path) -> None:
     # A wrapper op whose child covers all of it has no self time of its own.
     path = saved(tmp_path, table({"aten::linear": 0.0, "aten::addmm": 100.0}))
-    assert store.load_baseline(path).tables[0].names == ("aten::addmm", "aten::linear")
+    assert baselines.load_baseline(path).tables[0].names == ("aten::addmm", "aten::linear")
 
 
 def test_an_op_called_on_both_sides_from_zero_time_is_not_new() -> None:
@@ -175,13 +176,13 @@ def test_a_row_of_no_calls_from_an_older_save_does_not_restart_the_window() -> N
     clean = table({"aten::mm": 100.0})
     fp = Fingerprint(hard={"torch": "2.13.0"})
     protocol = {"rounds": ROUNDS}
-    session = store.Session(table=older, recorded_at="t", warmup_used=3)
-    existing, what = store.with_session(
+    session = schema.Session(table=older, recorded_at="t", warmup_used=3)
+    existing, what = baselines.with_session(
         None, nodeid=NODEID, fingerprint=fp, protocol=protocol, session=session
     )
     for expected in ("appended (2 sessions)", "appended (3 sessions)"):
-        session = store.Session(table=clean, recorded_at="t", warmup_used=3)
-        existing, what = store.with_session(
+        session = schema.Session(table=clean, recorded_at="t", warmup_used=3)
+        existing, what = baselines.with_session(
             existing, nodeid=NODEID, fingerprint=fp, protocol=protocol, session=session
         )
         assert what == expected

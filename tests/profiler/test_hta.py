@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from tprof_engine.capture import capture
+from tprof_engine.capture.session import capture
 
 hta_analysis = pytest.importorskip(
     "hta.trace_analysis", reason="HolisticTraceAnalysis not installed"

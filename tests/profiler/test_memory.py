@@ -9,11 +9,14 @@ import torch
 from torch import nn
 from torch.profiler import ProfilerActivity, profile, record_function
 
-from tprof_engine.capture import capture, events_from_kineto
-from tprof_engine.compare import compare
-from tprof_engine.memory import innermost, judge_memory
-from tprof_engine.records import MemoryTable, OpTable
-from tprof_engine.reduce import reduce_events
+from tprof_engine.capture.kineto import events_from_kineto
+from tprof_engine.capture.session import capture
+from tprof_engine.decide.memory_gate import judge_memory
+from tprof_engine.decide.timing import compare
+from tprof_engine.model.device_tables import MemoryTable
+from tprof_engine.model.records import OpTable
+from tprof_engine.reduce.memory import innermost
+from tprof_engine.reduce.ops import reduce_events
 
 
 def linear_step(width: int) -> tuple[nn.Module, torch.Tensor]:

@@ -10,15 +10,16 @@ from typing import Any
 import numpy as np
 import pytest
 
-from tprof_engine import cli, merge, store
-from tprof_engine.environment import Fingerprint
-from tprof_engine.errors import BaselineError, ConfigError
-from tprof_engine.records import OpTable
-from tprof_engine.work import WorkRow, WorkTable
+from tprof_engine import cli
+from tprof_engine.model.environment import Fingerprint
+from tprof_engine.model.errors import BaselineError, ConfigError
+from tprof_engine.model.records import OpTable
+from tprof_engine.model.work import WorkRow, WorkTable
+from tprof_engine.store import baselines, merge, paths, schema
 
 NODEID = "tests/test_m.py::test_a"
 ENV = "linux-x86_64-cpu-torch2.13.0-py3.11"
-REL = Path(ENV) / f"{store.slug(NODEID)}.json"
+REL = Path(ENV) / f"{paths.slug(NODEID)}.json"
 ROUNDS = 4
 
 
@@ -49,7 +50,7 @@ def session(minute: int, *, flops: int = 1000, **extra: Any) -> dict[str, Any]:
             ),
         )
     )  # fmt: skip
-    recorded = store.Session(
+    recorded = schema.Session(
         table=table(minute), recorded_at=f"2026-03-01T10:{minute:02d}:00+00:00", warmup_used=1,
         soft={"hostname": f"runner-{minute}"}, work=work,
     )  # fmt: skip
@@ -57,7 +58,7 @@ def session(minute: int, *, flops: int = 1000, **extra: Any) -> dict[str, Any]:
 
 
 def document(sessions: list[dict[str, Any]], **hard: Any) -> dict[str, Any]:
-    base = store.Baseline(
+    base = schema.Baseline(
         nodeid=NODEID,
         fingerprint=Fingerprint(
             hard={"torch": "2.13.0", "device": "cpu", "cpu_model": "Test CPU", **hard},
@@ -72,7 +73,7 @@ def document(sessions: list[dict[str, Any]], **hard: Any) -> dict[str, Any]:
 def folder(root: Path, *sessions: dict[str, Any], **hard: Any) -> Path:
     path = root / REL
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(store.dumps(document(list(sessions), **hard)), encoding="utf-8")
+    path.write_text(schema.dumps(document(list(sessions), **hard)), encoding="utf-8")
     return root
 
 
@@ -105,7 +106,7 @@ def test_two_runs_from_one_artifact_merge_into_one_window_in_time_order(tmp_path
         f"{NODEID} [{ENV}]: kept 3 sessions (newest 2026-03-01T10:03:00+00:00); "
         f"dropped 1 identical copies; written to {tmp_path / 'out' / REL}"
     )
-    store.load_baseline(tmp_path / "out" / REL, expected_nodeid=NODEID)
+    baselines.load_baseline(tmp_path / "out" / REL, expected_nodeid=NODEID)
 
 
 def test_sessions_and_the_file_keep_fields_this_version_does_not_know(tmp_path: Path) -> None:
@@ -113,7 +114,7 @@ def test_sessions_and_the_file_keep_fields_this_version_does_not_know(tmp_path: 
     b = folder(tmp_path / "b", session(2, host="runner-b", later={"x": [1, 2]}))
     data = stored(b)
     data["future_key"] = {"kept": True}
-    (b / REL).write_text(store.dumps(data), encoding="utf-8")
+    (b / REL).write_text(schema.dumps(data), encoding="utf-8")
     merge.merge_folders([a, b], tmp_path / "out")
     out = stored(tmp_path / "out")
     assert out["sessions"] == [session(1, host="runner-a"), stored(b)["sessions"][0]]
@@ -184,7 +185,7 @@ def test_a_session_of_another_probe_restarts_the_window(tmp_path: Path) -> None:
     b = folder(tmp_path / "b", session(2))
     data = stored(b)
     data["protocol"]["probe"] = "p2"
-    (b / REL).write_text(store.dumps(data), encoding="utf-8")
+    (b / REL).write_text(schema.dumps(data), encoding="utf-8")
     (result,) = merge.merge_folders([a, b], tmp_path / "out")
     assert dict(result.dropped) == {"older than a restart of the window (protocol changed)": 1}
     assert stored(tmp_path / "out")["protocol"]["probe"] == "p2"
@@ -195,7 +196,7 @@ def test_a_schema_1_session_joins_a_schema_2_window_as_a_save_would(tmp_path: Pa
     a = folder(tmp_path / "a", old)
     data = stored(a)
     data["schema_version"] = 1
-    (a / REL).write_text(store.dumps(data), encoding="utf-8")
+    (a / REL).write_text(schema.dumps(data), encoding="utf-8")
     b = folder(tmp_path / "b", session(2))
     merge.merge_folders([b, a], tmp_path / "out")
     out = stored(tmp_path / "out")
@@ -205,14 +206,14 @@ def test_a_schema_1_session_joins_a_schema_2_window_as_a_save_would(tmp_path: Pa
 def test_each_write_happens_under_the_stores_lock(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    real = store.write_baseline_data
+    real = baselines.write_baseline_data
     held = []
 
     def write(path: Path, data: Any) -> Path:
         held.append(path.with_name(f".{path.name}.lock").exists())
         return real(path, data)
 
-    monkeypatch.setattr(store, "write_baseline_data", write)
+    monkeypatch.setattr(baselines, "write_baseline_data", write)
     a = folder(tmp_path / "a", session(1))
     merge.merge_folders([a], tmp_path / "out")
     assert held == [True]
@@ -227,7 +228,7 @@ def test_a_newer_schema_is_refused_and_nothing_is_written(tmp_path: Path) -> Non
     b = folder(tmp_path / "b", session(2))
     data = stored(b)
     data["schema_version"] = 99
-    (b / REL).write_text(store.dumps(data), encoding="utf-8")
+    (b / REL).write_text(schema.dumps(data), encoding="utf-8")
     with pytest.raises(BaselineError, match=r"written by a newer pytest-tprof \(schema_version 99"):
         merge.merge_folders([a, b], a)
     assert times(a) == ["10:01"]
@@ -247,7 +248,7 @@ def test_copies_of_one_file_name_holding_other_tests_are_refused(tmp_path: Path)
     b = folder(tmp_path / "b", session(2))
     data = stored(b)
     data["nodeid"] = "tests/test_m.py::test_b"
-    (b / REL).write_text(store.dumps(data), encoding="utf-8")
+    (b / REL).write_text(schema.dumps(data), encoding="utf-8")
     with pytest.raises(BaselineError, match="under the same file name"):
         merge.merge_folders([a, b], tmp_path / "out")
 

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tprof_engine.records import (
+from tprof_engine.model.records import (
     KIND_ANNOTATION,
     KIND_DEVICE,
     KIND_IGNORED,
@@ -14,7 +14,7 @@ from tprof_engine.records import (
     EventArrays,
     OpTable,
 )
-from tprof_engine.reduce import drop_leading_rounds, reduce_events
+from tprof_engine.reduce.ops import drop_leading_rounds, reduce_events
 
 CPU = 1  # thread ids
 CPU2 = 2

@@ -16,13 +16,14 @@ import numpy as np
 import pytest
 
 from tprof_engine.cli import main
-from tprof_engine.compare import Rule, compare
-from tprof_engine.judge import with_work
-from tprof_engine.records import OpTable
-from tprof_engine.report import failure_text, json_report, summary_line
-from tprof_engine.results import ProfiledTest
-from tprof_engine.rows import OP_COLUMNS, SUMMARY_COLUMNS
-from tprof_engine.work import WorkRow, WorkTable
+from tprof_engine.decide.judge import with_work
+from tprof_engine.decide.rule import Rule
+from tprof_engine.decide.timing import compare
+from tprof_engine.model.records import OpTable
+from tprof_engine.model.results import ProfiledTest
+from tprof_engine.model.work import WorkRow, WorkTable
+from tprof_engine.render.report import failure_text, json_report, summary_line
+from tprof_engine.render.rows import OP_COLUMNS, SUMMARY_COLUMNS
 
 NODEID = "tests/test_m.py::test_mix"
 BASE_OPS = {

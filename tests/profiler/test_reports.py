@@ -12,12 +12,13 @@ from typing import Any
 import numpy as np
 import pytest
 
-from tprof_engine import compare as cmp
-from tprof_engine.compare import Rule, compare
-from tprof_engine.markdown import markdown_from_report, markdown_summary
-from tprof_engine.records import OpTable
-from tprof_engine.report import json_report
-from tprof_engine.results import ProfiledTest
+from tprof_engine.decide.rule import Rule
+from tprof_engine.decide.timing import compare
+from tprof_engine.model import verdicts as cmp
+from tprof_engine.model.records import OpTable
+from tprof_engine.model.results import ProfiledTest
+from tprof_engine.render.markdown import markdown_from_report, markdown_summary
+from tprof_engine.render.report import json_report
 
 OPS = {
     "aten::mm": (3, 600.0),
@@ -181,7 +182,7 @@ def charts(page: str) -> list[str]:
 @pytest.fixture(scope="module")
 def page(doc: dict[str, Any]) -> str:
     pytest.importorskip("matplotlib")
-    from tprof_engine.html import html_report
+    from tprof_engine.render.html import html_report
 
     return html_report(doc)
 
@@ -211,7 +212,7 @@ def test_html_has_a_section_and_a_delta_chart_for_each_test_regressed_first(page
 
 def test_html_draws_a_cuda_panel_when_the_test_has_device_times() -> None:
     pytest.importorskip("matplotlib")
-    from tprof_engine.html import html_report
+    from tprof_engine.render.html import html_report
 
     test = profiled("tests/test_m.py::test_gpu", SLOW_MM, device=True)
     svgs = charts(html_report(json_report([test], environment={})))
@@ -223,7 +224,7 @@ def test_html_links_traces_relative_to_the_folder_it_is_written_to(
     doc: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     pytest.importorskip("matplotlib")
-    from tprof_engine.html import html_report
+    from tprof_engine.render.html import html_report
 
     monkeypatch.chdir(tmp_path)
     page = html_report(doc, link_base=tmp_path / "reports")
@@ -232,7 +233,7 @@ def test_html_links_traces_relative_to_the_folder_it_is_written_to(
 
 def test_html_escapes_node_ids() -> None:
     pytest.importorskip("matplotlib")
-    from tprof_engine.html import html_report
+    from tprof_engine.render.html import html_report
 
     doc = {"tests": [{"nodeid": "t.py::test[<b>&'x']", "verdict": "unchanged", "ops": []}]}
     page = html_report(doc)
@@ -243,7 +244,7 @@ def test_html_escapes_node_ids() -> None:
 def test_html_without_matplotlib_raises_naming_the_extra(
     doc: dict[str, Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from tprof_engine.html import ExtraMissingError, html_report
+    from tprof_engine.render.html import ExtraMissingError, html_report
 
     for name in ("matplotlib", "matplotlib.figure"):
         monkeypatch.setitem(sys.modules, name, None)

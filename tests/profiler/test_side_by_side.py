@@ -6,7 +6,7 @@ import gzip
 import json
 from pathlib import Path
 
-from tprof_engine.traces import side_by_side
+from tprof_engine.store.traces import side_by_side
 
 
 def write_trace(path: Path, t0: float, addmm_us: float) -> Path:

@@ -15,10 +15,10 @@ from typing import Any
 import numpy as np
 import pytest
 
-from tprof_engine import store
-from tprof_engine.environment import Fingerprint
-from tprof_engine.errors import BaselineError
-from tprof_engine.records import OpTable
+from tprof_engine.model.environment import Fingerprint
+from tprof_engine.model.errors import BaselineError
+from tprof_engine.model.records import OpTable
+from tprof_engine.store import baselines, paths, schema
 
 FIX = "restore it from git or re-record it with --tprof-save"
 NODEID = "tests/test_m.py::test_a"
@@ -52,16 +52,16 @@ def make_protocol(rounds: int = ROUNDS) -> dict[str, Any]:
     return {"rounds": rounds, "warmup": 1, "iterations": 1, "activities": ["cpu"], "probe": "p1"}
 
 
-def make_session(table: OpTable | None = None) -> store.Session:
-    return store.Session(
+def make_session(table: OpTable | None = None) -> schema.Session:
+    return schema.Session(
         table=table if table is not None else make_table(),
         recorded_at="2026-01-02T03:04:05+00:00",
         warmup_used=1,
     )
 
 
-def make_baseline(nodeid: str = NODEID) -> store.Baseline:
-    return store.Baseline(
+def make_baseline(nodeid: str = NODEID) -> schema.Baseline:
+    return schema.Baseline(
         nodeid=nodeid,
         fingerprint=make_fingerprint(),
         protocol=make_protocol(),
@@ -82,7 +82,7 @@ def write(path: Path, content: str | bytes) -> Path:
 
 def load_error(path: Path, expected_nodeid: str | None = NODEID) -> str:
     with pytest.raises(BaselineError) as info:
-        store.load_baseline(path, expected_nodeid=expected_nodeid)
+        baselines.load_baseline(path, expected_nodeid=expected_nodeid)
     return str(info.value)
 
 
@@ -326,7 +326,7 @@ def test_a_damaged_baseline_is_an_error_naming_the_file_the_rule_and_the_fix(
 
 def test_the_valid_file_the_damage_cases_start_from_loads(tmp_path: Path) -> None:
     path = write(tmp_path / "b.json", json.dumps(valid_dict(), indent=2))
-    loaded = store.load_baseline(path, expected_nodeid=NODEID)
+    loaded = baselines.load_baseline(path, expected_nodeid=NODEID)
     assert loaded.nodeid == NODEID
     assert loaded.path == path
 
@@ -348,7 +348,7 @@ def test_a_file_cut_inside_a_string_is_called_truncated(tmp_path: Path) -> None:
 
 
 def test_a_real_baseline_cut_in_half_is_truncated(tmp_path: Path) -> None:
-    text = store.dumps(valid_dict())
+    text = schema.dumps(valid_dict())
     cut = text[: text.index("[", text.index('"wall_us"')) + 1]
     path = write(tmp_path / "b.json", cut)
     line = cut.count("\n") + 1
@@ -365,7 +365,7 @@ def test_broken_json_in_the_middle_names_the_problem_and_position(tmp_path: Path
 
 
 def test_git_conflict_markers_are_an_error_naming_the_line(tmp_path: Path) -> None:
-    lines = store.dumps(valid_dict()).splitlines(keepends=True)
+    lines = schema.dumps(valid_dict()).splitlines(keepends=True)
     ours, theirs = lines[6], lines[6].replace("2", "3")
     merged = [
         *lines[:6],
@@ -384,14 +384,14 @@ def test_git_conflict_markers_are_an_error_naming_the_line(tmp_path: Path) -> No
 
 
 def test_a_diff3_base_marker_alone_is_found_too(tmp_path: Path) -> None:
-    lines = store.dumps(valid_dict()).splitlines(keepends=True)
+    lines = schema.dumps(valid_dict()).splitlines(keepends=True)
     path = write(tmp_path / "b.json", "".join([*lines[:3], "||||||| merged common ancestors\n"]))
     assert load_error(path).startswith(f"{path}: git conflict marker at line 4;")
 
 
 @pytest.mark.parametrize("token", ["NaN", "Infinity", "-Infinity"])
 def test_nan_and_infinity_are_errors_naming_their_position(tmp_path: Path, token: str) -> None:
-    text = store.dumps(valid_dict())
+    text = schema.dumps(valid_dict())
     start = text.index("[", text.index('"wall_us"')) + 1
     end = text.index(",", start)
     damaged = text[:start] + token + text[end:]
@@ -404,7 +404,7 @@ def test_nan_and_infinity_are_errors_naming_their_position(tmp_path: Path, token
 
 
 def test_an_overflowing_number_is_an_infinite_time(tmp_path: Path) -> None:
-    text = store.dumps(valid_dict())
+    text = schema.dumps(valid_dict())
     start = text.index("[", text.index('"wall_us"')) + 1
     path = write(tmp_path / "b.json", text[:start] + "1e999" + text[text.index(",", start) :])
     message = f"'sessions[0].wall_us' holds inf; times must be finite; {FIX}"
@@ -535,7 +535,7 @@ WINDOWS_RESERVED = {"con", "prn", "aux", "nul"} | {
 
 
 def test_nasty_node_ids_map_to_distinct_portable_file_names(tmp_path: Path) -> None:
-    names = [store.baseline_path(tmp_path, "env", n).name for n in NASTY_IDS]
+    names = [paths.baseline_path(tmp_path, "env", n).name for n in NASTY_IDS]
     assert len(set(names)) == len(NASTY_IDS)
     # Distinct on case-insensitive file systems (macOS, Windows) too.
     assert len({n.lower() for n in names}) == len(NASTY_IDS)
@@ -560,25 +560,25 @@ def test_many_random_node_ids_never_collide() -> None:
         "tests/t.py::test[" + "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 40))) + "]"
         for _ in range(3000)
     }
-    slugs = {store.slug(n).lower() for n in ids}
+    slugs = {paths.slug(n).lower() for n in ids}
     assert len(slugs) == len(ids)
 
 
 def test_a_slug_is_readable_and_ends_in_a_hash_of_the_exact_id() -> None:
     node = "tests/test_x.py::TestA::test_b[1-2]"
     digest = hashlib.sha1(node.encode()).hexdigest()[:10]
-    assert store.slug(node) == f"test_x.TestA.test_b_1-2-{digest}"
-    assert store.slug("nul.txt").startswith("_nul-")
-    assert store.slug("CON").startswith("_CON-")
+    assert paths.slug(node) == f"test_x.TestA.test_b_1-2-{digest}"
+    assert paths.slug("nul.txt").startswith("_nul-")
+    assert paths.slug("CON").startswith("_CON-")
 
 
 # --------------------------------------------------------------------------- writing
 
 
 def test_a_saved_baseline_loads_back_equal(tmp_path: Path) -> None:
-    path = store.baseline_path(tmp_path, "env", NODEID)
-    store.save_baseline(path, make_baseline())
-    loaded = store.load_baseline(path, expected_nodeid=NODEID)
+    path = paths.baseline_path(tmp_path, "env", NODEID)
+    baselines.save_baseline(path, make_baseline())
+    loaded = baselines.load_baseline(path, expected_nodeid=NODEID)
     np.testing.assert_allclose(loaded.tables[0].self_cpu_us, make_table().self_cpu_us, atol=1e-3)
     assert loaded.tables[0].names == ("aten::add", "aten::mm")
     assert loaded.fingerprint.hard == make_fingerprint().hard
@@ -587,9 +587,9 @@ def test_a_saved_baseline_loads_back_equal(tmp_path: Path) -> None:
 
 def test_saving_the_same_baseline_twice_writes_the_same_bytes(tmp_path: Path) -> None:
     path = tmp_path / "b.json"
-    store.save_baseline(path, make_baseline())
+    baselines.save_baseline(path, make_baseline())
     first = path.read_bytes()
-    store.save_baseline(path, store.load_baseline(path))
+    baselines.save_baseline(path, baselines.load_baseline(path))
     assert path.read_bytes() == first
     assert first.decode().endswith("}\n")
 
@@ -597,23 +597,23 @@ def test_saving_the_same_baseline_twice_writes_the_same_bytes(tmp_path: Path) ->
 def test_a_new_baseline_gets_the_mode_of_a_new_file_not_0600(tmp_path: Path) -> None:
     mask = os.umask(0o022)
     try:
-        path = store.save_baseline(tmp_path / "b.json", make_baseline())
+        path = baselines.save_baseline(tmp_path / "b.json", make_baseline())
     finally:
         os.umask(mask)
     assert path.stat().st_mode & 0o777 == 0o644
 
 
 def test_a_resaved_baseline_keeps_its_mode(tmp_path: Path) -> None:
-    path = store.save_baseline(tmp_path / "b.json", make_baseline())
+    path = baselines.save_baseline(tmp_path / "b.json", make_baseline())
     path.chmod(0o664)
-    store.save_baseline(path, make_baseline())
+    baselines.save_baseline(path, make_baseline())
     assert path.stat().st_mode & 0o777 == 0o664
 
 
 def test_a_baseline_that_cant_be_json_is_a_save_error_and_writes_nothing(tmp_path: Path) -> None:
     table = make_table()
     table.wall_us[0] = float("nan")
-    bad = store.Baseline(
+    bad = schema.Baseline(
         nodeid=NODEID,
         fingerprint=make_fingerprint(),
         protocol=make_protocol(),
@@ -621,7 +621,7 @@ def test_a_baseline_that_cant_be_json_is_a_save_error_and_writes_nothing(tmp_pat
     )
     path = tmp_path / "b.json"
     with pytest.raises(BaselineError) as info:
-        store.save_baseline(path, bad)
+        baselines.save_baseline(path, bad)
     assert str(info.value) == (
         f"{path}: not saved, the baseline holds a value JSON can't store (NaN, infinity, "
         "invalid Unicode or a non-JSON type); please report this as a pytest-tprof bug"
@@ -630,7 +630,7 @@ def test_a_baseline_that_cant_be_json_is_a_save_error_and_writes_nothing(tmp_pat
 
 
 def test_a_new_session_is_appended_while_environment_protocol_and_calls_match() -> None:
-    base, what = store.with_session(
+    base, what = baselines.with_session(
         None,
         nodeid=NODEID,
         fingerprint=make_fingerprint(),
@@ -639,7 +639,7 @@ def test_a_new_session_is_appended_while_environment_protocol_and_calls_match() 
     )
     assert what == "recorded"
     for i in range(6):
-        base, what = store.with_session(
+        base, what = baselines.with_session(
             base,
             nodeid=NODEID,
             fingerprint=make_fingerprint(),
@@ -667,7 +667,7 @@ def test_a_new_session_is_appended_while_environment_protocol_and_calls_match() 
 def test_the_window_restarts_when_a_session_measured_something_else(
     fingerprint: Fingerprint, protocol: dict[str, Any], table: OpTable, reason: str
 ) -> None:
-    updated, what = store.with_session(
+    updated, what = baselines.with_session(
         make_baseline(),
         nodeid=NODEID,
         fingerprint=fingerprint,
@@ -679,13 +679,13 @@ def test_the_window_restarts_when_a_session_measured_something_else(
 
 
 def test_other_environments_finds_the_same_test_in_other_folders_only(tmp_path: Path) -> None:
-    mine = store.baseline_path(tmp_path, "env-a", NODEID)
-    other = store.baseline_path(tmp_path, "env-b", NODEID)
-    unrelated = store.baseline_path(tmp_path, "env-c", "tests/test_m.py::test_z")
+    mine = paths.baseline_path(tmp_path, "env-a", NODEID)
+    other = paths.baseline_path(tmp_path, "env-b", NODEID)
+    unrelated = paths.baseline_path(tmp_path, "env-c", "tests/test_m.py::test_z")
     for p in (mine, other, unrelated):
-        store.save_baseline(p, make_baseline())
-    assert store.other_environments(tmp_path, "env-a", NODEID) == [other]
-    assert store.other_environments(tmp_path / "missing", "env-a", NODEID) == []
+        baselines.save_baseline(p, make_baseline())
+    assert paths.other_environments(tmp_path, "env-a", NODEID) == [other]
+    assert paths.other_environments(tmp_path / "missing", "env-a", NODEID) == []
 
 
 # --------------------------------------------------------------------------- fuzz
@@ -752,7 +752,7 @@ def _mutated(rng: random.Random) -> str | dict[str, Any]:
         target = rng.choice(["environment", "protocol", "sessions", "sessions[0]", "nodeid"])
         _set(target, rng.choice([None, 3, "s", [] if target != "sessions" else {}]))(data)
     else:
-        text = store.dumps(data)
+        text = schema.dumps(data)
         how = rng.randrange(3)
         if how == 0:
             return text[: rng.randrange(len(text.rstrip()))]
@@ -780,7 +780,7 @@ def test_fuzzed_files_are_each_a_baseline_error_naming_the_file(tmp_path: Path) 
     for i in range(50):
         value = _random_json(rng)
         if i % 2 and isinstance(value, dict):
-            value.update(schema=store.SCHEMA, schema_version=store.SCHEMA_VERSION, nodeid=NODEID)
+            value.update(schema=schema.SCHEMA, schema_version=schema.SCHEMA_VERSION, nodeid=NODEID)
         cases.append(json.dumps(value).encode())
     for _ in range(80):
         m = _mutated(rng)
@@ -790,7 +790,7 @@ def test_fuzzed_files_are_each_a_baseline_error_naming_the_file(tmp_path: Path) 
     for i, raw in enumerate(cases):
         path.write_bytes(raw)
         try:
-            store.load_baseline(path, expected_nodeid=NODEID)
+            baselines.load_baseline(path, expected_nodeid=NODEID)
         except BaselineError as exc:
             if not str(exc).startswith(f"{path}: "):
                 problems.append((i, raw[:80], str(exc)))
@@ -804,7 +804,7 @@ def test_fuzzed_files_are_each_a_baseline_error_naming_the_file(tmp_path: Path) 
 
 def test_random_byte_flips_load_or_fail_cleanly_never_crash(tmp_path: Path) -> None:
     rng = random.Random(5)
-    text = bytearray(store.dumps(valid_dict()).encode())
+    text = bytearray(schema.dumps(valid_dict()).encode())
     path = tmp_path / "b.json"
     outcomes = {"loaded": 0, "error": 0}
     for _ in range(60):
@@ -813,7 +813,7 @@ def test_random_byte_flips_load_or_fail_cleanly_never_crash(tmp_path: Path) -> N
             damaged[rng.randrange(len(damaged))] = rng.randrange(256)
         path.write_bytes(bytes(damaged))
         try:
-            store.load_baseline(path, expected_nodeid=NODEID)
+            baselines.load_baseline(path, expected_nodeid=NODEID)
             outcomes["loaded"] += 1
         except BaselineError:
             outcomes["error"] += 1
@@ -821,8 +821,8 @@ def test_random_byte_flips_load_or_fail_cleanly_never_crash(tmp_path: Path) -> N
 
 
 def test_read_nodeid_says_which_test_a_file_holds_or_none_never_raising(tmp_path: Path) -> None:
-    good = store.save_baseline(tmp_path / "good.json", make_baseline())
-    assert store.read_nodeid(good) == NODEID
+    good = baselines.save_baseline(tmp_path / "good.json", make_baseline())
+    assert schema.read_nodeid(good) == NODEID
     cases: list[tuple[str, str | bytes]] = [
         ("deep.json", "[" * 200_000),
         ("list.json", "[1]"),
@@ -831,8 +831,8 @@ def test_read_nodeid_says_which_test_a_file_holds_or_none_never_raising(tmp_path
         ("empty.json", ""),
     ]
     for name, content in cases:
-        assert store.read_nodeid(write(tmp_path / name, content)) is None, name
-    assert store.read_nodeid(tmp_path / "missing.json") is None
+        assert schema.read_nodeid(write(tmp_path / name, content)) is None, name
+    assert schema.read_nodeid(tmp_path / "missing.json") is None
 
 
 def test_an_empty_op_name_is_kept_since_a_profiler_can_record_one(tmp_path: Path) -> None:
@@ -840,4 +840,4 @@ def test_an_empty_op_name_is_kept_since_a_profiler_can_record_one(tmp_path: Path
     ops = data["sessions"][0]["ops"]
     ops[""] = ops.pop("aten::add")
     path = write(tmp_path / "b.json", json.dumps(data))
-    assert store.load_baseline(path).tables[0].names == ("", "aten::mm")
+    assert baselines.load_baseline(path).tables[0].names == ("", "aten::mm")

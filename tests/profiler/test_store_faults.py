@@ -17,10 +17,10 @@ from typing import Any
 import numpy as np
 import pytest
 
-from tprof_engine import store
-from tprof_engine.environment import Fingerprint
-from tprof_engine.errors import BaselineError
-from tprof_engine.records import OpTable
+from tprof_engine.model.environment import Fingerprint
+from tprof_engine.model.errors import BaselineError
+from tprof_engine.model.records import OpTable
+from tprof_engine.store import baselines, paths, schema
 
 NODEID = "tests/test_m.py::test_a"
 
@@ -30,9 +30,9 @@ CHILD = textwrap.dedent(
     import os, sys, time
     from pathlib import Path
     import numpy as np
-    from tprof_engine import store
-    from tprof_engine.environment import Fingerprint
-    from tprof_engine.records import OpTable
+    from tprof_engine.model.environment import Fingerprint
+    from tprof_engine.model.records import OpTable
+    from tprof_engine.store import baselines, paths, schema
 
     def baseline(nodeid, ops, rounds, value):
         names = tuple(f"aten::op{i:04d}" for i in range(ops))
@@ -43,8 +43,8 @@ CHILD = textwrap.dedent(
             total_device_us=times * 0, wall_us=np.full(rounds, float(value)),
             probe_cpu_us=np.ones(rounds), probe_device_us=np.zeros(rounds),
         )
-        session = store.Session(table=table, recorded_at="t", warmup_used=0)
-        return store.Baseline(
+        session = schema.Session(table=table, recorded_at="t", warmup_used=0)
+        return schema.Baseline(
             nodeid=nodeid, fingerprint=Fingerprint(hard={"torch": "x"}),
             protocol={"rounds": rounds}, sessions=(session,),
         )
@@ -63,23 +63,23 @@ CHILD = textwrap.dedent(
         for k in range(int(sys.argv[4])):
             pid = os.fork()
             if pid == 0:
-                store.os = type("SlowOs", (), {
+                paths.os = type("SlowOs", (), {
                     "__getattr__": staticmethod(lambda name: getattr(os, name)),
                     "write": staticmethod(slow_write),
                 })()
                 while True:
                     for i in (k % 3, (k + 1) % 3, (k + 2) % 3):
                         node = f"t.py::test_{i}"
-                        store.save_baseline(store.baseline_path(folder, "env", node),
-                                            baseline(node, 60, 10, k + 1))
+                        baselines.save_baseline(paths.baseline_path(folder, "env", node),
+                                                baseline(node, 60, 10, k + 1))
             time.sleep(rng.uniform(0.0, 0.1))
             os.kill(pid, signal.SIGKILL)
             os.waitpid(pid, 0)
             temps = [p.name for p in env.glob(".*.tmp")] if env.exists() else []
             loaded = {}
-            for path in store.iter_baselines(env):
+            for path in paths.iter_baselines(env):
                 try:
-                    loaded[path.name] = int(store.load_baseline(path).tables[0].calls[0, 0])
+                    loaded[path.name] = int(baselines.load_baseline(path).tables[0].calls[0, 0])
                 except Exception as exc:
                     loaded[path.name] = repr(exc)
             results.append({"temps": len(temps), "loaded": loaded})
@@ -88,26 +88,27 @@ CHILD = textwrap.dedent(
         def stalled_replace(src, dst):
             print("replacing", flush=True)
             time.sleep(60)
-        store.os = type("StalledOs", (), {
+        paths.os = type("StalledOs", (), {
             "__getattr__": staticmethod(lambda name: getattr(os, name)),
             "replace": staticmethod(stalled_replace),
         })()
         node = "t.py::test_0"
-        store.save_baseline(store.baseline_path(folder, "env", node), baseline(node, 5, 4, 2))
+        baselines.save_baseline(paths.baseline_path(folder, "env", node), baseline(node, 5, 4, 2))
     elif mode == "many":  # save distinct tests as fast as possible
         prefix, count = sys.argv[3], int(sys.argv[4])
         while not (folder.parent / "go").exists():
             time.sleep(0.001)
         for i in range(count):
             node = f"t.py::test_{prefix}_{i}"
-            store.save_baseline(store.baseline_path(folder, "env", node), baseline(node, 30, 8, i))
+            path = paths.baseline_path(folder, "env", node)
+            baselines.save_baseline(path, baseline(node, 30, 8, i))
     """
 )
 
 
 def child(*args: str) -> subprocess.Popen[str]:
     """Run CHILD with the same ``tprof_engine`` package this test imported."""
-    package_root = str(Path(store.__file__).resolve().parents[1])
+    package_root = str(Path(baselines.__file__).resolve().parents[2])
     return subprocess.Popen(
         [sys.executable, "-c", CHILD, *args],
         stdout=subprocess.PIPE,
@@ -118,7 +119,7 @@ def child(*args: str) -> subprocess.Popen[str]:
     )
 
 
-def make_baseline(value: float = 1.0) -> store.Baseline:
+def make_baseline(value: float = 1.0) -> schema.Baseline:
     rounds = 4
     times = np.full((1, rounds), value)
     table = OpTable(
@@ -132,11 +133,11 @@ def make_baseline(value: float = 1.0) -> store.Baseline:
         probe_cpu_us=np.ones(rounds),
         probe_device_us=np.zeros(rounds),
     )
-    return store.Baseline(
+    return schema.Baseline(
         nodeid=NODEID,
         fingerprint=Fingerprint(hard={"torch": "2.13.0"}),
         protocol={"rounds": rounds},
-        sessions=(store.Session(table=table, recorded_at="t", warmup_used=0),),
+        sessions=(schema.Session(table=table, recorded_at="t", warmup_used=0),),
     )
 
 
@@ -165,11 +166,11 @@ def enospc(*args: Any) -> Any:
 def test_a_full_disk_fails_the_save_naming_the_path_and_keeps_the_old_baseline(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, call: str
 ) -> None:
-    path = store.save_baseline(tmp_path / "env" / "b.json", make_baseline(1.0))
+    path = baselines.save_baseline(tmp_path / "env" / "b.json", make_baseline(1.0))
     before = path.read_bytes()
-    monkeypatch.setattr(store, "os", FaultyOs(**{call: enospc}))
+    monkeypatch.setattr(paths, "os", FaultyOs(**{call: enospc}))
     with pytest.raises(BaselineError) as info:
-        store.save_baseline(path, make_baseline(2.0))
+        baselines.save_baseline(path, make_baseline(2.0))
     assert str(info.value) == (
         f"{path}: can't write the baseline (No space left on device); the previous baseline "
         f"is unchanged; free space on or fix the permissions of {path.parent} and re-run with "
@@ -185,24 +186,24 @@ def test_a_short_write_is_completed_not_truncated(
     def dribble(fd: int, data: Any) -> int:
         return os.write(fd, bytes(data[:7]))  # a disk that takes 7 bytes per call
 
-    monkeypatch.setattr(store, "os", FaultyOs(write=dribble))
-    path = store.save_baseline(tmp_path / "b.json", make_baseline(3.0))
+    monkeypatch.setattr(paths, "os", FaultyOs(write=dribble))
+    path = baselines.save_baseline(tmp_path / "b.json", make_baseline(3.0))
     monkeypatch.undo()
-    assert path.read_text(encoding="utf-8") == store.dumps(make_baseline(3.0).to_dict())
+    assert path.read_text(encoding="utf-8") == schema.dumps(make_baseline(3.0).to_dict())
 
 
 def test_ctrl_c_during_a_save_leaves_no_temp_file_and_the_old_baseline(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    path = store.save_baseline(tmp_path / "b.json", make_baseline(1.0))
+    path = baselines.save_baseline(tmp_path / "b.json", make_baseline(1.0))
     before = path.read_bytes()
 
     def interrupted(fd: int) -> None:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(store, "os", FaultyOs(fsync=interrupted))
+    monkeypatch.setattr(paths, "os", FaultyOs(fsync=interrupted))
     with pytest.raises(KeyboardInterrupt):
-        store.save_baseline(path, make_baseline(2.0))
+        baselines.save_baseline(path, make_baseline(2.0))
     assert path.read_bytes() == before
     assert temp_files(tmp_path) == []
 
@@ -213,15 +214,15 @@ def test_ctrl_c_during_a_save_leaves_no_temp_file_and_the_old_baseline(
 def test_an_unwritable_folder_fails_the_save_naming_the_folder(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    path = store.save_baseline(tmp_path / "b.json", make_baseline(1.0))
+    path = baselines.save_baseline(tmp_path / "b.json", make_baseline(1.0))
     before = path.read_bytes()
 
     def denied(**kwargs: Any) -> Any:
         raise PermissionError(errno.EACCES, os.strerror(errno.EACCES))
 
-    monkeypatch.setattr(store, "tempfile", SimpleNamespace(mkstemp=denied))
+    monkeypatch.setattr(paths, "tempfile", SimpleNamespace(mkstemp=denied))
     with pytest.raises(BaselineError) as info:
-        store.save_baseline(path, make_baseline(2.0))
+        baselines.save_baseline(path, make_baseline(2.0))
     assert str(info.value) == (
         f"{path}: can't write the baseline (Permission denied); make {tmp_path} writable "
         "and re-run with --tprof-save"
@@ -231,7 +232,7 @@ def test_an_unwritable_folder_fails_the_save_naming_the_folder(
 
 def test_a_read_only_folder_for_real(tmp_path: Path) -> None:
     folder = tmp_path / "ro"
-    path = store.save_baseline(folder / "b.json", make_baseline(1.0))
+    path = baselines.save_baseline(folder / "b.json", make_baseline(1.0))
     before = path.read_bytes()
     folder.chmod(0o555)
     try:
@@ -244,7 +245,7 @@ def test_a_read_only_folder_for_real(tmp_path: Path) -> None:
             probe.unlink()
             pytest.skip("this user can write into a 0555 folder (root or a permissive file system)")
         with pytest.raises(BaselineError) as info:
-            store.save_baseline(path, make_baseline(2.0))
+            baselines.save_baseline(path, make_baseline(2.0))
         assert str(info.value) == (
             f"{path}: can't write the baseline (Permission denied); make {folder} writable "
             "and re-run with --tprof-save"
@@ -258,7 +259,7 @@ def test_a_baseline_folder_that_is_a_file_fails_the_save_naming_it(tmp_path: Pat
     (tmp_path / "env").write_text("not a folder", encoding="utf-8")
     path = tmp_path / "env" / "b.json"
     with pytest.raises(BaselineError) as info:
-        store.save_baseline(path, make_baseline())
+        baselines.save_baseline(path, make_baseline())
     assert str(info.value) == (
         f"{path}: can't write the baseline: {tmp_path / 'env'} is a file, not a folder; "
         "move it away and re-run with --tprof-save"
@@ -288,9 +289,9 @@ def test_a_save_killed_at_random_points_never_leaves_a_partial_baseline(tmp_path
 
 
 def test_a_save_killed_between_write_and_rename_keeps_the_old_baseline(tmp_path: Path) -> None:
-    path = store.baseline_path(tmp_path, "env", "t.py::test_0")
+    path = paths.baseline_path(tmp_path, "env", "t.py::test_0")
     old = make_baseline(1.0)
-    store.save_baseline(path, old)
+    baselines.save_baseline(path, old)
     before = path.read_bytes()
     with child("stall", str(tmp_path)) as proc:
         assert proc.stdout is not None
@@ -302,10 +303,10 @@ def test_a_save_killed_between_write_and_rename_keeps_the_old_baseline(tmp_path:
     leftovers = temp_files(tmp_path)
     assert [p.name.split(".json.")[0] for p in leftovers] == [f".{path.stem}"]
     assert leftovers[0].name.startswith(f".{path.name}.{proc.pid}-")
-    assert store.load_baseline(leftovers[0]).tables[0].calls[0, 0] == 2
-    assert list(store.iter_baselines(tmp_path)) == [path]
+    assert baselines.load_baseline(leftovers[0]).tables[0].calls[0, 0] == 2
+    assert list(paths.iter_baselines(tmp_path)) == [path]
     # The next save into the folder removes the dead process's leftover.
-    store.save_baseline(path, make_baseline(3.0))
+    baselines.save_baseline(path, make_baseline(3.0))
     assert temp_files(tmp_path) == []
 
 
@@ -318,12 +319,12 @@ def test_a_leftover_of_a_running_process_is_not_removed(tmp_path: Path) -> None:
         mine.write_text("{}", encoding="utf-8")
         other = tmp_path / ".notes.tmp"
         other.write_text("x", encoding="utf-8")
-        store.save_baseline(tmp_path / "b.json", make_baseline())
+        baselines.save_baseline(tmp_path / "b.json", make_baseline())
         assert temp_files(tmp_path) == sorted([live, mine, other])
     finally:
         sleeper.kill()
         sleeper.wait()
-    store.save_baseline(tmp_path / "b.json", make_baseline())
+    baselines.save_baseline(tmp_path / "b.json", make_baseline())
     assert temp_files(tmp_path) == sorted([mine, other])
 
 
@@ -338,6 +339,6 @@ def test_two_processes_saving_into_one_folder_lose_nothing(tmp_path: Path) -> No
     for proc in procs:
         _, err = proc.communicate(timeout=60)
         assert proc.returncode == 0, err
-    found = {store.load_baseline(p).nodeid for p in store.iter_baselines(folder)}
+    found = {baselines.load_baseline(p).nodeid for p in paths.iter_baselines(folder)}
     assert found == {f"t.py::test_{w}_{i}" for w in ("w1", "w2") for i in range(25)}
     assert temp_files(folder) == []

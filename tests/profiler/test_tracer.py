@@ -12,12 +12,12 @@ from typing import Any
 import numpy as np
 import pytest
 
-from tprof_engine import judge
-from tprof_engine.environment import Fingerprint, line_tracer
-from tprof_engine.records import OpTable
-from tprof_engine.results import ProfiledTest
-from tprof_engine.rule import Rule
-from tprof_engine.verdicts import INCONCLUSIVE, REGRESSED, SAVED, TestVerdict
+from tprof_engine.decide import judge
+from tprof_engine.decide.rule import Rule
+from tprof_engine.model.environment import Fingerprint, line_tracer
+from tprof_engine.model.records import OpTable
+from tprof_engine.model.results import ProfiledTest
+from tprof_engine.model.verdicts import INCONCLUSIVE, REGRESSED, SAVED, TestVerdict
 
 COVERAGE = "coverage: coverage.py's CTracer traced every line while profiling"
 OPS = {"aten::addmm": (800.0, 6), "aten::relu": (120.0, 3), "aten::add_": (90.0, 6)}

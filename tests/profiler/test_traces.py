@@ -10,9 +10,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from tprof_engine.errors import TraceError
-from tprof_engine.records import KIND_ANNOTATION, KIND_DEVICE, KIND_IGNORED, KIND_OP
-from tprof_engine.traces import TraceData, read_trace, table_from_trace
+from tprof_engine.model.errors import TraceError
+from tprof_engine.model.records import KIND_ANNOTATION, KIND_DEVICE, KIND_IGNORED, KIND_OP
+from tprof_engine.store.traces import TraceData, read_trace, table_from_trace
 
 GPU_TRACES = Path(__file__).parents[3] / "shared" / "data" / "gpu-traces"
 CONTROL = GPU_TRACES / "training_control.pt.trace.json.gz"
@@ -121,7 +121,7 @@ def test_a_trace_without_profiler_steps_is_one_round() -> None:
 
 def test_a_captured_trace_reads_back_as_the_live_table(tmp_path: Path) -> None:
     torch = pytest.importorskip("torch")
-    from tprof_engine.capture import capture
+    from tprof_engine.capture.session import capture
 
     torch.manual_seed(0)
     model = torch.nn.Sequential(

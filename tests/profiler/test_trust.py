@@ -8,11 +8,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tprof_engine import cli, judge, store
-from tprof_engine.environment import Fingerprint, host_id
-from tprof_engine.records import OpTable
-from tprof_engine.rule import Rule
-from tprof_engine.verdicts import INCONCLUSIVE, REGRESSED, UNCHANGED
+from tprof_engine import cli
+from tprof_engine.decide import judge
+from tprof_engine.decide.rule import Rule
+from tprof_engine.model.environment import Fingerprint, host_id
+from tprof_engine.model.records import OpTable
+from tprof_engine.model.verdicts import INCONCLUSIVE, REGRESSED, UNCHANGED
+from tprof_engine.store import baselines, paths, schema
 
 NODEID = "tests/test_m.py::test_step"
 PROTOCOL = {"rounds": 20, "warmup": 1, "iterations": 1, "activities": ["cpu"], "probe": "p1"}
@@ -129,13 +131,13 @@ def test_a_session_slower_than_its_window_is_named_before_it_joins() -> None:
     assert judge.unlike_window(same) is None
 
 
-def _baseline(sessions: int) -> store.Baseline:
-    return store.Baseline(
+def _baseline(sessions: int) -> schema.Baseline:
+    return schema.Baseline(
         nodeid=NODEID,
         fingerprint=FP,
         protocol=PROTOCOL,
         sessions=tuple(
-            store.Session(
+            schema.Session(
                 table=table(seed=i), recorded_at=f"2026-01-0{i + 1}T00:00:00+00:00", warmup_used=1
             )
             for i in range(sessions)
@@ -146,13 +148,13 @@ def _baseline(sessions: int) -> store.Baseline:
 def test_accept_keeps_only_the_newest_session(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    path = store.baseline_path(tmp_path, "env", NODEID)
+    path = paths.baseline_path(tmp_path, "env", NODEID)
     path.parent.mkdir(parents=True)
-    store.save_baseline(path, _baseline(4))
+    baselines.save_baseline(path, _baseline(4))
     assert cli.main(["accept", NODEID, "--baseline-dir", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert "kept the newest session (recorded 2026-01-04T00:00:00+00:00), dropped 3 older" in out
-    kept = store.load_baseline(path)
+    kept = baselines.load_baseline(path)
     assert [s.recorded_at for s in kept.sessions] == ["2026-01-04T00:00:00+00:00"]
     assert cli.main(["accept", str(path)]) == 0
     assert "one session already" in capsys.readouterr().out

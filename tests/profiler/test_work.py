@@ -8,21 +8,18 @@ from typing import Any
 
 import pytest
 
-from tprof_engine.errors import BaselineError, ConfigError
-from tprof_engine.work import (
-    DeviceCopy,
-    HostSync,
-    WorkRow,
-    WorkTable,
+from tprof_engine.decide.work_gate import judge_work
+from tprof_engine.model.errors import BaselineError, ConfigError
+from tprof_engine.model.tensors import (
     copy_direction,
     distinct_elements,
     first_difference,
     format_tensor,
     format_tensor_list,
     is_host_sync,
-    judge_work,
     split_signature,
 )
+from tprof_engine.model.work import DeviceCopy, HostSync, WorkRow, WorkTable
 
 LINEAR1 = "encoder.layers.0.linear1"
 

@@ -11,9 +11,10 @@ import pytest
 import torch
 from torch import nn
 
-from tprof_engine.errors import CaptureError, ConfigError
-from tprof_engine.work import HostSync, WorkRow, WorkTable, judge_work
-from tprof_engine.work_capture import take_census
+from tprof_engine.capture.census import take_census
+from tprof_engine.decide.work_gate import judge_work
+from tprof_engine.model.errors import CaptureError, ConfigError
+from tprof_engine.model.work import HostSync, WorkRow, WorkTable
 
 F32 = 4  # bytes per float32 element
 

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from tprof_engine.markdown import markdown_summary
-from tprof_engine.report import failure_text, json_report, summary_line, where_lines
-from tprof_engine.results import ProfiledTest
-from tprof_engine.verdicts import REGRESSED, OpVerdict, TestVerdict
-from tprof_engine.work import WorkRow, WorkTable, judge_work
+from tprof_engine.decide.work_gate import judge_work
+from tprof_engine.model.results import ProfiledTest
+from tprof_engine.model.verdicts import REGRESSED, OpVerdict, TestVerdict
+from tprof_engine.model.work import WorkRow, WorkTable
+from tprof_engine.render.markdown import markdown_summary
+from tprof_engine.render.report import failure_text, json_report, summary_line, where_lines
 
 
 def mm(module: str, flops: int, calls: int, source: str = "") -> WorkRow:

@@ -23,9 +23,9 @@ import pytest
 import torch._inductor.config
 from tprof_testing import line, summary
 
-from tprof_engine import store
-from tprof_engine.environment import cpu_model
-from tprof_engine.errors import BaselineError
+from tprof_engine.model.environment import cpu_model
+from tprof_engine.model.errors import BaselineError
+from tprof_engine.store import baselines, paths, schema
 
 FIX = "restore it from git or re-record it with --tprof-save"
 SMALL = ("-p", "no:cacheprovider", "--tprof-rounds=4", "--tprof-warmup=1", "--tprof-min-round-us=0")
@@ -57,7 +57,7 @@ class Suite:
         return self._env_dir
 
     def path_of(self, nodeid: str) -> Path:
-        return store.baseline_path(self.base, self.env_dir.name, nodeid)
+        return paths.baseline_path(self.base, self.env_dir.name, nodeid)
 
     def snapshot(self) -> dict[Path, tuple[bytes, int]]:
         return {
@@ -93,7 +93,7 @@ def test_case(tprof, case):
 def _json(text: str, change: Callable[[dict[str, Any]], None]) -> bytes:
     data = json.loads(text)
     change(data)
-    return store.dumps(data).encode()
+    return schema.dumps(data).encode()
 
 
 def _first_op(text: str) -> str:
@@ -277,7 +277,7 @@ def test_d(tprof):
 def _edit(path: Path, change: Callable[[dict[str, Any]], None]) -> None:
     data = json.loads(path.read_text(encoding="utf-8"))
     change(data)
-    path.write_text(store.dumps(data), encoding="utf-8")
+    path.write_text(schema.dumps(data), encoding="utf-8")
 
 
 def test_a_baseline_of_another_environment_or_protocol_is_named_key_by_key(
@@ -475,13 +475,13 @@ def test_calling_tprof_twice_or_inside_a_running_profiler_is_a_clear_error(suite
     result.assert_outcomes(failed=2)
     result.stdout.fnmatch_lines(
         [
-            "E * tprof_engine.errors.CaptureError: tprof was called twice in one test; "
+            "E * tprof_engine.model.errors.CaptureError: tprof was called twice in one test; "
             "profile one callable per test",
         ]
     )
     result.stdout.fnmatch_lines(
         [
-            "E * tprof_engine.errors.CaptureError: a torch profiler is already running; "
+            "E * tprof_engine.model.errors.CaptureError: a torch profiler is already running; "
             "tprof opens its own profiler session, so call tprof outside any "
             "torch.profiler.profile() block",
         ]
@@ -518,8 +518,8 @@ def test_ctrl_c_inside_a_profiled_body_leaves_no_temporary_files(suite: Suite) -
     result.stdout.fnmatch_lines(["*KeyboardInterrupt*"])
     leftovers = [p for d in (suite.base, suite.traces) for p in d.rglob("*") if ".tmp" in p.name]
     assert leftovers == []
-    for path in store.iter_baselines(suite.base):
-        assert store.load_baseline(path).nodeid == "test_ctrl_c.py::test_first"
+    for path in paths.iter_baselines(suite.base):
+        assert baselines.load_baseline(path).nodeid == "test_ctrl_c.py::test_first"
     assert not any(suite.traces.glob("test_ctrl_c.test_never_runs-*"))
 
 
@@ -555,7 +555,7 @@ def test_a_full_disk_fails_the_save_run_naming_the_path_and_keeps_the_baseline(
     suite.run("--tprof-save").assert_outcomes(passed=1)
     path = suite.path_of("test_disk.py::test_one")
     before = suite.snapshot()
-    monkeypatch.setattr(store, "os", FaultyOs(write=_enospc))
+    monkeypatch.setattr(paths, "os", FaultyOs(write=_enospc))
 
     result = suite.run("--tprof-save")
 
@@ -634,7 +634,7 @@ def test_fuzzed_baselines_are_each_an_error_for_their_test_and_never_an_internal
         nodeid = f"test_fuzz.py::test_case[{case}]"
         path = suite.path_of(nodeid)
         with pytest.raises(BaselineError) as info:
-            store.load_baseline(path, expected_nodeid=nodeid)
+            baselines.load_baseline(path, expected_nodeid=nodeid)
         assert str(info.value).startswith(f"{path}: ")
         assert line("error", nodeid, str(info.value)) in lines
     assert suite.snapshot() == before

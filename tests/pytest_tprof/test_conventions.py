@@ -8,9 +8,9 @@ import re
 import pytest
 
 from pytest_tprof.options import _OPTIONS
-from tprof_engine import store
-from tprof_engine.capture import torch_facts
-from tprof_engine.environment import Fingerprint
+from tprof_engine.capture.facts import torch_facts
+from tprof_engine.model.environment import Fingerprint
+from tprof_engine.store import baselines, paths
 
 # Tiny bodies, no timing claims here: few rounds, no calibration of iterations.
 SMALL = ("--tprof-rounds=4", "--tprof-warmup=1", "--tprof-min-round-us=0")
@@ -242,8 +242,8 @@ def test_parametrized_and_class_tests_get_a_baseline_each(pytester: pytest.Pytes
     pytester.runpytest(*NO_CACHE, *SMALL, "--tprof-save").assert_outcomes(passed=5)
     folder = pytester.path / "baselines" / Fingerprint.collect(torch_facts()).key
     files = sorted(folder.iterdir())
-    assert [p.name for p in files] == sorted(f"{store.slug(n)}.json" for n in nodeids)
-    assert sorted(store.load_baseline(p).nodeid for p in files) == sorted(nodeids)
+    assert [p.name for p in files] == sorted(f"{paths.slug(n)}.json" for n in nodeids)
+    assert sorted(baselines.load_baseline(p).nodeid for p in files) == sorted(nodeids)
 
     result = pytester.runpytest(*NO_CACHE, *SMALL, "--tprof")
     result.assert_outcomes(passed=5)

@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from tprof_engine import store
-from tprof_engine.capture import torch_facts
-from tprof_engine.environment import Fingerprint
+from tprof_engine.capture.facts import torch_facts
+from tprof_engine.model.environment import Fingerprint
+from tprof_engine.store import baselines, paths
 
 # The machine is shared (load averages of 6 on 2 cores were seen), so the planted slowdown is
 # 8x the matmul work, rounds last >= 2 ms (an op preempted for a time slice can't pass for the
@@ -141,8 +141,8 @@ def test_record_pass_catch_slowdown_and_extra_op_then_re_record(suite: pytest.Py
         saved = run_in(suite, "--tprof-save")
         saved.assert_outcomes(passed=2)
         files = sorted(folder.iterdir())
-        assert [p.name for p in files] == sorted(f"{store.slug(n)}.json" for n in (MATMUL, STEADY))
-        loaded = {store.load_baseline(p).nodeid: store.load_baseline(p) for p in files}
+        assert [p.name for p in files] == sorted(f"{paths.slug(n)}.json" for n in (MATMUL, STEADY))
+        loaded = {baselines.load_baseline(p).nodeid: baselines.load_baseline(p) for p in files}
         assert sorted(loaded) == [MATMUL, STEADY]
         assert {len(b.sessions) for b in loaded.values()} == {sessions}
     saved.stdout.fnmatch_lines(["SAVED * test_suite.py::test_matmul | appended (2 sessions): *"])
@@ -167,7 +167,7 @@ def test_record_pass_catch_slowdown_and_extra_op_then_re_record(suite: pytest.Py
     assert table_ops(failure) == {o["op"] for o in ops if o["verdict"] in FLAGGED}
     trace = Path(re.findall(r"^\s+trace: (.+)$", failure, re.M)[0])
     assert trace.parent == suite.path / ".tprof" / "traces"
-    assert trace.name == f"{store.slug(MATMUL)}.pt.trace.json.gz"
+    assert trace.name == f"{paths.slug(MATMUL)}.pt.trace.json.gz"
     with gzip.open(trace, "rt") as f:
         assert json.load(f)["traceEvents"]
 
@@ -187,7 +187,7 @@ def test_record_pass_catch_slowdown_and_extra_op_then_re_record(suite: pytest.Py
     resaved.stdout.fnmatch_lines(
         ["SAVED * test_suite.py::test_matmul | restarted (ops or calls changed): *"]
     )
-    baseline = store.load_baseline(folder / f"{store.slug(MATMUL)}.json")
+    baseline = baselines.load_baseline(folder / f"{paths.slug(MATMUL)}.json")
     assert len(baseline.sessions) == 1
     assert "aten::clone" in baseline.sessions[0].table.names
     run_in(suite, "--tprof").assert_outcomes(passed=2)
@@ -219,8 +219,8 @@ def test_the_json_report_and_the_summary_list_every_profiled_test(
     assert sorted(tests) == [MATMUL, STEADY]
     slow = tests[MATMUL]
     assert slow["verdict"] == "regressed"
-    assert slow["trace"] == str(traces / f"{store.slug(MATMUL)}.pt.trace.json.gz")
-    assert slow["baseline"] == str(env_dir(suite) / f"{store.slug(MATMUL)}.json")
+    assert slow["trace"] == str(traces / f"{paths.slug(MATMUL)}.pt.trace.json.gz")
+    assert slow["baseline"] == str(env_dir(suite) / f"{paths.slug(MATMUL)}.json")
     assert isinstance(slow["uniform_shift"], float)
     keys = {
         "op", "family", "verdict", "baseline_median_us", "current_median_us", "delta_us",
@@ -254,10 +254,10 @@ def test_junit_xml_carries_the_verdict_top_op_and_trace(suite: pytest.Pytester) 
     matmul = props["test_matmul"]
     assert matmul["tprof_verdict"] == "regressed"
     assert re.fullmatch(r"aten::(add)?mm \+\d+%", matmul["tprof_top_op"]), matmul
-    assert matmul["tprof_trace"] == str(traces / f"{store.slug(MATMUL)}.pt.trace.json.gz")
+    assert matmul["tprof_trace"] == str(traces / f"{paths.slug(MATMUL)}.pt.trace.json.gz")
     steady = props["test_steady"]
     assert steady["tprof_verdict"] in ("unchanged", "inconclusive")
-    assert steady["tprof_trace"] == str(traces / f"{store.slug(STEADY)}.pt.trace.json.gz")
+    assert steady["tprof_trace"] == str(traces / f"{paths.slug(STEADY)}.pt.trace.json.gz")
 
 
 PEDANTIC = """

@@ -21,7 +21,7 @@ import pytest
 import torch._inductor.config  # noqa: F401
 from tprof_testing import deadline, line, summary
 
-from tprof_engine import store
+from tprof_engine.store import baselines, paths
 
 SMALL = ("-p", "no:cacheprovider", "--tprof-rounds=4", "--tprof-warmup=1", "--tprof-min-round-us=0")
 ONE = "test_one.py::test_one"
@@ -56,7 +56,7 @@ class Suite:
 
     def path_of(self, nodeid: str) -> Path:
         [env_dir] = [d for d in self.base.iterdir() if d.is_dir()]
-        return store.baseline_path(self.base, env_dir.name, nodeid)
+        return paths.baseline_path(self.base, env_dir.name, nodeid)
 
     def snapshot(self) -> dict[Path, bytes]:
         return {p: p.read_bytes() for p in self.base.rglob("*") if p.is_file()}
@@ -201,7 +201,7 @@ def test_a_trace_folder_that_is_a_file_is_a_note_and_the_save_goes_on(suite: Sui
     )
     assert entry.startswith(f"SAVED        {ONE} | recorded: {path} | {trace}")
     assert entry.endswith(why)
-    assert store.load_baseline(path).nodeid == ONE
+    assert baselines.load_baseline(path).nodeid == ONE
 
     report = suite.pytester.path / "r.json"
     compared = suite.run("--tprof", f"--tprof-json={report}", traces=blocking)
@@ -237,7 +237,7 @@ def test_an_unwritable_trace_folder_is_a_note_and_the_save_goes_on(suite: Suite)
         ".pt.trace.json.gz: trace not written (Permission denied); free space on or fix the "
         f"permissions of {folder}, or pass another --tprof-trace-dir"
     )
-    assert store.load_baseline(suite.path_of(ONE)).nodeid == ONE
+    assert baselines.load_baseline(suite.path_of(ONE)).nodeid == ONE
     assert list(folder.iterdir()) == []
 
 
@@ -274,7 +274,7 @@ def test_two_runs_saving_one_baseline_at_once_both_keep_their_session(suite: Sui
     suite.pytester.makepyfile(test_one=ONE_TEST)
     suite.run("--tprof-save", "--tprof-window=10").assert_outcomes(passed=1)
     path = suite.path_of(ONE)
-    assert len(store.load_baseline(path).sessions) == 1
+    assert len(baselines.load_baseline(path).sessions) == 1
     suite.pytester.makeconftest(SLOW_DISK_CONFTEST)
     barrier = suite.pytester.mkdir("barrier")
     env = {**os.environ, "TPROF_TEST_BARRIER": str(barrier)}
@@ -298,7 +298,7 @@ def test_two_runs_saving_one_baseline_at_once_both_keep_their_session(suite: Sui
         x.split(" | ")[1] for out in outputs for x in out.splitlines() if x.startswith("SAVED")
     )
     assert notes == [f"appended (2 sessions): {path}", f"appended (3 sessions): {path}"]
-    assert len(store.load_baseline(path).sessions) == 3
+    assert len(baselines.load_baseline(path).sessions) == 3
     assert sorted(p.name for p in path.parent.iterdir()) == [path.name]  # no lock or temp file
 
 
@@ -392,7 +392,7 @@ def test_a_test_that_failed_reads_not_saved_and_is_not_saved(suite: Suite) -> No
         "not-saved", "test_two.py::test_fails_after_profiling", "the test failed"
     )
     assert lines[1].startswith("SAVED        test_two.py::test_passes | recorded: ")
-    assert [store.load_baseline(p).nodeid for p in store.iter_baselines(suite.base)] == [
+    assert [baselines.load_baseline(p).nodeid for p in paths.iter_baselines(suite.base)] == [
         "test_two.py::test_passes"
     ]
 
@@ -417,7 +417,7 @@ def test_tests_of_an_interrupted_save_run_read_not_saved(suite: Suite) -> None:
     assert summary(result)[0] == line(
         "not-saved", "test_ctrl_c.py::test_first", "the run was interrupted before saving"
     )
-    assert list(store.iter_baselines(suite.base)) == []
+    assert list(paths.iter_baselines(suite.base)) == []
 
 
 def test_a_save_that_failed_reads_not_saved_with_the_right_hint_for_a_folder(

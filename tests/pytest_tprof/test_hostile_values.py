@@ -16,7 +16,7 @@ import pytest
 # See tests/pytest_tprof/test_bad_input.py: torch.profiler imports it once per process.
 import torch._inductor.config  # noqa: F401
 
-from tprof_engine import store
+from tprof_engine.store import baselines, paths, schema
 
 SMALL = ("-p", "no:cacheprovider", "--tprof-rounds=4", "--tprof-warmup=1", "--tprof-min-round-us=0")
 RERECORD = "re-record it with --tprof-save"
@@ -56,13 +56,13 @@ def e_lines(result: pytest.RunResult) -> set[str]:
 
 def baseline_path(pytester: pytest.Pytester, nodeid: str) -> Path:
     [env] = [d for d in (pytester.path / "baselines").iterdir() if d.is_dir()]
-    return store.baseline_path(pytester.path / "baselines", env.name, nodeid)
+    return paths.baseline_path(pytester.path / "baselines", env.name, nodeid)
 
 
 def edit(path: Path, change: Any) -> None:
     data = json.loads(path.read_text(encoding="utf-8"))
     change(data)
-    path.write_text(store.dumps(data), encoding="utf-8")
+    path.write_text(schema.dumps(data), encoding="utf-8")
 
 
 # --------------------------------------------------------------------------- item 12: Adam
@@ -100,7 +100,7 @@ def test_saving_an_unchanged_adam_step_three_times_keeps_three_sessions(
         result.assert_outcomes(passed=1)
         path = baseline_path(pytester, "test_adam.py::test_adam")
         assert f"SAVED        test_adam.py::test_adam | {what}: {path}" in summary(result)
-    for session in store.load_baseline(path).sessions:
+    for session in baselines.load_baseline(path).sessions:
         assert session.table.calls.any(axis=1).all(), session.table.names
 
 
@@ -184,14 +184,13 @@ def test_no_torch(tprof):
 def test_returns_a_callable(tprof):
     tprof(lambda: torch.relu)
 """
+CAPTURE_ERROR = "tprof_engine.model.errors.CaptureError: "
 NO_OPS_ERRORS = [
-    "tprof_engine.errors.CaptureError: the profiled body ran no torch ops (it returned a "
-    "generator, which runs nothing until it is iterated: iterate it inside the body, e.g. "
-    "list(gen()))",
-    "tprof_engine.errors.CaptureError: the profiled body ran no torch ops; profile a function "
-    "that runs torch code",
-    "tprof_engine.errors.CaptureError: the profiled body ran no torch ops (it returned a "
-    "callable: call it inside the body instead of returning it)",
+    CAPTURE_ERROR + "the profiled body ran no torch ops (it returned a generator, which runs "
+    "nothing until it is iterated: iterate it inside the body, e.g. list(gen()))",
+    CAPTURE_ERROR + "the profiled body ran no torch ops; profile a function that runs torch code",
+    CAPTURE_ERROR + "the profiled body ran no torch ops (it returned a callable: call it inside "
+    "the body instead of returning it)",
 ]
 
 
@@ -234,15 +233,15 @@ def test_args_not_a_tuple(tprof):
 def test_a_result_not_a_function(tprof):
     tprof(torch.relu(x))
 """
+CONFIG_ERROR = "tprof_engine.model.errors.ConfigError: "
 PEDANTIC_ERRORS = [
-    "tprof_engine.errors.ConfigError: tprof.pedantic 'rounds' must be an integer (got '3')",
-    "tprof_engine.errors.ConfigError: tprof.pedantic 'rounds' must be <= 10000 "
-    "(got 100000000000000000000)",
-    "tprof_engine.errors.ConfigError: tprof.pedantic 'warmup' must be >= 0 (got -1)",
-    "tprof_engine.errors.ConfigError: tprof.pedantic 'setup' must be callable or None (got an int)",
-    "tprof_engine.errors.ConfigError: tprof.pedantic 'args' must be a tuple (got a Tensor)",
-    "tprof_engine.errors.ConfigError: tprof's first argument must be the function to profile "
-    "(got a Tensor); pass the function and its arguments: tprof(fn, *args)",
+    CONFIG_ERROR + "tprof.pedantic 'rounds' must be an integer (got '3')",
+    CONFIG_ERROR + "tprof.pedantic 'rounds' must be <= 10000 (got 100000000000000000000)",
+    CONFIG_ERROR + "tprof.pedantic 'warmup' must be >= 0 (got -1)",
+    CONFIG_ERROR + "tprof.pedantic 'setup' must be callable or None (got an int)",
+    CONFIG_ERROR + "tprof.pedantic 'args' must be a tuple (got a Tensor)",
+    CONFIG_ERROR + "tprof's first argument must be the function to profile (got a Tensor); pass "
+    "the function and its arguments: tprof(fn, *args)",
 ]
 
 

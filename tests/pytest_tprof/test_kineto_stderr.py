@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from tprof_engine import capture
+from tprof_engine.capture import kineto, session
 
 SMALL = ["--tprof-rounds=2", "--tprof-warmup=0", "--tprof-min-round-us=0", "-p", "no:cacheprovider"]
 
@@ -28,7 +28,7 @@ def test_torch_prints_usdt_lines_at_start_and_stop() -> None:
 def test_only_kineto_lines_are_dropped_and_the_rest_passes_in_order(
     capfd: pytest.CaptureFixture[str],
 ) -> None:
-    with capture.kineto_lines_dropped():
+    with kineto.kineto_lines_dropped():
         os.write(2, b"first\nUSDT:2026 x.cpp:52] profiler_start\nsecond (no newline)")
     os.write(2, b"\nafter\n")
     assert capfd.readouterr().err == "first\nsecond (no newline)\nafter\n"
@@ -43,7 +43,7 @@ def test_a_capture_prints_nothing_but_what_the_body_writes(
         torch.ones(3) + 1
         os.write(2, b"from the body\n")
 
-    capture.capture(body, rounds=2, warmup=0, probe=False)
+    session.capture(body, rounds=2, warmup=0, probe=False)
     assert capfd.readouterr().err == "from the body\n" * 2
 
 

@@ -7,7 +7,7 @@ import json
 import pytest
 import torch
 
-from tprof_engine import capture
+from tprof_engine.capture import facts, session
 
 NO_NVTX = (
     "tprof: --tprof-nvtx: this torch has no NVTX (a build without CUDA); "
@@ -21,7 +21,7 @@ def test_each_capture_and_each_round_is_a_named_range(monkeypatch: pytest.Monkey
     monkeypatch.setattr(torch.cuda.nvtx, "range_push", lambda name: pushed.append(name) or 0)
     monkeypatch.setattr(torch.cuda.nvtx, "range_pop", lambda: depth.append(len(pushed)) or 0)
     x = torch.ones(16)
-    capture.capture(
+    session.capture(
         torch.relu, (x,), rounds=3, warmup=1, probe=False, use_cuda=False,
         nvtx_label="tprof:test_a.py::test_relu",
     )  # fmt: skip
@@ -40,12 +40,12 @@ def test_without_a_label_no_range_is_pushed(monkeypatch: pytest.MonkeyPatch) -> 
         raise AssertionError(f"pushed {name}")
 
     monkeypatch.setattr(torch.cuda.nvtx, "range_push", refuse)
-    capture.capture(torch.relu, (torch.ones(4),), rounds=2, warmup=0, probe=False, use_cuda=False)
+    session.capture(torch.relu, (torch.ones(4),), rounds=2, warmup=0, probe=False, use_cuda=False)
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="the CPU build's behaviour")
 def test_the_cpu_build_has_no_nvtx_and_a_run_says_so_once(pytester: pytest.Pytester) -> None:
-    assert not capture.nvtx_available()
+    assert not facts.nvtx_available()
     pytester.makepyfile(
         """
         import torch
@@ -71,7 +71,7 @@ def test_the_cpu_build_has_no_nvtx_and_a_run_says_so_once(pytester: pytest.Pytes
 
 
 def test_counters_are_one_header_line_either_way(pytester: pytest.Pytester) -> None:
-    from tprof_engine.counters import unavailable_reason
+    from tprof_engine.capture.counters import unavailable_reason
 
     pytester.makepyfile(
         """

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tprof_engine import store
+from tprof_engine.store import schema as store
 
 # Timing hardly gates these tests (floor 900 %): what fails them is the work the ops do.
 FAST = (

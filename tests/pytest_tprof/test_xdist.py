@@ -7,9 +7,9 @@ import re
 
 import pytest
 
-from tprof_engine import store
-from tprof_engine.capture import torch_facts
-from tprof_engine.environment import Fingerprint
+from tprof_engine.capture.facts import torch_facts
+from tprof_engine.model.environment import Fingerprint
+from tprof_engine.store import baselines, paths
 
 pytest.importorskip("xdist")
 
@@ -56,8 +56,8 @@ def test_the_controller_saves_every_workers_baselines_and_reports_every_test(
     assert HEADER in saved.outlines
     folder = spread.path / "baselines" / Fingerprint.collect(torch_facts()).key
     files = sorted(folder.iterdir())
-    assert [p.name for p in files] == sorted(f"{store.slug(n)}.json" for n in NODEIDS)
-    assert sorted(store.load_baseline(p).nodeid for p in files) == sorted(NODEIDS)
+    assert [p.name for p in files] == sorted(f"{paths.slug(n)}.json" for n in NODEIDS)
+    assert sorted(baselines.load_baseline(p).nodeid for p in files) == sorted(NODEIDS)
     assert sorted(summary_nodeids(saved)) == sorted(NODEIDS)
 
     checked = spread.runpytest_subprocess("-n", "2", *SMALL, "--tprof", "--tprof-json=report.json")
@@ -68,5 +68,5 @@ def test_the_controller_saves_every_workers_baselines_and_reports_every_test(
     assert sorted(t["nodeid"] for t in doc["tests"]) == sorted(NODEIDS)
     for test in doc["tests"]:
         assert test["verdict"] != "no-baseline", test["nodeid"]
-        assert test["baseline"] == str(folder / f"{store.slug(test['nodeid'])}.json")
+        assert test["baseline"] == str(folder / f"{paths.slug(test['nodeid'])}.json")
         assert any("xdist" in note for note in test["notes"]), test["notes"]

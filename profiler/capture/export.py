@@ -1,0 +1,166 @@
+"""The Chrome trace of a capture: kineto's export, gzipped, with tprof's metadata and the
+per-round load readings as a counter track.
+"""
+
+from __future__ import annotations
+
+import errno
+import gzip
+import json
+import os
+import re
+import shutil
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch.profiler import profile
+
+from tprof_engine.store import files
+
+
+def device_config(cuda: bool) -> Any:
+    """Kineto's sync events (which op made the host wait) and each copy's metadata (its
+    bytes), on device runs only; None where this torch has no such options."""
+    config = getattr(torch._C._profiler, "_ExperimentalConfig", None)
+    if not cuda or config is None:
+        return None
+    try:
+        return config(enable_cuda_sync_events=True, expose_kineto_event_metadata=True)
+    except TypeError:  # an older torch without one of them
+        return None
+
+
+def metadata_for_trace(
+    warmup: int, rounds: int, iterations: int, test: Mapping[str, Any] | None
+) -> dict[str, Any]:
+    """The trace's top-level keys that say how it was recorded (and of which test)."""
+    meta: dict[str, Any] = {
+        "tprof": {"warmup": warmup, "rounds": rounds, "iterations": iterations},
+        "distributedInfo": {"rank": 0, "world_size": 1},
+    }
+    if test:
+        meta["tprof_test"] = dict(test)
+    return meta
+
+
+def write_trace(
+    prof: profile, path: Path, counters: list[tuple[int, dict[str, Any]]] | None = None
+) -> tuple[Path | None, str]:
+    """Write the session's Chrome trace to ``path``, gzipped, atomically; or say why not.
+
+    A trace that can't be written (no permission, a file where its folder should be, a full
+    disk) doesn't fail the test: no path, the reason, and no temp file left behind.
+    """
+    try:
+        _export_gzipped(prof, path, counters or [])
+    except OSError as exc:
+        blocking = files.file_in_the_way(path.parent)
+        if blocking is not None:
+            return None, (
+                f"{path}: trace not written: {blocking} is a file, not a folder; move it away "
+                "or pass another --tprof-trace-dir"
+            )
+        return None, (
+            f"{path}: trace not written ({exc.strerror or exc}); free space on or fix the "
+            f"permissions of {path.parent}, or pass another --tprof-trace-dir"
+        )
+    return path, ""
+
+
+def _export_gzipped(prof: profile, path: Path, counters: list[tuple[int, dict[str, Any]]]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    # torch gzips its export line by line in Python (3.2 s for 105k events); the native
+    # export plus one gzip pass costs a tenth of that.
+    with (
+        files.scratch_dir(path) as scratch,
+        files.atomic_path(path, mode_like_existing=False) as tmp,
+    ):
+        plain = scratch / "trace.json"
+        prof.export_chrome_trace(str(plain))
+        if not _whole_json(plain):  # kineto logs a failed write and returns as if it had written
+            raise OSError(errno.EIO, "the profiler's export failed; is the disk full?")
+        with open(plain, "rb") as src, gzip.open(tmp, "wb", compresslevel=6) as dst:
+            at, extra = _counter_events(src, counters)
+            src.seek(0)
+            if at is None:
+                shutil.copyfileobj(src, dst, 1 << 20)
+                return
+            _copy_bytes(src, dst, at)
+            dst.write(extra)
+            shutil.copyfileobj(src, dst, 1 << 20)
+
+
+# The exporter's top-level keys: the time base of every "ts", and the key after traceEvents.
+_BASE_TIME = re.compile(rb'"baseTimeNanoseconds":\s*(\d+)')
+
+
+_AFTER_EVENTS = b'],"traceName"'
+
+
+def _counter_events(
+    src: Any, counters: list[tuple[int, dict[str, Any]]]
+) -> tuple[int | None, bytes]:
+    """Where in the exported trace to add the rounds' counter events (the end of its
+    ``traceEvents``) and their JSON; no place when the export doesn't read as expected."""
+    if not counters:
+        return None, b""
+    head = _head_before_events(src)
+    src.seek(0, os.SEEK_END)
+    size = src.tell()
+    src.seek(max(0, size - 65536))
+    tail = src.read()
+    base, end = _BASE_TIME.search(head), tail.rfind(_AFTER_EVENTS)
+    if base is None or end < 0:
+        return None, b""
+    t0, pid = int(base.group(1)), os.getpid()
+    events = [
+        {
+            "ph": "C",
+            "name": "tprof round",
+            "pid": pid,
+            "tid": 0,
+            "ts": round((start - t0) / 1000.0, 3),
+            "args": args,
+        }
+        for start, args in counters
+    ]
+    text = "".join(",\n  " + json.dumps(e, sort_keys=True) for e in events)
+    return max(0, size - 65536) + end, text.encode()
+
+
+def _head_before_events(src: Any, limit: int = 1 << 26) -> bytes:
+    """The exported trace up to its ``traceEvents`` key: the top-level keys kineto writes
+    first (the metadata, ``tprof_rounds`` among them, then the time base)."""
+    head = bytearray()
+    while len(head) < limit:
+        chunk = src.read(1 << 16)
+        if not chunk:
+            break
+        seen = len(head)
+        head += chunk
+        if head.find(b'"traceEvents"', max(0, seen - 16)) >= 0:
+            break
+    return bytes(head)
+
+
+def _copy_bytes(src: Any, dst: Any, count: int) -> None:
+    while count > 0:
+        chunk = src.read(min(count, 1 << 20))
+        if not chunk:
+            return
+        dst.write(chunk)
+        count -= len(chunk)
+
+
+def _whole_json(path: Path) -> bool:
+    """Whether an exported trace ends as a whole JSON object or array does."""
+    try:
+        with open(path, "rb") as f:
+            size = f.seek(0, os.SEEK_END)
+            f.seek(max(0, size - 64))
+            tail = f.read().rstrip()
+    except OSError:
+        return False
+    return tail.endswith((b"}", b"]"))

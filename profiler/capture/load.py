@@ -1,0 +1,140 @@
+"""Whether the machine let a round run, read around each round: thread CPU time, run-queue
+wait, context switches and the runnable tasks of the machine (Linux ``/proc``, ``getrusage``).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+import numpy as np
+
+from tprof_engine.model.records import RoundLoad
+
+try:
+    import resource
+except ImportError:  # Windows: the thread's CPU time alone is read
+    resource = None  # type: ignore[assignment]
+
+
+_SCHEDSTAT = "/proc/thread-self/schedstat"
+
+
+_LOADAVG = "/proc/loadavg"
+
+
+_RUSAGE_THREAD = getattr(resource, "RUSAGE_THREAD", None)
+
+
+def _open(path: str) -> int | None:
+    try:
+        return os.open(path, os.O_RDONLY)
+    except OSError:
+        return None
+
+
+class LoadMeter:
+    """Per-round readings of what the machine let the calling thread run.
+
+    Create it in the thread that runs the rounds (``/proc/thread-self`` is bound to the
+    thread that opens it) and call :meth:`before` and :meth:`after` around each round; each
+    reading costs a few µs, outside the round's timed interval.  The CPU clock is read last
+    before and first after, so it brackets the round's wall time closely.
+    """
+
+    def __init__(self) -> None:
+        self._sched = _open(_SCHEDSTAT)
+        self._loadavg = _open(_LOADAVG)
+        self._start: tuple[int, int, int, int, int] = (0, 0, 0, 0, 0)
+        self.starts_ns: list[int] = []  # each round's start on the wall clock the trace uses
+        self._cpu: list[int] = []
+        self._queued: list[int] = []
+        self._switches: list[int] = []
+        self._blocks: list[int] = []
+        self._neighbours: list[int] = []
+
+    def _queued_ns(self) -> int:
+        if self._sched is None:
+            return 0
+        try:
+            return int(os.pread(self._sched, 64, 0).split()[1])
+        except (OSError, IndexError, ValueError):
+            return 0
+
+    def _switch_counts(self) -> tuple[int, int]:
+        if _RUSAGE_THREAD is None:
+            return 0, 0
+        usage = resource.getrusage(_RUSAGE_THREAD)
+        return usage.ru_nivcsw, usage.ru_nvcsw
+
+    def _runnable_others(self) -> int:
+        """Runnable tasks on the machine besides this thread, from /proc/loadavg's 4th field."""
+        if self._loadavg is None:
+            return 0
+        try:
+            running = int(os.pread(self._loadavg, 128, 0).split()[3].split(b"/")[0])
+        except (OSError, IndexError, ValueError):
+            return 0
+        return max(0, running - 1)
+
+    def before(self) -> None:
+        others = self._runnable_others()
+        queued = self._queued_ns()
+        inv, vol = self._switch_counts()
+        self.starts_ns.append(time.time_ns())
+        self._start = (queued, inv, vol, others, time.thread_time_ns())
+
+    def after(self) -> None:
+        cpu = time.thread_time_ns()
+        queued = self._queued_ns()
+        inv, vol = self._switch_counts()
+        q0, i0, v0, n0, c0 = self._start
+        self._cpu.append(cpu - c0)
+        self._queued.append(queued - q0)
+        self._switches.append(inv - i0)
+        self._blocks.append(vol - v0)
+        self._neighbours.append(max(n0, self._runnable_others()))
+
+    def result(self) -> RoundLoad:
+        """The readings so far, one value per round."""
+        linux, counted = self._sched is not None, _RUSAGE_THREAD is not None
+        return RoundLoad(
+            cpu_us=np.asarray(self._cpu, dtype=np.float64) / 1000.0,
+            queued_us=np.asarray(self._queued, dtype=np.float64) / 1000.0 if linux else None,
+            switches=np.asarray(self._switches, dtype=np.int64) if counted else None,
+            blocks=np.asarray(self._blocks, dtype=np.int64) if counted else None,
+            neighbours=np.asarray(self._neighbours, dtype=np.int64)
+            if self._loadavg is not None
+            else None,
+            cpus=os.cpu_count() or 1,
+        )
+
+    def close(self) -> None:
+        for fd in (self._sched, self._loadavg):
+            if fd is not None:
+                os.close(fd)
+        self._sched = self._loadavg = None
+
+    def __enter__(self) -> LoadMeter:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+def machine_now() -> str | None:
+    """The header's line: tasks runnable on the machine now besides this process, from
+    /proc/loadavg; None where it can't be read."""
+    try:
+        with open(_LOADAVG, "rb") as f:
+            fields = f.read().split()
+        running = int(fields[3].split(b"/")[0]) - 1
+        load1 = float(fields[0])
+    except (OSError, IndexError, ValueError):
+        return None
+    return (
+        f"machine: {os.cpu_count()} CPUs, {max(running, 0)} other task(s) runnable now, "
+        f"load average {load1:.1f}; rounds that wait for a CPU or run beside busy processes "
+        "are left out of the timing"
+    )

@@ -1,0 +1,385 @@
+"""Run a body for warm-up and measured rounds under one ``torch.profiler`` session.
+
+Each round is a ``ProfilerStep#N`` annotation holding the drift probe then the body, its calls
+bracketed by :class:`~tprof_engine.capture.load.LoadMeter`'s readings; the events come back as
+plain records (:class:`~tprof_engine.model.records.OpTable`, numbers, paths): torch objects
+never leave this stage.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import json
+import math
+import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch.profiler import ProfilerActivity, profile, record_function
+
+from tprof_engine.capture.export import device_config, metadata_for_trace, write_trace
+from tprof_engine.capture.facts import REDUCTION_PATH, cuda_available, profiler_active
+from tprof_engine.capture.kineto import (
+    events_from_kineto,
+    started_quietly,
+    table_from_function_events,
+)
+from tprof_engine.capture.load import LoadMeter
+from tprof_engine.model.arrays import FloatArray
+from tprof_engine.model.errors import CaptureError, ConfigError
+from tprof_engine.model.limits import MAX_ITERATIONS, ROUNDS_LIMIT, WARMUP_LIMIT, number_problem
+from tprof_engine.model.records import (
+    OpTable,
+    RoundLoad,
+)
+from tprof_engine.reduce.ops import (
+    PROBE_PREFIX,
+    ROUND_PREFIX,
+    drop_leading_rounds,
+    reduce_events,
+)
+
+MAX_WARMUP = 50  # bound on the automatic warm-up extension
+
+
+PROBE_VERSION = "cpu-mm96x4-v1"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CaptureResult:
+    """What one profiled run produced: the op table, the trace, and how it was obtained."""
+
+    table: OpTable
+    value: Any = None
+    warmup_used: int
+    iterations: int
+    trace_path: Path | None
+    trace_problem: str = ""  # why the trace asked for wasn't written (trace_path is then None)
+    reduction: str  # "raw-events" or "key_averages"
+    capture_s: float
+    reduce_s: float
+    cuda: bool
+    warmup_settled: bool  # the last warm-up round called the ops of the first measured one
+    meta: Mapping[str, Any] = field(default_factory=dict)
+
+
+class Probe:
+    """A fixed CPU workload (≈200 µs single-threaded) timed in every round to track drift."""
+
+    def __init__(self, cuda: bool) -> None:
+        g = torch.Generator().manual_seed(0)
+        self.a = torch.randn(96, 96, generator=g)
+        self.b = torch.randn(96, 96, generator=g)
+        self.cuda = cuda
+        if cuda:
+            self.ga = self.a.cuda()
+            self.gb = self.b.cuda()
+
+    def __call__(self) -> None:
+        x = self.a
+        for _ in range(4):
+            x = torch.tanh(torch.mm(x, self.b) * 0.01)
+        if self.cuda:
+            y = self.ga
+            for _ in range(4):
+                y = torch.tanh(torch.mm(y, self.gb) * 0.01)
+
+
+def sync(cuda: bool) -> None:
+    if cuda:
+        torch.cuda.synchronize()
+
+
+def calibrate_iterations(
+    fn: Callable[[], Any],
+    *,
+    min_round_us: float,
+    max_iterations: int = MAX_ITERATIONS,
+    cuda: bool = False,
+) -> int:
+    """Calls of ``fn`` per round so a round lasts at least ``min_round_us`` (unprofiled timing)."""
+    if min_round_us <= 0:
+        return 1
+    fn()
+    sync(cuda)
+    best = math.inf
+    for _ in range(3):
+        t0 = time.perf_counter_ns()
+        fn()
+        sync(cuda)
+        best = min(best, (time.perf_counter_ns() - t0) / 1000.0)
+    if best >= min_round_us:
+        return 1
+    return int(min(max_iterations, math.ceil(min_round_us / max(best, 0.01))))
+
+
+def capture(
+    fn: Callable[..., Any],
+    args: tuple[Any, ...] = (),
+    kwargs: Mapping[str, Any] | None = None,
+    *,
+    rounds: int,
+    warmup: int,
+    setup: Callable[[], Any] | None = None,
+    iterations: int = 1,
+    trace_path: Path | None = None,
+    record_shapes: bool = False,
+    use_cuda: bool | None = None,
+    probe: bool = True,
+    trace_metadata: Mapping[str, Any] | None = None,
+    nvtx_label: str | None = None,
+    profile_memory: bool = False,
+) -> CaptureResult:
+    """Profile ``fn(*args, **kwargs)`` for ``warmup`` + ``rounds`` rounds in one session.
+
+    Each round is a ``ProfilerStep#N`` annotation (so trace tools see iterations); inside it
+    the drift probe runs first (``tprof::probe#N``), then ``iterations`` calls of the body,
+    then a device synchronize when CUDA is profiled.  ``setup`` runs before each round,
+    outside the round, and may return ``(args, kwargs)`` for it.  If the ops called in the
+    last warm-up round differ from those of the first measured round, warm-up is extended
+    (up to ``MAX_WARMUP`` rounds) by profiling again.  With ``nvtx_label`` the capture is
+    an NVTX range of that name and each round one named ``<label>:round<N>`` (warm-up rounds
+    ``<label>:warmup<N>``), for Nsight; see :func:`nvtx_available`.
+    """
+    for key, value, low, high in (
+        ("rounds", rounds, 2, ROUNDS_LIMIT),
+        ("warmup", warmup, 0, WARMUP_LIMIT),
+    ):
+        if (problem := number_problem(value, minimum=low, maximum=high, integer=True)) is not None:
+            raise ConfigError(f"'{key}' {problem}")
+    if iterations < 1:
+        raise ConfigError(f"'iterations' must be >= 1 (got {iterations})")
+    if profiler_active():
+        raise CaptureError(
+            "a torch profiler is already running; tprof opens its own profiler session, "
+            "so call tprof outside any torch.profiler.profile() block"
+        )
+    cuda = cuda_available() if use_cuda is None else use_cuda
+    kwargs = dict(kwargs or {})
+    warm = warmup
+    while True:
+        with _nvtx_range(nvtx_label):
+            result = _capture_once(
+                fn, args, kwargs, rounds=rounds, warmup=warm, setup=setup,
+                iterations=iterations, trace_path=trace_path, record_shapes=record_shapes,
+                cuda=cuda, probe=probe, trace_metadata=trace_metadata, nvtx_label=nvtx_label,
+                profile_memory=profile_memory,
+            )  # fmt: skip
+        if result.warmup_settled or warm >= MAX_WARMUP or (warm == 0 and warmup == 0):
+            break
+        warm = min(MAX_WARMUP, max(2 * warm, warm + 2))
+    if not result.table.calls.any():  # nothing to judge: every later run would read unchanged
+        raise CaptureError(f"the profiled body ran no torch ops{_why_no_ops(result.value)}")
+    return result
+
+
+def _why_no_ops(value: Any) -> str:
+    """Why a body that ran no ops may have run nothing at all, from what it returned."""
+    if inspect.isgenerator(value):
+        return (
+            " (it returned a generator, which runs nothing until it is iterated: iterate it "
+            "inside the body, e.g. list(gen()))"
+        )
+    if inspect.iscoroutine(value):
+        return (
+            " (it returned a coroutine, which runs nothing until it is awaited: profile a "
+            "plain function)"
+        )
+    if callable(value):
+        return " (it returned a callable: call it inside the body instead of returning it)"
+    return "; profile a function that runs torch code"
+
+
+def _capture_once(
+    fn: Callable[..., Any],
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    *,
+    rounds: int,
+    warmup: int,
+    setup: Callable[[], Any] | None,
+    iterations: int,
+    trace_path: Path | None,
+    record_shapes: bool,
+    cuda: bool,
+    probe: bool,
+    trace_metadata: Mapping[str, Any] | None,
+    nvtx_label: str | None = None,
+    profile_memory: bool = False,
+) -> CaptureResult:
+    drift_probe = Probe(cuda) if probe else None
+    metadata = metadata_for_trace(warmup, rounds, iterations, trace_metadata)
+    t_start = time.perf_counter()
+    prof, wall_us, (load, starts_ns), value = _profile_rounds(
+        fn, args, kwargs, rounds=warmup + rounds, setup=setup, iterations=iterations, cuda=cuda,
+        drift_probe=drift_probe, record_shapes=record_shapes, metadata=metadata,
+        nvtx_rounds=_nvtx_round_names(nvtx_label, warmup, rounds),
+        profile_memory=profile_memory,
+    )  # fmt: skip
+    capture_s = time.perf_counter() - t_start
+
+    t_reduce = time.perf_counter()
+    if REDUCTION_PATH == "raw-events":
+        table = reduce_events(events_from_kineto(prof), wall_us=wall_us)
+    else:
+        table = table_from_function_events(prof, wall_us=wall_us)
+    table = replace(table, load=load)
+    settled = warmup_settled(table, warmup)
+    table = drop_leading_rounds(table, warmup)
+    reduce_s = time.perf_counter() - t_reduce
+
+    counters = round_counters(starts_ns, wall_us, load)
+    written, problem = (
+        (None, "") if trace_path is None else write_trace(prof, Path(trace_path), counters)
+    )
+    return CaptureResult(
+        table=table,
+        value=value,
+        warmup_used=warmup,
+        iterations=iterations,
+        trace_path=written,
+        trace_problem=problem,
+        reduction=REDUCTION_PATH,
+        capture_s=capture_s,
+        reduce_s=reduce_s,
+        cuda=cuda,
+        warmup_settled=settled,
+        meta={"events": table.meta.get("events", 0)},
+    )
+
+
+def _profile_rounds(
+    fn: Callable[..., Any],
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    *,
+    rounds: int,
+    setup: Callable[[], Any] | None,
+    iterations: int,
+    cuda: bool,
+    drift_probe: Probe | None,
+    record_shapes: bool,
+    metadata: Mapping[str, Any],
+    nvtx_rounds: tuple[str, ...] = (),
+    profile_memory: bool = False,
+) -> tuple[profile, FloatArray, tuple[RoundLoad, list[int]], Any]:
+    """Run ``rounds`` rounds in one profiler session.
+
+    Returns the session, each round's wall time in µs, what the machine let each round run
+    (with each round's start on the wall clock), and the body's last value; ``metadata``
+    goes into the session's trace, one JSON value per key, and so do the rounds' readings
+    (``tprof_rounds``).
+    """
+    activities = [ProfilerActivity.CPU]
+    if cuda:
+        activities.append(ProfilerActivity.CUDA)
+    wall_us = np.zeros(rounds)
+    value: Any = None
+    with (
+        LoadMeter() as meter,
+        started_quietly(
+            profile(
+                activities=activities,
+                record_shapes=record_shapes,
+                profile_memory=profile_memory,
+                experimental_config=device_config(cuda),
+            )
+        ) as prof,
+    ):
+        for r in range(rounds):
+            call_args, call_kwargs = args, kwargs
+            if setup is not None:
+                prepared = setup()
+                if prepared is not None:
+                    call_args, call_kwargs = split_setup(prepared)
+            with (
+                _nvtx_range(nvtx_rounds[r] if nvtx_rounds else None),
+                record_function(f"{ROUND_PREFIX}{r}"),
+            ):
+                if drift_probe is not None:
+                    with record_function(f"{PROBE_PREFIX}{r}"):
+                        drift_probe()
+                        sync(cuda)
+                meter.before()
+                t0 = time.perf_counter_ns()
+                for _ in range(iterations):
+                    value = fn(*call_args, **call_kwargs)
+                sync(cuda)
+                wall_us[r] = (time.perf_counter_ns() - t0) / 1000.0
+                meter.after()
+        load = meter.result()
+        for key, val in {**metadata, "tprof_rounds": round_readings(wall_us, load)}.items():
+            prof.add_metadata_json(key, json.dumps(val, sort_keys=True))
+    return prof, wall_us, (load, meter.starts_ns), value
+
+
+def round_counters(
+    starts_ns: list[int], wall_us: Any, load: RoundLoad | None
+) -> list[tuple[int, dict[str, Any]]]:
+    """Each round's readings as a counter sample at its start, for the trace's counter track."""
+    if load is None:
+        return []
+    rows = round_readings(wall_us, load)
+    keys = ("wall_us", "cpu_us", "queued_us", "neighbours")
+    return [
+        (start, {k: row[k] for k in keys if k in row})
+        for start, row in zip(starts_ns, rows, strict=False)
+    ]
+
+
+def round_readings(wall_us: Any, load: RoundLoad) -> list[dict[str, Any]]:
+    """Each round's readings as the trace's ``tprof_rounds`` metadata (warm-up rounds first)."""
+    parts = load.to_dict()
+    out = []
+    for r in range(len(wall_us)):
+        row = {"round": r, "wall_us": round(float(wall_us[r]), 3)}
+        row.update({key: values[r] for key, values in parts.items() if isinstance(values, list)})
+        out.append(row)
+    return out
+
+
+@contextlib.contextmanager
+def _nvtx_range(name: str | None) -> Iterator[None]:
+    """An NVTX range named ``name`` around the block; nothing when ``name`` is None."""
+    if name is None:
+        yield
+        return
+    torch.cuda.nvtx.range_push(name)
+    try:
+        yield
+    finally:
+        torch.cuda.nvtx.range_pop()
+
+
+def _nvtx_round_names(label: str | None, warmup: int, rounds: int) -> tuple[str, ...]:
+    """The NVTX name of each round of a capture: warm-up rounds first, then measured ones."""
+    if label is None:
+        return ()
+    return tuple(f"{label}:warmup{r}" for r in range(warmup)) + tuple(
+        f"{label}:round{r}" for r in range(rounds)
+    )
+
+
+def split_setup(prepared: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    if (
+        isinstance(prepared, tuple)
+        and len(prepared) == 2
+        and isinstance(prepared[0], tuple)
+        and isinstance(prepared[1], dict)
+    ):
+        return prepared[0], prepared[1]
+    raise ConfigError(
+        f"'setup' must return None or (args_tuple, kwargs_dict) (got {type(prepared).__name__})"
+    )
+
+
+def warmup_settled(table: OpTable, warmup: int) -> bool:
+    """Whether the last warm-up round called the same ops as the first measured round."""
+    if warmup == 0 or table.rounds <= warmup:
+        return True
+    return bool(np.array_equal(table.calls[:, warmup - 1], table.calls[:, warmup]))

@@ -1,0 +1,11 @@
+"""Decide: the verdicts, from two sides' tables and a :class:`~.rule.Rule`.
+
+- :mod:`.judge`: the one judging path (comparability → timing → exact gates → too-noisy) and
+  the confirmation policy as data (:func:`.judge.next_step`);
+- :mod:`.timing` with :mod:`.samples` (per-op statistical tests), :mod:`.structure` (calls and
+  ops that came or went), :mod:`.families` (the host and device-idle families) and
+  :mod:`.device`: the timing rule;
+- :mod:`.work_gate`, :mod:`.memory_gate`: the exact gates;
+- :mod:`.busy`: which rounds the machine disturbed; :mod:`.stats`: the tests (scipy);
+  :mod:`.rule`: the parameters.
+"""

@@ -1,0 +1,177 @@
+"""Which rounds the machine disturbed, from the readings :mod:`tprof_engine.capture.load`
+stored with them, and what a run's header and summary say of it (docs/design.md §16).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+
+from tprof_engine.model.arrays import BoolArray, FloatArray
+from tprof_engine.model.records import OpTable
+
+try:
+    import resource
+except ImportError:  # Windows: the thread's CPU time alone is read
+    resource = None  # type: ignore[assignment]
+
+
+def waited_us(table: OpTable) -> FloatArray | None:
+    """Each round's time waiting for a CPU; None when the table has no readings.
+
+    The run-queue wait where the kernel reports it.  Time off the CPU (wall less CPU time)
+    counts too in a round where the thread never blocked itself: that is a hypervisor's
+    steal, or a wait the run queue doesn't show.  A round that blocked (a device
+    synchronize, I/O) spends its own time off the CPU, so only its run-queue wait counts.
+    """
+    load = table.load
+    if load is None:
+        return None
+    off_cpu = np.maximum(table.wall_us - load.cpu_us, 0.0)
+    if load.queued_us is None:
+        # No run-queue reading (not Linux): time off the CPU is all there is; a device run
+        # blocks in its synchronize every round, so there it tells nothing.
+        return np.zeros(table.rounds) if table.has_device else off_cpu
+    # the run-queue reading closes a few µs after the round: a wait that began in between
+    # counts, so it is capped at the round's own time
+    queued = np.minimum(load.queued_us, table.wall_us)
+    if load.blocks is None:
+        return queued
+    waited: FloatArray = np.where(load.blocks > 0, queued, np.maximum(queued, off_cpu))
+    return waited
+
+
+def waited_rounds(table: OpTable, *, share: float, minimum_us: float) -> BoolArray | None:
+    """Which rounds waited for a CPU: longer than ``share`` of the round and ``minimum_us``."""
+    waited = waited_us(table)
+    if waited is None:
+        return None
+    return waited > np.maximum(share * table.wall_us, minimum_us)
+
+
+def crowded_rounds(table: OpTable, *, crowd: float, siblings: int = 0) -> BoolArray | None:
+    """Which rounds shared the machine: other runnable tasks, besides ``siblings`` (the run's
+    own other workers and threads), on at least ``crowd`` of its CPUs (at least one) when the
+    round began or ended.  Neighbours that don't take this thread's CPU still share its caches
+    and memory bandwidth: the time between ops read 45-107 % longer beside a memory-bound
+    neighbour without a single wait (docs/design.md, "A busy machine")."""
+    load = table.load
+    if load is None or load.neighbours is None:
+        return None
+    at_least = max(1, int(np.ceil(crowd * load.cpus)))
+    crowded: BoolArray = (load.neighbours - siblings) >= at_least
+    return crowded
+
+
+def disturbed_rounds(table: OpTable, rule: Disturbance) -> BoolArray | None:
+    """Rounds that waited for a CPU or shared the machine; None without readings."""
+    found = _masks(table, rule)
+    return None if found is None else found[0] | found[1]
+
+
+def _masks(table: OpTable, rule: Disturbance) -> tuple[BoolArray, BoolArray] | None:
+    """The rounds that waited and the rounds that were crowded (none without neighbours)."""
+    waited = waited_rounds(table, share=rule.wait_share, minimum_us=rule.wait_min_us)
+    if waited is None:
+        return None
+    crowded = crowded_rounds(table, crowd=rule.crowd_share, siblings=rule.siblings)
+    return waited, np.zeros_like(waited) if crowded is None else crowded
+
+
+class Disturbance(Protocol):
+    """The rule's parameters for disturbed rounds (:class:`tprof_engine.rule.Rule` has them)."""
+
+    @property
+    def wait_share(self) -> float: ...
+    @property
+    def wait_min_us(self) -> float: ...
+    @property
+    def crowd_share(self) -> float: ...
+    @property
+    def siblings(self) -> int: ...
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Busy:
+    """How busy the machine was over one table's rounds."""
+
+    rounds: int
+    waited: int  # rounds that waited for a CPU
+    waited_share: float  # of those rounds' wall time, the share spent waiting
+    crowded: int  # rounds that shared the machine with other runnable tasks
+    disturbed: int  # rounds that did either
+    cpus: int
+
+    @property
+    def quiet(self) -> int:
+        return self.rounds - self.disturbed
+
+    def describe(self) -> str:
+        """``14 of 20 rounds waited for a CPU (31 % of their time)``, and the crowded ones."""
+        parts = []
+        if self.waited:
+            parts.append(
+                f"{self.waited} of {self.rounds} rounds waited for a CPU "
+                f"({self.waited_share:.0%} of their time)"
+            )
+        if self.crowded:
+            parts.append(
+                f"{self.crowded} of {self.rounds} ran beside other processes "
+                f"busy on the machine's {self.cpus} CPU(s)"
+            )
+        return "; ".join(parts) or f"0 of {self.rounds} rounds disturbed"
+
+
+def busy_of(table: OpTable, rule: Disturbance) -> Busy | None:
+    """The table's rounds as :class:`Busy`; None without readings."""
+    found = _masks(table, rule)
+    waited = waited_us(table)
+    if found is None or waited is None or table.load is None:
+        return None
+    waited_mask, crowded = found
+    wall = float(table.wall_us[waited_mask].sum())
+    return Busy(
+        rounds=table.rounds,
+        waited=int(waited_mask.sum()),
+        waited_share=float(waited[waited_mask].sum()) / wall if wall > 0 else 0.0,
+        crowded=int(crowded.sum()),
+        disturbed=int((waited_mask | crowded).sum()),
+        cpus=table.load.cpus,
+    )
+
+
+def quiet_table(table: OpTable, rule: Disturbance) -> OpTable:
+    """The table without its disturbed rounds (as it is without readings)."""
+    mask = disturbed_rounds(table, rule)
+    if mask is None or not mask.any():
+        return table
+    return table.with_rounds(np.flatnonzero(~mask))
+
+
+def run_summary(
+    tables: Sequence[tuple[str, OpTable]], rule: Disturbance, *, worst: int = 3
+) -> str | None:
+    """One line on how busy the machine was over a run: the share of measured rounds
+    disturbed (waited for a CPU, or ran beside busy processes) and the tests most disturbed.
+    None when no table has readings."""
+    found = [(name, b) for name, t in tables if (b := busy_of(t, rule)) is not None]
+    if not found:
+        return None
+    rounds = sum(b.rounds for _, b in found)
+    disturbed = sum(b.disturbed for _, b in found)
+    waited = sum(b.waited for _, b in found)
+    line = (
+        f"machine: {disturbed} of {rounds} measured rounds ({disturbed / rounds:.0%}) disturbed "
+        f"({waited} waited for a CPU); timing is judged on the others"
+    )
+    hit = sorted(
+        (nb for nb in found if nb[1].disturbed), key=lambda nb: -nb[1].disturbed / nb[1].rounds
+    )
+    if hit:
+        line += "; most: " + ", ".join(
+            f"{name} ({b.disturbed} of {b.rounds})" for name, b in hit[:worst]
+        )
+    return line

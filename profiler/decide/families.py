@@ -1,0 +1,199 @@
+"""The families judged beside each device's op time: the time outside any op (``host``) and
+the device's idle time (``gpu-idle``), each as a total with the ops it grew before.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+
+import numpy as np
+
+from tprof_engine.decide import device as gpu
+from tprof_engine.decide.rule import Rule
+from tprof_engine.decide.samples import Side, Total, scale, total_test
+from tprof_engine.model.arrays import FloatArray
+from tprof_engine.model.device_tables import DeviceTable
+from tprof_engine.model.records import OpTable
+from tprof_engine.model.verdicts import (
+    IMPROVED,
+    REGRESSED,
+    UNCHANGED,
+    FamilyResult,
+    TestWord,
+)
+
+IDLE_FAMILY = "gpu-idle"
+
+
+IDLE_RANKED = 3  # ops named as the ones the device waited for
+
+
+def _idle_side(tables: Sequence[DeviceTable], rule: Rule) -> Side:
+    """A side whose round total is the device's idle µs: the total test runs on it as is."""
+    rounds = [t.idle_us for t in tables]
+    return Side(
+        per_op={},
+        per_session_op_medians={},
+        calls={},
+        totals=np.concatenate(rounds),
+        session_total_medians=[rule.center(r) for r in rounds],
+        raw_op_medians={},
+        sessions=[],
+    )
+
+
+def idle_family(
+    baseline: Sequence[OpTable], current: OpTable, rule: Rule, *, timed: bool
+) -> FamilyResult | None:
+    """The device's idle time per round against the baseline's, by the total test (§10).
+
+    None unless both sides have device tables.  Its reasons name the ops whose activities
+    the device waited for longer than in the baseline.
+    """
+    tables = [b.device for b in baseline if b.device is not None]
+    if current.device is None or not tables or len(tables) < len(baseline):
+        return None
+    base, cur = _idle_side(tables, rule), _idle_side([current.device], rule)
+    total = total_test(base, cur, len(baseline), rule, timed=timed)
+    verdict: TestWord = REGRESSED if total.regressed else IMPROVED if total.improved else UNCHANGED
+    reasons: tuple[str, ...] = ()
+    if verdict != UNCHANGED:
+        reasons = (_idle_reason(tables, current.device, total, rule),)
+    return family_result(IDLE_FAMILY, verdict, total, reasons)
+
+
+HOST_FAMILY = "host"
+
+
+def _host_side(tables: Sequence[OpTable], reference: float, rule: Rule) -> Side:
+    """A side whose round total is the time outside any op, in drift-probe units."""
+    rounds = [t.host_us * scale(t, "probe_cpu_us", reference, rule) for t in tables]
+    return Side(
+        per_op={},
+        per_session_op_medians={},
+        calls={},
+        totals=np.concatenate(rounds) if rounds else np.zeros(0),
+        session_total_medians=[rule.center(r) for r in rounds],
+        raw_op_medians={},
+        sessions=[],
+    )
+
+
+def host_family(
+    baseline: Sequence[OpTable], current: OpTable, rule: Rule, *, timed: bool
+) -> FamilyResult:
+    """The round's time outside any op (Python between ops, hooks, the loop) by the total
+    test: what the op rows can't show, judged like a family's total."""
+    reference = rule.center(np.concatenate([b.probe_cpu_us for b in baseline]))
+    base = _host_side(baseline, reference, rule)
+    cur = _host_side([current], reference, rule)
+    total = total_test(base, cur, len(baseline), rule, timed=timed)
+    verdict: TestWord = REGRESSED if total.regressed else IMPROVED if total.improved else UNCHANGED
+    reasons: tuple[str, ...] = ()
+    grew: list[tuple[str, float]] = []
+    if verdict != UNCHANGED:
+        text = (
+            f"time outside any op {total.base_us:,.0f} → {total.cur_us:,.0f} µs per round "
+            f"({total.delta_pct:+.0%}, p={total.p_greater:.2g}, floor {total.floor:.0%} "
+            f"{total.floor_source}): Python between ops, hooks or the body's own loop"
+        )
+        grew = [
+            (op, d)
+            for op, d in _host_growth(baseline, current, rule)
+            if d >= rule.attribution_share * (total.cur_us - total.base_us)
+        ][:HOST_RANKED]
+        if verdict == REGRESSED and grew:
+            text += "; it grew before " + ", ".join(f"{op} ({d:+,.0f} µs)" for op, d in grew)
+        reasons = (text,)
+    result = family_result(HOST_FAMILY, verdict, total, reasons)
+    if verdict == REGRESSED:
+        result = replace(result, grew_before=tuple(op for op, _ in grew))
+    return result
+
+
+HOST_RANKED = 3  # ops named as the ones the time outside any op grew before
+
+
+def _host_growth(
+    baseline: Sequence[OpTable], current: OpTable, rule: Rule
+) -> list[tuple[str, float]]:
+    """The ops before which the time outside any op grew, µs per round (raw), largest first:
+    the gap before each of the body's outermost ops, against the baseline's pooled rounds."""
+    if current.host_before_us is None:
+        return []
+    pooled: dict[str, list[FloatArray]] = {}
+    for t in baseline:
+        if t.host_before_us is None:
+            return []  # a baseline from before the gaps were kept: nothing to rank against
+        for i, name in enumerate(t.names):
+            pooled.setdefault(name, []).append(t.host_before_us[i])
+    grew = []
+    for i, name in enumerate(current.names):
+        before = rule.center(np.concatenate(pooled[name])) if name in pooled else 0.0
+        delta = rule.center(current.host_before_us[i]) - before
+        if delta > 0:
+            grew.append((name, delta))
+    return sorted(grew, key=lambda g: -g[1])
+
+
+def family_result(
+    family: str,
+    verdict: TestWord,
+    total: Total,
+    reasons: Sequence[str],
+    *,
+    gate: Sequence[str] = (),
+    structure: tuple[float, bool] = (0.0, False),
+) -> FamilyResult:
+    """A family's record from its total test, the ops that gate it and its structure."""
+    return FamilyResult(
+        family=family,
+        verdict=verdict,
+        baseline_total_us=total.base_us,
+        current_total_us=total.cur_us,
+        delta_pct=total.delta_pct * 100.0,
+        p_value=total.p_greater,
+        floor_pct=total.floor * 100.0,
+        floor_source=total.floor_source,
+        mde_pct=total.mde * 100.0,
+        timing_regressed=bool(total.regressed),
+        op_gate=tuple(gate),
+        structure_added_us=structure[0],
+        structure_regressed=structure[1],
+        reasons=tuple(reasons),
+    )
+
+
+def _idle_reason(
+    baseline: Sequence[DeviceTable], current: DeviceTable, total: Total, rule: Rule
+) -> str:
+    fraction = f"{_fraction(baseline, rule):.0%} → {_fraction([current], rule):.0%}"
+    text = (
+        f"device idle {total.base_us:,.0f} → {total.cur_us:,.0f} µs per round ({fraction} of "
+        f"its span, {total.delta_pct:+.0%}, p={total.p_greater:.2g}, floor {total.floor:.0%} "
+        f"{total.floor_source})"
+    )
+    waited = gpu.idle_growth(baseline, current)[:IDLE_RANKED]
+    if waited:
+        text += "; it waited longer for " + ", ".join(f"{o} {d:+,.0f} µs" for o, d in waited)
+    return text
+
+
+def _fraction(tables: Sequence[DeviceTable], rule: Rule) -> float:
+    return rule.center(np.concatenate([t.idle_fraction for t in tables]))
+
+
+def families(baseline: Sequence[OpTable], current: OpTable) -> list[str]:
+    fams = ["cpu"]
+    if current.has_device and all(b.has_device for b in baseline):
+        fams.append("cuda")
+    return fams
+
+
+def device_note(baseline: Sequence[OpTable], current: OpTable) -> tuple[str, ...]:
+    if current.has_device and not all(b.has_device for b in baseline):
+        return ("the baseline has no CUDA times: CUDA was not compared",)
+    if not current.has_device:
+        return ("CUDA was not profiled (no GPU): CPU times only",)
+    return ()

@@ -1,0 +1,448 @@
+"""One judging path: comparability → compare → confirmation, for the plugin and the CLI alike.
+
+:func:`judge` turns two recorded sides into a verdict; :func:`after_remeasurement` and
+:func:`after_fresh_process` merge the confirmations into it.  The pytest glue and ``tprof
+diff`` both call these and only render what comes back.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+
+from tprof_engine.decide import busy
+from tprof_engine.decide.families import HOST_FAMILY
+from tprof_engine.decide.rule import Rule
+from tprof_engine.decide.timing import NOTHING_CHANGED, compare_across
+from tprof_engine.decide.work_gate import judge_work
+from tprof_engine.model.environment import Fingerprint, comparability
+from tprof_engine.model.limits import is_count
+from tprof_engine.model.records import OpTable
+from tprof_engine.model.verdicts import (
+    IMPROVED,
+    INCOMPARABLE,
+    INCONCLUSIVE,
+    REGRESSED,
+    UNCHANGED,
+    TestVerdict,
+    worst,
+)
+from tprof_engine.model.work import WorkTable
+from tprof_engine.reduce.ops import COMPILE_OP, GRAPH_KEY
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Recorded:
+    """One side of a judgement: its op tables and what is known of where they ran.
+
+    A baseline gives its sessions, fingerprint and protocol; a Chrome trace gives one table,
+    no fingerprint, and the names of its devices.
+    """
+
+    tables: tuple[OpTable, ...]
+    fingerprint: Fingerprint | None = None
+    protocol: Mapping[str, Any] = field(default_factory=dict)
+    device_names: tuple[str, ...] | None = None  # set for traces
+    work: WorkTable | None = None  # the work census (a baseline's: its last session's)
+    hosts: tuple[str | None, ...] = ()  # the host each table was recorded on (None: unknown)
+    # What traced every Python line while this side was profiled (environment.line_tracer):
+    # its timings are the tracer's as much as the code's, so they are reported, not gated.
+    tracer: str | None = None
+
+
+def judge(
+    baseline: Recorded, current: Recorded, rule: Rule, *, notes: Sequence[str] = ()
+) -> TestVerdict:
+    """The verdict on ``current``'s last table against all of ``baseline``'s tables.
+
+    Different structure keys (torch, device) make the pair incomparable; other differing hard
+    keys or protocol keys leave only calls compared.  Sides recorded with different iterations
+    per round (folders recorded apart calibrate their own) are compared per iteration.
+    ``notes`` from the caller go after the judgement's own.
+    """
+    found: list[str] = []
+    structure, diffs = _differences(baseline, current, found)
+    base_tables, current_table = list(baseline.tables), current.tables[-1]
+    ib, ic = iterations_of(baseline.protocol), iterations_of(current.protocol)
+    if ib is not None and ic is not None and ib != ic:
+        base_tables = [per_iteration(t, ib) for t in base_tables]
+        current_table = per_iteration(current_table, ic)
+        diffs = [d for d in diffs if not d.startswith("iterations ")]
+        found.append(f"rounds of {ib} and {ic} iterations: compared per iteration")
+    base_tables, current_table, machine_busy = quiet_rounds(base_tables, current_table, rule)
+    if machine_busy is not None and not diffs:
+        diffs.append(machine_busy)
+    verdict = compare_across(
+        base_tables, current_table, rule, structure_diffs=structure, timing_diffs=diffs,
+        notes=[*found, *notes],
+    )  # fmt: skip
+    if verdict.verdict == INCOMPARABLE:
+        return verdict
+    verdict = with_noise_check(verdict, rule)
+    per_call = 1 if ib != ic else (ib or 1)  # tables already per iteration when they differ
+    verdict = with_compile_structure(verdict, base_tables[-1], current_table, per_call=per_call)
+    return with_work(verdict, baseline.work, current.work, rule)
+
+
+BUSY = "machine busy"
+
+
+def quiet_rounds(
+    baseline: Sequence[OpTable], current: OpTable, rule: Rule
+) -> tuple[list[OpTable], OpTable, str | None]:
+    """Both sides without their disturbed rounds (waited for a CPU, or ran beside busy
+    processes), and why timing can't be judged on them (None when it can).
+
+    The current run needs ``rule.quiet_rounds_needed`` undisturbed rounds; a baseline session
+    with fewer than two is left out of the timing (its floor would learn a neighbour's load).
+    When either is short, both sides keep every round: timing is not compared, and calls
+    are read from the same rounds as ever.
+    """
+    now = busy.busy_of(current, rule)
+    quiet_now = busy.quiet_table(current, rule)
+    kept = [busy.quiet_table(t, rule) for t in baseline]
+    usable = [t for t in kept if t.rounds >= 2]
+    if now is not None and now.quiet < rule.quiet_rounds_needed(current.rounds):
+        return list(baseline), current, f"{BUSY}: {now.describe()}"
+    if not usable:
+        why = "every baseline session's rounds were disturbed (re-record on a quieter machine)"
+        return list(baseline), current, f"{BUSY}: {why}"
+    return usable, quiet_now, None
+
+
+def too_noisy(verdict: TestVerdict, rule: Rule) -> str | None:
+    """Why the timing layer can't vouch for an unchanged test, or None when it can.
+
+    Timings not compared (another host, other hardware, a line tracer) saw nothing; a floor
+    or a minimum detectable effect above ``rule.useful_floor`` passes any slowdown short of
+    it; rounds shorter than twice the absolute floor hide any slowdown under it.  Such a test
+    is inconclusive, not unchanged: calls and work still gate.  A fixed floor is the user's
+    choice and isn't second-guessed; the detectable effect still is.
+    """
+    if not verdict.timing_compared:
+        shown = ", ".join(verdict.differences) or "no comparable timings"
+        return f"calls and work unchanged; timings not compared: {shown}"
+    limit = rule.useful_floor * 100.0
+    noisy, short = [], []
+    for f in verdict.families:
+        if f.family == HOST_FAMILY:  # the time between ops may be too noisy; the ops vouch
+            continue
+        learned = rule.rel_floor is None and f.floor_pct > limit
+        if learned or f.mde_pct > limit:
+            noisy.append(
+                f"{f.family.upper()} floor {f.floor_pct:.0f}% ({f.floor_source}), "
+                f"min detectable effect {f.mde_pct:.0f}%"
+            )
+        elif f.family in ("cpu", "cuda") and rule.abs_floor_us > limit / 100 * f.baseline_total_us:
+            short.append(
+                f"{f.family.upper()} rounds of {f.baseline_total_us:,.1f} µs, so a slowdown under "
+                f"the {rule.abs_floor_us:g} µs minimum (abs_floor_us) is "
+                f"{rule.abs_floor_us / f.baseline_total_us:.0%} of the round"
+            )
+    if noisy:
+        return (
+            "timing too noisy to judge: " + "; ".join(noisy) + ". Record more sessions "
+            "(--tprof-save; a larger --tprof-window), longer rounds (--tprof-min-round-us), "
+            "or a fixed floor (--tprof-floor / rel_floor=)"
+        )
+    if short:
+        return (
+            "rounds too short to judge: " + "; ".join(short) + ". Run more calls per round "
+            "(--tprof-min-round-us; for pytest-benchmark, more iterations) or lower "
+            "abs_floor_us in @pytest.mark.tprof"
+        )
+    return None
+
+
+def with_noise_check(verdict: TestVerdict, rule: Rule) -> TestVerdict:
+    """An unchanged verdict whose timing couldn't have seen a slowdown says so."""
+    if verdict.verdict != UNCHANGED:
+        return verdict
+    why = too_noisy(verdict, rule)
+    if why is None:
+        return verdict
+    reason = why if verdict.reason == NOTHING_CHANGED else f"{why} | {verdict.reason}"
+    return replace(verdict, verdict=INCONCLUSIVE, reason=reason)
+
+
+def compiled_graphs(table: OpTable) -> tuple[int, int]:
+    """Calls of compiled graphs per round, and compilations in the measured rounds."""
+    graphs = sum(
+        int(np.median(table.calls[i]))
+        for i, name in enumerate(table.names)
+        if name.startswith(GRAPH_PREFIX)
+    )
+    index = table.index()
+    compiles = int(table.calls[index[COMPILE_OP]].sum()) if COMPILE_OP in index else 0
+    return graphs, compiles
+
+
+def with_compile_structure(
+    verdict: TestVerdict, baseline: OpTable, current: OpTable, *, per_call: int = 1
+) -> TestVerdict:
+    """torch.compile's structure, exactly: more compiled graphs per call of the body is a new
+    graph break, a compilation during the measured rounds a recompilation; either fails."""
+    (b_graphs, _), (c_graphs, compiles) = compiled_graphs(baseline), compiled_graphs(current)
+    b_graphs, c_graphs = b_graphs // per_call, c_graphs // per_call
+    reasons = []
+    if c_graphs > b_graphs:
+        reasons.append(f"compiled graphs per call {b_graphs} → {c_graphs}: a new graph break")
+    if compiles:
+        # A recompiled forward and its lazily compiled backward are two compile ranges, or one
+        # when a cache holds the backward: say that it happened, not how many ranges.
+        reasons.append("recompiled during the measured rounds")
+    if reasons:
+        reason = "compile: " + "; ".join(reasons)
+        return replace(verdict, verdict=REGRESSED, reason=f"{verdict.reason} | {reason}")
+    if c_graphs < b_graphs:
+        reason = f"compile: compiled graphs per call {b_graphs} → {c_graphs}: fewer graph breaks"
+        word = worst([verdict.verdict, IMPROVED])
+        return replace(verdict, verdict=word, reason=f"{verdict.reason} | {reason}")
+    return verdict
+
+
+def compile_notes(
+    before: tuple[Sequence[str], Sequence[str]], after: tuple[Sequence[str], Sequence[str]]
+) -> list[str]:
+    """Notes for what torch.compile logged while the test ran: its graph breaks (reason and
+    the user's line torch gives) and its guard failures, counted exactly."""
+    breaks = Counter(after[0][len(before[0]) :])
+    notes = [f"graph break while compiling (×{n}): {text}" for text, n in breaks.items()]
+    guards = list(after[1])[len(before[1]) :]
+    if guards:
+        first = guards[0].strip().splitlines()[0] if guards[0].strip() else "no reason given"
+        notes.append(f"guard failures while profiling: {len(guards)} (first: {first})")
+    return notes
+
+
+def with_work(
+    verdict: TestVerdict, baseline: WorkTable | None, current: WorkTable | None, rule: Rule
+) -> TestVerdict:
+    """The timing verdict joined with the work verdict: the more urgent wins, both speak.
+
+    Work needs only what calls need (the same torch and device type), so it gates even when
+    the hardware differs and timings were not compared.
+    """
+    if current is None:
+        return verdict
+    if baseline is None:
+        return verdict.with_notes("no work baseline: re-record with --tprof-save")
+    work = judge_work(baseline, current, floor=rule.work_floor)
+    word = worst([verdict.verdict, work.verdict])
+    reason = verdict.reason
+    if work.verdict != UNCHANGED:
+        shown = "; ".join(work.reasons[:_WORK_REASONS])
+        more = len(work.reasons) - _WORK_REASONS
+        work_reason = f"work: {shown}" + (f" (+{more} more)" if more > 0 else "")
+        if verdict.reason == NOTHING_CHANGED:
+            reason = work_reason
+        elif work.regressed:  # what fails the test comes first
+            reason = f"{work_reason} | {reason}"
+        else:
+            reason = f"{reason} | {work_reason}"
+    return replace(verdict, verdict=word, reason=reason, work=work)
+
+
+_WORK_REASONS = 3  # work reasons in the one-line reason; the failure lists them all
+
+
+GRAPH_PREFIX = GRAPH_KEY.split("{")[0]
+
+
+def _differences(
+    baseline: Recorded, current: Recorded, notes: list[str]
+) -> tuple[list[str], list[str]]:
+    """Structure and timing differences between the sides (notes say what couldn't be told)."""
+    traced = list(dict.fromkeys(t for t in (baseline.tracer, current.tracer) if t))
+    if baseline.fingerprint is not None and current.fingerprint is not None:
+        structure, timing = comparability(
+            baseline.fingerprint, current.fingerprint, baseline.protocol, current.protocol
+        )
+        host = host_difference(baseline.hosts, current.hosts[-1] if current.hosts else None)
+        return structure, timing + ([host] if host and not timing else []) + traced
+    diffs: list[str] = traced
+    b_dev, c_dev = baseline.device_names, current.device_names
+    if b_dev is not None and c_dev is not None and b_dev != c_dev:
+        diffs.append(f"gpus {_names(b_dev)} → {_names(c_dev)}")
+    notes.append("a trace carries no environment fingerprint: comparability was not checked")
+    return [], diffs
+
+
+def host_difference(baseline_hosts: Sequence[str | None], here: str | None) -> str | None:
+    """Why timings can't be judged across hosts, or None when they can.
+
+    A floor learned on one host knows nothing of the spread between hosts: timing is judged
+    against a baseline that holds sessions of this host, or of two hosts or more (its floor
+    then spans hosts).  Calls and work gate either way.  A baseline whose sessions record no
+    host (saved before hosts were kept) could come from anywhere: re-recording fixes it.  A
+    side with no host at all (a trace, a table built in code) isn't judged by this rule.
+    """
+    if here is None or not baseline_hosts:
+        return None
+    known = sorted({h for h in baseline_hosts if h})
+    if here in known or len(known) >= 2:
+        return None
+    if not known:
+        return "host: the baseline's sessions record no host (re-record with --tprof-save)"
+    return (
+        f"host: baseline from one other host ({known[0]}, this is {here}); timings are judged "
+        "against sessions of this host or of 2+ hosts"
+    )
+
+
+def _names(names: Sequence[str]) -> str:
+    return "[" + ", ".join(names) + "]" if names else "none"
+
+
+def iterations_of(protocol: Mapping[str, Any]) -> int | None:
+    """The protocol's calls of the body per round, if it records a valid count."""
+    n = protocol.get("iterations")
+    return n if is_count(n) else None
+
+
+def per_iteration(table: OpTable, iterations: int) -> OpTable:
+    """``table`` with per-round calls and op times divided by the iterations per round.
+
+    The probe runs once per round and keeps its time.  Calls are rounded, and an op called
+    at all keeps at least one call (a once-per-round synchronize stays visible).
+    """
+    if iterations == 1:
+        return table
+    calls = np.rint(table.calls / iterations).astype(np.int64)
+    calls = np.where(table.calls > 0, np.maximum(calls, 1), 0)
+    return replace(
+        table,
+        calls=calls,
+        self_cpu_us=table.self_cpu_us / iterations,
+        total_cpu_us=table.total_cpu_us / iterations,
+        self_device_us=table.self_device_us / iterations,
+        total_device_us=table.total_device_us / iterations,
+        wall_us=table.wall_us / iterations,
+        host_before_us=None if table.host_before_us is None else table.host_before_us / iterations,
+        device=None if table.device is None else table.device.per_iteration(iterations),
+        memory=None if table.memory is None else table.memory.per_iteration(iterations),
+        load=None if table.load is None else table.load.per_iteration(iterations),
+    )
+
+
+def unlike_window(verdict: TestVerdict) -> str | None:
+    """Why a session about to join a baseline's window measured other code, or None.
+
+    A save whose work or structure changed restarts the window on its own; one whose timing
+    alone failed the test's gate against the window (an op or a family's total beyond its
+    floor), or whose total op time improved beyond it, is kept with this warning: sessions of
+    other code would teach the floor their difference.  A single op reading faster is left
+    alone: with few sessions that is noise more often than a change.
+    """
+    if verdict.structure_regressed or verdict.work_regressed:
+        return None
+    if verdict.timing_regressed:
+        gated = {(f.family, op) for f in verdict.families for op in f.op_gate}
+        ops = [o for o in verdict.ops if (o.family, o.op) in gated]
+        if ops:
+            top = max(ops, key=lambda o: o.delta_pct)
+            return _unlike(f"{top.op} {top.family.upper()} {top.delta_pct:+.0f}%")
+    moved = [f for f in verdict.families if f.verdict in (REGRESSED, IMPROVED)]
+    if moved:
+        return _unlike(f"{moved[0].family.upper()} total op time {moved[0].delta_pct:+.0f}%")
+    return None
+
+
+def _unlike(what: str) -> str:
+    return f"unlike the window: {what} (its floor would learn that difference)"
+
+
+def needs_remeasurement(verdict: TestVerdict) -> bool:
+    """A timing regression is measured again before it fails a test, unless the work the
+    test does already fails it: work doesn't drift, so it needs no second look."""
+    return verdict.timing_regressed and not verdict.work_regressed
+
+
+def after_remeasurement(again: TestVerdict) -> TestVerdict:
+    """The verdict of the second measurement, saying whether it repeated the first.
+
+    A second measurement on a busy machine judges no timing: it confirms nothing, and the
+    test reads inconclusive (machine busy), as its verdict says."""
+    if again.timing_regressed:
+        return again.with_notes("confirmed by a second measurement")
+    if any(d.startswith(BUSY) for d in again.differences):
+        return again.with_notes(
+            "a first measurement looked slower; the machine was busy when it was measured again"
+        )
+    return again.with_notes("a first measurement looked slower; the re-measurement did not")
+
+
+def needs_fresh_process(verdict: TestVerdict) -> bool:
+    """A timing regression (and no structural or work one) is confirmed in a fresh process."""
+    return (
+        verdict.regressed
+        and verdict.timing_regressed
+        and not verdict.structure_regressed
+        and not verdict.work_regressed
+    )
+
+
+def after_fresh_process(verdict: TestVerdict, child: str | None, why: str) -> TestVerdict:
+    """Merge the fresh process's verdict (None: it gave none, ``why`` says why; else ``why``
+    is its reason).
+
+    The regression stands only if the fresh process repeats it; a process that gave no
+    verdict leaves it standing, with a note.  One that found the machine busy judged no
+    timing: the regression is confirmed by nothing, and the test is inconclusive.
+    """
+    if child == REGRESSED:
+        return verdict.with_notes("confirmed in a fresh process")
+    if child is None:
+        return verdict.with_notes(f"not re-run in a fresh process: {why}")
+    work_word = UNCHANGED if verdict.work is None else verdict.work.verdict
+    if BUSY in why:
+        busy_part = why[why.index(BUSY) :].split(" | ")[0]
+        return replace(
+            verdict,
+            verdict=worst([INCONCLUSIVE, work_word]),
+            reason=f"slower in this process; not confirmed: the fresh process found the "
+            f"{busy_part} | {verdict.reason}",
+        )
+    return replace(
+        verdict,
+        verdict=worst([INCONCLUSIVE, work_word]),
+        reason=f"slower in this process, not in a fresh one ({child} there): {verdict.reason}",
+        notes=(
+            *verdict.notes,
+            "this test's speed depends on the process; record more sessions "
+            "(--tprof-save) so its floor learns that",
+        ),
+    )
+
+
+def awaiting_serial_confirmation(verdict: TestVerdict, workers: int) -> TestVerdict:
+    """Under xdist, a timing regression waits for the workers to finish: other workers'
+    load makes one process slower than another, so it is confirmed in a fresh process run
+    alone afterwards, and gates no worse than a serial run.  Meanwhile it is inconclusive."""
+    return replace(
+        verdict,
+        verdict=worst([INCONCLUSIVE, UNCHANGED if verdict.work is None else verdict.work.verdict]),
+        reason=f"slower beside {workers - 1} other worker(s); confirmed alone once the workers "
+        f"finish: {verdict.reason}",
+    )
+
+
+def after_serial_confirmation(pending: TestVerdict, child: str | None, why: str) -> TestVerdict:
+    """The verdict of a regression found under xdist, once a fresh process ran it alone."""
+    return after_fresh_process(pending, child, why).with_notes(
+        "found beside other xdist workers; re-run alone once they finished"
+    )
+
+
+def under_xdist(verdict: TestVerdict, workers: int) -> TestVerdict:
+    """What the header promises under xdist: timing verdicts say other workers ran beside."""
+    if workers <= 1:
+        return verdict
+    return verdict.with_notes(
+        f"measured under xdist beside {workers - 1} other worker(s): "
+        "timings are noisier than in a serial run"
+    )

@@ -1,0 +1,310 @@
+"""Two sides' samples, and the statistical tests on them: the test's total, each op, and
+each op against the rest of its round (docs/design.md §5).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from fnmatch import fnmatchcase
+
+import numpy as np
+
+from tprof_engine.decide import stats
+from tprof_engine.decide.rule import SYNC_OPS, Rule
+from tprof_engine.model.arrays import FloatArray
+from tprof_engine.model.records import OpTable
+
+
+@dataclass(slots=True)
+class Side:
+    """One side (baseline sessions pooled, or the current run) of one family, normalised."""
+
+    per_op: dict[str, FloatArray]  # op → per-round times (probe units, µs)
+    per_session_op_medians: dict[str, list[float]]
+    calls: dict[str, int]  # op → median calls per round
+    totals: FloatArray  # per-round total op time
+    session_total_medians: list[float]
+    raw_op_medians: dict[str, float]  # not probe-normalised, for the uniform shift
+    sessions: list[tuple[dict[str, FloatArray], FloatArray]]  # per session: op → rounds, totals
+
+
+def _metric(family: str) -> tuple[str, str]:
+    return (
+        ("self_cpu_us", "probe_cpu_us")
+        if family == "cpu"
+        else ("self_device_us", "probe_device_us")
+    )
+
+
+def scale(table: OpTable, probe_attr: str, reference: float, rule: Rule) -> float:
+    """Factor putting a session's times in units of the reference probe time."""
+    if not rule.probe or reference <= 0:
+        return 1.0
+    med = rule.center(getattr(table, probe_attr))
+    return reference / med if med > 0 else 1.0
+
+
+def _ignored(name: str, patterns: Sequence[str]) -> bool:
+    return any(fnmatchcase(name, p) for p in patterns)
+
+
+def side_of(tables: Sequence[OpTable], family: str, reference: float, rule: Rule) -> Side:
+    metric, probe_attr = _metric(family)
+    per_op: dict[str, list[FloatArray]] = {}
+    raw: dict[str, list[FloatArray]] = {}
+    per_session: dict[str, list[float]] = {}
+    calls: dict[str, list[FloatArray]] = {}
+    totals: list[FloatArray] = []
+    session_rows: list[tuple[dict[str, FloatArray], FloatArray]] = []
+    for t in tables:
+        s = scale(t, probe_attr, reference, rule)
+        values = getattr(t, metric)
+        # A row of no calls (a warm-up-only op in older baselines) is no op of this side.
+        keep = [
+            i for i, n in enumerate(t.names) if t.calls[i].any() and not _ignored(n, rule.ignore)
+        ]
+        round_total = values[keep].sum(axis=0) * s if keep else np.zeros(t.rounds)
+        totals.append(round_total)
+        session_rows.append(({t.names[i]: values[i] * s for i in keep}, round_total))
+        for i in keep:
+            name = t.names[i]
+            per_op.setdefault(name, []).append(values[i] * s)
+            raw.setdefault(name, []).append(values[i])
+            per_session.setdefault(name, []).append(rule.center(values[i] * s))
+            calls.setdefault(name, []).append(t.calls[i])
+    return Side(
+        per_op={k: np.concatenate(v) for k, v in per_op.items()},
+        per_session_op_medians=per_session,
+        calls={k: round(float(np.median(np.concatenate(v)))) for k, v in calls.items()},
+        totals=np.concatenate(totals) if totals else np.zeros(0),
+        session_total_medians=[rule.center(t) for t in totals],
+        raw_op_medians={k: rule.center(np.concatenate(v)) for k, v in raw.items()},
+        sessions=session_rows,
+    )
+
+
+def sides_of(
+    baseline: Sequence[OpTable], current: OpTable, family: str, rule: Rule
+) -> tuple[Side, Side]:
+    """Both sides of one family in units of the baseline's pooled probe time."""
+    _, probe_attr = _metric(family)
+    reference = rule.center(np.concatenate([getattr(b, probe_attr) for b in baseline]))
+    return side_of(baseline, family, reference, rule), side_of([current], family, reference, rule)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Total:
+    """The test-level test of one family: the round's total op time."""
+
+    base_us: float
+    cur_us: float
+    delta_pct: float  # a fraction
+    floor: float
+    floor_source: str
+    p_greater: float
+    p_less: float
+    sigma: float
+    mde: float
+    n_base: int
+    n_cur: int
+    n_base_low: int
+    n_cur_low: int
+    regressed: bool
+    improved: bool
+
+
+def total_test(base: Side, cur: Side, sessions: int, rule: Rule, *, timed: bool) -> Total:
+    """Significantly beyond the floor: current rounds against baseline rounds shifted by part
+    of the floor, so sampling noise alone can't carry a change past it."""
+    base_us, cur_us = rule.center(base.totals), rule.center(cur.totals)
+    floor = rule.floor_for(base.session_total_medians)
+    low_b, low_c = rule.lower(base.totals), rule.lower(cur.totals)
+    shift = rule.shift_share * floor
+    p_greater = stats.mwu_greater(low_c, low_b * (1.0 + shift))
+    p_less = stats.mwu_less(low_c, low_b * (1.0 - shift))
+    delta_pct = (cur_us / base_us - 1.0) if base_us > 0 else 0.0
+    sigma = stats.pooled_log_spread(low_b, low_c)
+    return Total(
+        base_us=base_us,
+        cur_us=cur_us,
+        delta_pct=delta_pct,
+        floor=floor,
+        floor_source=rule.floor_source(sessions),
+        p_greater=p_greater,
+        p_less=p_less,
+        sigma=sigma,
+        mde=stats.min_detectable_effect(sigma, low_c.size, low_b.size, alpha=rule.alpha),
+        n_base=int(base.totals.size),
+        n_cur=int(cur.totals.size),
+        n_base_low=int(low_b.size),
+        n_cur_low=int(low_c.size),
+        regressed=timed
+        and p_greater < rule.alpha
+        and delta_pct > floor
+        and (cur_us - base_us) >= rule.abs_floor_us,
+        improved=timed
+        and p_less < rule.alpha
+        and delta_pct < -floor
+        and (base_us - cur_us) >= rule.abs_floor_us,
+    )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OpStats:
+    """One op's figures on both sides; ``p`` is set for ops tested for a slowdown."""
+
+    base_us: float
+    cur_us: float
+    base_calls: int
+    cur_calls: int
+    share: float  # of the baseline round
+    floor: float
+    low_base: FloatArray | None = None  # the rounds the U tests use
+    low_cur: FloatArray | None = None
+    sigma: float = 0.0
+    mde: float | None = None
+    p: float | None = None  # Holm-adjusted
+
+    @property
+    def pct(self) -> float:
+        if self.base_us > 0:
+            return self.cur_us / self.base_us - 1.0
+        return math.inf if self.cur_us > 0 else 0.0
+
+
+def _op_stats(name: str, base: Side, cur: Side, base_total: float, rule: Rule) -> OpStats:
+    b_vals, c_vals = base.per_op.get(name), cur.per_op.get(name)
+    b_med = rule.center(b_vals) if b_vals is not None else 0.0
+    return OpStats(
+        base_us=b_med,
+        cur_us=rule.center(c_vals) if c_vals is not None else 0.0,
+        base_calls=base.calls.get(name, 0),
+        cur_calls=cur.calls.get(name, 0),
+        share=b_med / base_total if base_total > 0 else 0.0,
+        floor=rule.floor_for(base.per_session_op_medians.get(name, []), op=True),
+    )
+
+
+def _testable(name: str, o: OpStats, base: Side, cur: Side, *, device_run: bool) -> bool:
+    """Timed ops with the same calls on both sides; device waits are reported, not tested."""
+    if name not in base.per_op or name not in cur.per_op or o.base_calls != o.cur_calls:
+        return False
+    return not (device_run and name in SYNC_OPS)
+
+
+def op_tests(
+    base: Side, cur: Side, family: str, base_total: float, rule: Rule, *, device_run: bool
+) -> dict[str, OpStats]:
+    """Every op's figures, in name order; tested ops carry p (Holm across the test's ops)."""
+    ops: dict[str, OpStats] = {}
+    raw_p: dict[str, float] = {}
+    for name in sorted(set(base.per_op) | set(cur.per_op)):
+        o = _op_stats(name, base, cur, base_total, rule)
+        if family == "cuda" and o.base_us == 0.0 and o.cur_us == 0.0:
+            continue  # ops that launch no kernels have no CUDA row
+        if _testable(name, o, base, cur, device_run=device_run):
+            lb, lc = rule.lower(base.per_op[name]), rule.lower(cur.per_op[name])
+            sig = stats.pooled_log_spread(lb, lc)
+            mde = stats.min_detectable_effect(sig, lc.size, lb.size, alpha=rule.alpha)
+            o = replace(o, low_base=lb, low_cur=lc, sigma=sig, mde=mde)
+            raw_p[name] = stats.mwu_greater(lc, lb * (1.0 + rule.shift_share * o.floor))
+        ops[name] = o
+    for name, p_adj in zip(raw_p, stats.holm(list(raw_p.values())), strict=True):
+        ops[name] = replace(ops[name], p=p_adj)
+    return ops
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class VsRest:
+    """One material op against the rest of its test."""
+
+    pct: float  # change of the op-over-rest ratio, a fraction
+    floor: float
+    p: float = 1.0  # Holm-adjusted
+    regressed: bool = False
+
+
+def _ratios(side: Side, name: str) -> tuple[FloatArray, list[float], FloatArray]:
+    """The op's time over the rest of its test, round by round.
+
+    Returns the pooled per-round ratios, each session's centre ratio (for the learned floor)
+    and the rest's per-round time (probe units) on the same rounds.  A session without the
+    op contributes nothing.  Every round counts: contention that slows a whole round cancels
+    in the ratio, and what slows one side of it is an outlier the centre and U shrug off.
+    """
+    ratios: list[FloatArray] = []
+    centres: list[float] = []
+    rests: list[FloatArray] = []
+    for ops, totals in side.sessions:
+        op = ops.get(name)
+        if op is None or totals.size == 0:
+            continue
+        rest = totals - op
+        keep = rest > 0
+        if not keep.any():
+            continue
+        r = op[keep] / rest[keep]
+        ratios.append(r)
+        centres.append(_ratio_centre(r))
+        rests.append(rest[keep])
+    if not ratios:
+        return np.zeros(0), [], np.zeros(0)
+    return np.concatenate(ratios), centres, np.concatenate(rests)
+
+
+def _ratio_centre(ratios: FloatArray) -> float:
+    """Geometric mean of the ratios with the highest and lowest fifth left out."""
+    logs = np.sort(np.log(ratios))
+    cut = int(0.2 * logs.size)
+    kept = logs[cut : logs.size - cut] if logs.size - 2 * cut > 0 else logs
+    return float(np.exp(kept.mean()))
+
+
+def _vs_rest_one(
+    o: OpStats, name: str, base: Side, cur: Side, test_floor: float, rule: Rule
+) -> tuple[VsRest, bool, float] | None:
+    """The ratio's change, whether the op's own move backs it, and its raw p; None if untested.
+
+    The op must have moved by ``vs_rest_own_share`` of the ratio's change in probe units,
+    and the rest must not have got clearly faster (a faster rest would read as a slower op).
+    """
+    if o.share < rule.material_share or 1.0 - o.share < rule.vs_rest_min_rest:
+        return None
+    rb, centres, rest_b = _ratios(base, name)
+    rc, _, rest_c = _ratios(cur, name)
+    if rb.size < 2 or rc.size < 2:
+        return None
+    pct = _ratio_centre(rc) / _ratio_centre(rb) - 1.0  # geometric means: always > 0
+    floor = rule.floor_for(centres, op=True, minimum=rule.vs_rest_min_rel_floor)
+    rest_pct = float(np.median(rest_c)) / float(np.median(rest_b)) - 1.0
+    own_pct = o.cur_us / o.base_us - 1.0 if o.base_us > 0 else 0.0
+    backed = own_pct >= rule.vs_rest_own_share * pct and rest_pct > -rule.shift_share * test_floor
+    p = stats.mwu_greater(rc, rb * (1.0 + rule.vs_rest_shift_share * floor))
+    return VsRest(pct=pct, floor=floor), backed, p
+
+
+def vs_rest_tests(
+    ops: dict[str, OpStats], base: Side, cur: Side, test_floor: float, rule: Rule
+) -> dict[str, VsRest]:
+    """Each tested material op against the rest of its test (Holm across the ops tried).
+
+    Regressed on this route when the ratio grew beyond its own learned floor, significantly,
+    by at least the absolute floor, and the op's own move backs it.
+    """
+    found: dict[str, tuple[VsRest, bool, float]] = {}
+    for name, o in ops.items():
+        if o.p is not None and (one := _vs_rest_one(o, name, base, cur, test_floor, rule)):
+            found[name] = one
+    out: dict[str, VsRest] = {}
+    adjusted = stats.holm([p for _, _, p in found.values()])
+    for (name, (r, backed, _)), p_adj in zip(found.items(), adjusted, strict=True):
+        up = (
+            backed
+            and p_adj < rule.alpha
+            and r.pct > r.floor
+            and ops[name].base_us * r.pct >= rule.abs_floor_us
+        )
+        out[name] = replace(r, p=p_adj, regressed=up)
+    return out

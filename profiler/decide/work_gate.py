@@ -1,0 +1,361 @@
+"""The exact work verdict: a census against its baseline's, row by row (docs/design.md §8)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+
+from tprof_engine.model.errors import ConfigError
+from tprof_engine.model.tensors import dtype_code, first_difference
+from tprof_engine.model.work import (
+    DEFAULT_WORK_FLOOR,
+    EMPTY,
+    QUIET,
+    RowKey,
+    RowStatus,
+    WorkRow,
+    WorkTable,
+    WorkWord,
+    copies_text,
+    key_order,
+    row_label,
+    syncs_text,
+    value_text,
+)
+from tprof_engine.model.work_verdict import WorkDelta, WorkVerdict
+
+
+def judge_work(
+    baseline: WorkTable, current: WorkTable, *, floor: float = DEFAULT_WORK_FLOOR
+) -> WorkVerdict:
+    """Compare a test's census with its baseline's, exactly: no statistics, no noise.
+
+    Regressed when the test's total FLOPs or bytes grow by more than ``floor`` of the baseline
+    total, or one row's FLOPs or bytes grow (or a new row adds) more than ``floor`` × the
+    baseline total of that measure; improved when work shrinks that much and nothing grew;
+    changed when anything else differs (signatures, dtypes, calls, copies, syncs, small rows).
+    """
+    if not floor >= 0:
+        raise ConfigError(f"'floor' must be >= 0 (got {floor})")
+    if baseline.iterations != current.iterations:
+        raise ConfigError(
+            f"the work censuses ran different iterations per round (baseline "
+            f"{baseline.iterations}, current {current.iterations}); take both with the same"
+        )
+    sides = _Sides.of(baseline, current)
+    rows = _net_replacements(tuple(_delta(key, sides, floor) for key in sides.keys()), sides, floor)
+    grew, shrank = _gate_lines(rows, sides, floor)
+    changes = _change_lines(rows, sides)
+    verdict: WorkWord
+    if grew:
+        verdict, lines = "regressed", grew
+    elif shrank:
+        verdict, lines = "improved", shrank
+    elif changes:
+        verdict, lines = "changed", changes
+    else:
+        verdict, lines = "unchanged", []
+    return WorkVerdict(
+        verdict=verdict,
+        rows=rows,
+        reasons=(*lines, *_note_lines(rows, sides)),
+        base_flops=sides.base_flops,
+        cur_flops=sides.cur_flops,
+        base_bytes=sides.base_bytes,
+        cur_bytes=sides.cur_bytes,
+        floor=floor,
+        compiled=bool(baseline.compiled or current.compiled),
+    )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Sides:
+    """Both tables indexed by row, and their totals over the rows whose work doesn't vary."""
+
+    baseline: WorkTable
+    current: WorkTable
+    base: Mapping[RowKey, WorkRow]
+    cur: Mapping[RowKey, WorkRow]
+    varying: frozenset[RowKey]
+    base_flops: int
+    cur_flops: int
+    base_bytes: int
+    cur_bytes: int
+
+    @classmethod
+    def of(cls, baseline: WorkTable, current: WorkTable) -> _Sides:
+        varying = frozenset(r.key for r in (*baseline.rows, *current.rows) if r.varies)
+        base = [r for r in baseline.rows if r.key not in varying]
+        cur = [r for r in current.rows if r.key not in varying]
+        return cls(
+            baseline=baseline,
+            current=current,
+            base=baseline.index(),
+            cur=current.index(),
+            varying=varying,
+            base_flops=sum(r.flops for r in base),
+            cur_flops=sum(r.flops for r in cur),
+            base_bytes=sum(r.bytes_total for r in base),
+            cur_bytes=sum(r.bytes_total for r in cur),
+        )
+
+    def keys(self) -> list[RowKey]:
+        return sorted(self.base.keys() | self.cur.keys(), key=key_order)
+
+
+def _delta(key: RowKey, sides: _Sides, floor: float) -> WorkDelta:
+    base_row, cur_row = sides.base.get(key), sides.cur.get(key)
+    base, cur = base_row or EMPTY, cur_row or EMPTY
+    status = _status(base_row, cur_row, key in sides.varying)
+    gated = status != "varies" and (
+        abs(cur.flops - base.flops) > floor * sides.base_flops
+        or abs(cur.bytes_total - base.bytes_total) > floor * sides.base_bytes
+    )
+    return WorkDelta(
+        op=key[0],
+        module=key[1],
+        phase=(base_row or cur).phase,
+        status=status,
+        gated=gated,
+        base_calls=base.calls,
+        cur_calls=cur.calls,
+        base_flops=base.flops,
+        cur_flops=cur.flops,
+        base_bytes=base.bytes_total,
+        cur_bytes=cur.bytes_total,
+        base_signature=base.signature,
+        cur_signature=cur.signature,
+        grad_fns=(cur_row or base).grad_fns,
+        source=(cur_row or base).source,
+        cur_dtypes=cur.dtypes,
+    )
+
+
+def _net_replacements(
+    rows: tuple[WorkDelta, ...], sides: _Sides, floor: float
+) -> tuple[WorkDelta, ...]:
+    """Gate new and gone ops by their module and phase's net: a replacement is one change.
+
+    A hand-written op that replaces a library op in the same module moves work from one row
+    to others; only what the new rows add beyond what the gone rows did counts.
+    """
+    net = _replacement_nets(rows)
+
+    def gated(r: WorkDelta) -> bool:
+        if r.status not in ("added", "deleted"):
+            return r.gated
+        f, b = net[(r.module, r.phase)]
+        return abs(f) > floor * sides.base_flops or abs(b) > floor * sides.base_bytes
+
+    return tuple(replace(r, gated=gated(r)) if gated(r) != r.gated else r for r in rows)
+
+
+def _replacement_nets(rows: Sequence[WorkDelta]) -> dict[tuple[str, str], tuple[int, int]]:
+    """Per module and phase: the FLOPs and bytes its new ops add net of its gone ops."""
+    net: dict[tuple[str, str], tuple[int, int]] = {}
+    for r in rows:
+        if r.status in ("added", "deleted"):
+            f, b = net.get((r.module, r.phase), (0, 0))
+            net[(r.module, r.phase)] = (f + r.flops_delta, b + r.bytes_delta)
+    return net
+
+
+def _direction(r: WorkDelta, nets: Mapping[tuple[str, str], tuple[int, int]]) -> int:
+    """+1 when a gated row's work grew, -1 when it shrank; a replacement by its module's net."""
+    if r.status in ("added", "deleted"):
+        f, b = nets[(r.module, r.phase)]
+        return 1 if max(f, b) > 0 else -1
+    return 1 if max(r.flops_delta, r.bytes_delta) > 0 else -1
+
+
+def _status(base: WorkRow | None, cur: WorkRow | None, varies: bool) -> RowStatus:
+    if varies:
+        return "varies"
+    if base is None:
+        return "added"
+    if cur is None:
+        return "deleted"
+    moves = {_sign(cur.flops - base.flops), _sign(cur.bytes_total - base.bytes_total)} - {0}
+    if moves == {1}:
+        return "increased"
+    if moves == {-1}:
+        return "decreased"
+    same_use = (base.calls, base.signature, base.dtypes) == (cur.calls, cur.signature, cur.dtypes)
+    return "changed" if moves or not same_use else "unchanged"
+
+
+def _sign(x: int) -> int:
+    return (x > 0) - (x < 0)
+
+
+def _gate_lines(
+    rows: Sequence[WorkDelta], sides: _Sides, floor: float
+) -> tuple[list[str], list[str]]:
+    """Reasons for growth beyond the floor and for shrinkage beyond it, totals first."""
+    grew: list[str] = []
+    shrank: list[str] = []
+    for measure, base, cur in (
+        ("FLOPs", sides.base_flops, sides.cur_flops),
+        ("bytes", sides.base_bytes, sides.cur_bytes),
+    ):
+        if abs(cur - base) > floor * base:
+            line = f"total {measure} {_change(base, cur)} ({base:,} → {cur:,})"
+            (grew if cur > base else shrank).append(line)
+    nets = _replacement_nets(rows)
+    for line, direction in _replacement_lines(rows, nets, sides, floor):
+        (grew if direction > 0 else shrank).append(line)
+    flagged = sorted((r for r in rows if r.gated), key=lambda r: -_weight(r, sides))
+    named = False
+    for r in flagged:
+        direction = _direction(r, nets)
+        moved = _moved(r, sides, floor, direction)
+        if moved:  # a replacement lists the rows that moved its module's way
+            (grew if direction > 0 else shrank).append(_row_line(r, moved))
+            named |= direction > 0
+    if grew and not named:
+        grew.extend(_largest_growth(rows, sides))
+    return grew, shrank
+
+
+def _replacement_lines(
+    rows: Sequence[WorkDelta],
+    nets: Mapping[tuple[str, str], tuple[int, int]],
+    sides: _Sides,
+    floor: float,
+) -> list[tuple[str, int]]:
+    """One line per module and phase whose new ops, net of its gone ones, moved its work."""
+    out = []
+    for (module, phase), (flops, size) in nets.items():
+        moved = [
+            f"{measure} {delta:+,} net ({delta / total * 100:+.1f}% of the test's)"
+            for measure, delta, total in (
+                ("FLOPs", flops, sides.base_flops),
+                ("bytes", size, sides.base_bytes),
+            )
+            if total and abs(delta) > floor * total
+        ]
+        group = [r for r in rows if (r.module, r.phase) == (module, phase)]
+        gone = [r.op for r in group if r.status == "deleted"]
+        new = [r.op for r in group if r.status == "added"]
+        if not moved or not gone or not new:
+            continue  # a new op alone, or one gone alone, is its own row's line
+        where = row_label(("", module, phase)).lstrip()  # "in m (phase)" / "at top level (…)"
+        what = f"{', '.join(gone[:3])} gone, {len(new)} new op{'s' if len(new) > 1 else ''}"
+        out.append((f"{where}: {what}, {', '.join(moved)}", 1 if max(flops, size) > 0 else -1))
+    return out
+
+
+def _largest_growth(rows: Sequence[WorkDelta], sides: _Sides, limit: int = 3) -> list[str]:
+    """When only the totals moved past the floor: the rows that grew most, by share of it."""
+    growing = [r for r in rows if r.status != "varies" and (r.flops_delta > 0 or r.bytes_delta > 0)]
+    ranked = sorted(growing, key=lambda r: -_weight(r, sides))[:limit]
+    return [
+        "largest growth: "
+        + _row_line(r, _moved(r, sides, 0.0, +1) or ["work " + _change(0, r.bytes_delta)])
+        for r in ranked
+    ]
+
+
+def _weight(r: WorkDelta, sides: _Sides) -> float:
+    """The row's largest move as a share of the test's total of that measure."""
+    flops = abs(r.flops_delta) / max(sides.base_flops, 1)
+    return max(flops, abs(r.bytes_delta) / max(sides.base_bytes, 1))
+
+
+def _moved(r: WorkDelta, sides: _Sides, floor: float, direction: int) -> list[str]:
+    """The measures of a row that moved beyond the floor in ``direction`` (+1 grew, -1 shrank)."""
+    out = []
+    for measure, base, cur, total in (
+        ("FLOPs", r.base_flops, r.cur_flops, sides.base_flops),
+        ("bytes", r.base_bytes, r.cur_bytes, sides.base_bytes),
+    ):
+        if (cur - base) * direction > floor * total:
+            out.append(_measure_text(measure, base, cur, total))
+    return out
+
+
+def _measure_text(measure: str, base: int, cur: int, total: int) -> str:
+    """``FLOPs +9.9%``; for a row that had none: its amount and its share of the test."""
+    if base and cur:
+        return f"{measure} {_change(base, cur)}"
+    share = f"{(cur - base) / total * 100:+.1f}% of the test's" if total else "the test had none"
+    return f"{measure} {cur - base:+,} ({share})"
+
+
+def _change(base: int, cur: int) -> str:
+    return f"{(cur - base) / base * 100:+.1f}%" if base else f"{cur - base:+,}"
+
+
+def _row_line(r: WorkDelta, measures: Sequence[str]) -> str:
+    word = {"added": "new, ", "deleted": "gone, "}.get(r.status, "")
+    tail = _row_tail(r)
+    text = f"{row_label(r.key, r.grad_fns)}: {word}{', '.join(measures)}"
+    return text + (f" — {tail}" if tail else "") + (f" [{r.source}]" if r.source else "")
+
+
+def _row_tail(r: WorkDelta) -> str:
+    """The first readable difference of the row: its input, else its calls."""
+    if r.status == "added":
+        # The dtypes name what the input alone doesn't: a copy into float64 reads f32.
+        text = f"input {r.cur_signature}" if r.cur_signature else ""
+        codes = [dtype_code(d) for d in r.cur_dtypes]
+        unseen = [c for c in codes if c not in r.cur_signature]
+        return f"{text}, writes {', '.join(unseen)}" if text and unseen else text
+    if r.status == "deleted":
+        return f"input was {r.base_signature}" if r.base_signature else ""
+    diff = first_difference(r.base_signature, r.cur_signature)
+    if diff:
+        return diff
+    return f"calls {r.base_calls:,} → {r.cur_calls:,}" if r.calls_delta else ""
+
+
+def _change_lines(rows: Sequence[WorkDelta], sides: _Sides) -> list[str]:
+    """Differences below the floor: rows, dtypes, copies, syncs."""
+    out = [_small_change(r, sides) for r in rows if not r.gated and r.status not in QUIET]
+    base, cur = sides.baseline, sides.current
+    if base.compiled != cur.compiled:
+        out.append(f"calls into compiled code {base.compiled:,} → {cur.compiled:,}")
+    if base.copies != cur.copies:
+        out.append(f"device copies {copies_text(base.copies)} → {copies_text(cur.copies)}")
+    if base.syncs != cur.syncs:
+        out.append(f"host syncs {syncs_text(base.syncs)} → {syncs_text(cur.syncs)}")
+    return out
+
+
+def _small_change(r: WorkDelta, sides: _Sides) -> str:
+    parts = []
+    if r.status in ("added", "deleted"):
+        parts.append(f"{'new' if r.status == 'added' else 'gone'}, below the floor")
+    if r.flops_delta or r.bytes_delta:
+        parts.append(f"FLOPs {r.flops_delta:+,}, bytes {r.bytes_delta:+,}")
+    base_types = sides.base.get(r.key, EMPTY).dtypes
+    cur_types = sides.cur.get(r.key, EMPTY).dtypes
+    if r.status not in ("added", "deleted") and base_types != cur_types:
+        parts.append(f"dtypes {value_text(base_types)} → {value_text(cur_types)}")
+    tail = _row_tail(r)
+    if not parts:
+        return f"{row_label(r.key, r.grad_fns)}: {tail}"
+    return f"{row_label(r.key, r.grad_fns)}: {', '.join(parts)}" + (f" — {tail}" if tail else "")
+
+
+def _calls(n: int) -> str:
+    return f"{n:,} call" + ("" if n == 1 else "s")
+
+
+def _note_lines(rows: Sequence[WorkDelta], sides: _Sides) -> list[str]:
+    """What the verdict can't judge: rows whose work varies, and compiled code."""
+    notes = [
+        f"{row_label(r.key, r.grad_fns)}: work varies between census rounds "
+        f"(FLOPs {r.base_flops:,} → {r.cur_flops:,}, "
+        f"bytes {r.base_bytes:,} → {r.cur_bytes:,}); not gated"
+        for r in rows
+        if r.status == "varies"
+    ]
+    base, cur = sides.baseline.compiled, sides.current.compiled
+    if base or cur:
+        notes.append(
+            f"compiled code: {_calls(cur)} into torch.compile'd code in this census "
+            f"({_calls(base)} in the baseline's) ran eagerly for it; the census counts their "
+            "eager ops and can't see inside compiled regions (fused kernels, generated code)"
+        )
+    return notes

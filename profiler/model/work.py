@@ -1,0 +1,441 @@
+"""The work census as plain data (docs/design.md §8).
+
+A census records, per op, module and phase, the work one round of a test body does: calls,
+FLOPs (torch's own registry), bytes read and written, dtypes and the first call's input
+signature; plus the test's cross-device copies, host syncs and calls into compiled code.
+
+Vocabulary.  ``module`` is the module path as ``named_modules()`` of the test's model writes it
+(``encoder.layers.0.linear1``); ``""`` is the top level: the root module's own code or no module.
+``phase`` is ``"backward"`` while autograd runs a backward pass, else ``"forward"`` (optimizer
+steps included).  Bytes count the distinct elements each tensor argument addresses times the
+element size; view ops (the schema says their output aliases an input) count none.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final, Literal
+
+from tprof_engine.model.errors import BaselineError
+
+Phase = Literal["forward", "backward"]
+
+
+WorkWord = Literal["regressed", "improved", "changed", "unchanged"]
+
+
+RowStatus = Literal["increased", "decreased", "added", "deleted", "unchanged", "changed", "varies"]
+
+
+RowKey = tuple[str, str, str]  # (op, module, phase)
+
+
+DEFAULT_WORK_FLOOR: Final = 0.01  # work doesn't drift: 1 % of the test's total is a real change
+
+
+# Reads of a tensor's value into Python: a host sync on a device, a host read on the CPU.
+VALUE_READS: Final = frozenset({"aten::_local_scalar_dense", "aten::item"})
+
+
+# Ops whose output size depends on the data: the host waits for the device to know it.
+DATA_DEPENDENT: Final = frozenset(
+    {
+        "aten::nonzero",
+        "aten::masked_select",
+        "aten::_unique",
+        "aten::_unique2",
+        "aten::unique_dim",
+        "aten::unique_consecutive",
+        "aten::unique_dim_consecutive",
+        "aten::repeat_interleave",
+        "aten::equal",
+        "aten::is_nonzero",
+    }
+)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WorkRow:
+    """One op in one module and phase: its work in one census round."""
+
+    op: str  # as torch.profiler names it: ``aten::addmm``
+    module: str
+    phase: Phase
+    calls: int
+    flops: int
+    bytes_read: int
+    bytes_written: int
+    dtypes: tuple[str, ...] = ()  # sorted dtype names of the tensors it read and wrote
+    signature: str = ""  # the first call's tensor inputs: ``f32[4, 8], f32[8, 16]ᵀ``
+    varies: bool = False  # its work differed between census rounds
+    # In backward: the autograd nodes that ran it (``AddmmBackward0``), naming the forward op
+    # it belongs to.  Description, not work: left out of equality.
+    grad_fns: tuple[str, ...] = field(default=(), compare=False)
+    # With --tprof-stack: the user's source line of its first call (``model.py:12 in forward``).
+    source: str = field(default="", compare=False)
+
+    @property
+    def key(self) -> RowKey:
+        return (self.op, self.module, self.phase)
+
+    @property
+    def bytes_total(self) -> int:
+        return self.bytes_read + self.bytes_written
+
+    @property
+    def label(self) -> str:
+        return row_label(self.key, self.grad_fns)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DeviceCopy:
+    """Tensors an op moved from one device type to another, per round."""
+
+    op: str
+    module: str
+    phase: Phase
+    direction: str  # ``cpu→cuda``
+    calls: int
+    bytes: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HostSync:
+    """Calls of an op that make the host wait for a tensor's value, per round."""
+
+    op: str
+    module: str
+    phase: Phase
+    device: str
+    calls: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WorkTable:
+    """The census of one test: the work of one round (``iterations`` calls of the body).
+
+    ``compiled`` counts calls into ``torch.compile``'d code during the round; the census runs
+    them eagerly, so their rows are the eager ops, not the compiled kernels.  ``census_us``
+    (wall time of the whole census) is a fact about the run, not the work: it is left out of
+    equality and of :meth:`to_dict`, so an unchanged body re-records byte-identically.
+    """
+
+    rows: tuple[WorkRow, ...]
+    copies: tuple[DeviceCopy, ...] = ()
+    syncs: tuple[HostSync, ...] = ()
+    compiled: int = 0
+    iterations: int = 1
+    census_us: float = field(default=0.0, compare=False)
+
+    def __post_init__(self) -> None:
+        # One order everywhere, so that equal work is an equal table and a readable file diff.
+        rows = tuple(sorted(self.rows, key=_row_order))
+        keys = [r.key for r in rows]
+        if len(set(keys)) != len(keys):
+            repeated = next(k for k in keys if keys.count(k) > 1)
+            raise ValueError(f"'rows' holds {row_label(repeated)} more than once")
+        object.__setattr__(self, "rows", rows)
+        object.__setattr__(self, "copies", tuple(sorted(self.copies, key=_copy_order)))
+        object.__setattr__(self, "syncs", tuple(sorted(self.syncs, key=_sync_order)))
+
+    @property
+    def total_flops(self) -> int:
+        return sum(r.flops for r in self.rows)
+
+    @property
+    def total_bytes(self) -> int:
+        return sum(r.bytes_total for r in self.rows)
+
+    def index(self) -> dict[RowKey, WorkRow]:
+        return {r.key: r for r in self.rows}
+
+    def to_dict(self) -> dict[str, Any]:
+        """Builtin-only form for baseline files: lists in a fixed order, no floats."""
+        return {
+            "iterations": self.iterations,
+            "compiled": self.compiled,
+            "rows": [_row_dict(r) for r in self.rows],
+            "copies": [_copy_dict(c) for c in self.copies],
+            "syncs": [_sync_dict(s) for s in self.syncs],
+        }
+
+    @classmethod
+    def from_dict(cls, data: Any, *, where: str = "work") -> WorkTable:
+        """Inverse of :meth:`to_dict`; any wrong key, type or value is a :class:`BaselineError`
+        naming the key and the value (``'work.rows[3].flops' must be an integer >= 0``)."""
+        obj = _object(data, where)
+        _keys(obj, where, ("iterations", "compiled", "rows", "copies", "syncs"))
+        iterations = _count(obj, "iterations", where)
+        if iterations < 1:
+            raise BaselineError(f"'{where}.iterations' must be an integer >= 1 (got 0)")
+        rows = [_row_from(v, f"{where}.rows[{i}]") for i, v in _items(obj, "rows", where)]
+        seen: dict[RowKey, int] = {}
+        for i, row in enumerate(rows):
+            if row.key in seen:
+                raise BaselineError(
+                    f"'{where}.rows[{i}]' repeats {row.label} of '{where}.rows[{seen[row.key]}]'"
+                )
+            seen[row.key] = i
+        copies = [_copy_from(v, f"{where}.copies[{i}]") for i, v in _items(obj, "copies", where)]
+        syncs = [_sync_from(v, f"{where}.syncs[{i}]") for i, v in _items(obj, "syncs", where)]
+        return cls(
+            rows=tuple(rows),
+            copies=tuple(copies),
+            syncs=tuple(syncs),
+            compiled=_count(obj, "compiled", where),
+            iterations=iterations,
+        )
+
+    def differences(self, other: WorkTable) -> tuple[str, ...]:
+        """What differs from ``other``, one line each, in words (empty when the work is equal)."""
+        lines = [
+            f"{name} {mine} → {theirs}"
+            for name, mine, theirs in (
+                ("iterations", self.iterations, other.iterations),
+                ("calls into compiled code", self.compiled, other.compiled),
+            )
+            if mine != theirs
+        ]
+        mine_rows, their_rows = self.index(), other.index()
+        for key in sorted(mine_rows.keys() | their_rows.keys(), key=key_order):
+            lines.extend(_row_differences(key, mine_rows.get(key), their_rows.get(key)))
+        if self.copies != other.copies:
+            lines.append(f"device copies {copies_text(self.copies)} → {copies_text(other.copies)}")
+        if self.syncs != other.syncs:
+            lines.append(f"host syncs {syncs_text(self.syncs)} → {syncs_text(other.syncs)}")
+        return tuple(lines)
+
+
+def row_label(key: RowKey, grad_fns: Sequence[str] = ()) -> str:
+    """``aten::addmm in encoder.layers.0.linear1 (forward)``; ``… at top level (…)`` for ``""``;
+    a backward row names the autograd nodes that ran it: ``(backward of AddmmBackward0)``."""
+    op, module, phase = key
+    where = f"in {module}" if module else "at top level"
+    of = f" of {', '.join(grad_fns[:2])}" + (" …" if len(grad_fns) > 2 else "") if grad_fns else ""
+    return f"{op} {where} ({phase}{of})"
+
+
+def _row_order(row: WorkRow) -> tuple[str, str, str]:
+    return key_order(row.key)
+
+
+def key_order(key: RowKey) -> tuple[str, str, str]:
+    op, module, phase = key
+    return (module, phase, op)  # grouped by module in files and listings
+
+
+def _copy_order(c: DeviceCopy) -> tuple[str, str, str, str]:
+    return (c.module, c.phase, c.op, c.direction)
+
+
+def _sync_order(s: HostSync) -> tuple[str, str, str, str]:
+    return (s.module, s.phase, s.op, s.device)
+
+
+def _row_differences(key: RowKey, mine: WorkRow | None, theirs: WorkRow | None) -> list[str]:
+    if mine is None or theirs is None:
+        return [f"{row_label(key)} only in the {'other' if mine is None else 'first'} table"]
+    fields = ("calls", "flops", "bytes_read", "bytes_written", "dtypes", "signature", "varies")
+    changed = [
+        f"{name} {value_text(getattr(mine, name))} → {value_text(getattr(theirs, name))}"
+        for name in fields
+        if getattr(mine, name) != getattr(theirs, name)
+    ]
+    return [f"{row_label(key)}: {'; '.join(changed)}"] if changed else []
+
+
+def value_text(value: Any) -> str:
+    if isinstance(value, tuple):
+        return ", ".join(value) or "none"
+    if isinstance(value, int) and not isinstance(value, bool):
+        return f"{value:,}"
+    return str(value)
+
+
+def copies_text(copies: Sequence[DeviceCopy]) -> str:
+    parts = [
+        f"{row_label((c.op, c.module, c.phase))} {c.direction} ×{c.calls} {c.bytes:,} B"
+        for c in copies
+    ]
+    return "[" + "; ".join(parts) + "]"
+
+
+def syncs_text(syncs: Sequence[HostSync]) -> str:
+    parts = [f"{row_label((s.op, s.module, s.phase))} on {s.device} ×{s.calls}" for s in syncs]
+    return "[" + "; ".join(parts) + "]"
+
+
+_ROW_KEYS: Final = (
+    "op",
+    "module",
+    "phase",
+    "calls",
+    "flops",
+    "bytes_read",
+    "bytes_written",
+    "dtypes",
+    "signature",
+    "varies",
+)
+
+
+def _row_dict(r: WorkRow) -> dict[str, Any]:
+    return {
+        "op": r.op,
+        "module": r.module,
+        "phase": r.phase,
+        "calls": r.calls,
+        "flops": r.flops,
+        "bytes_read": r.bytes_read,
+        "bytes_written": r.bytes_written,
+        "dtypes": list(r.dtypes),
+        "signature": r.signature,
+        "varies": r.varies,
+        **({"grad_fns": list(r.grad_fns)} if r.grad_fns else {}),
+        **({"source": r.source} if r.source else {}),
+    }
+
+
+def _copy_dict(c: DeviceCopy) -> dict[str, Any]:
+    return {
+        "op": c.op,
+        "module": c.module,
+        "phase": c.phase,
+        "direction": c.direction,
+        "calls": c.calls,
+        "bytes": c.bytes,
+    }
+
+
+def _sync_dict(s: HostSync) -> dict[str, Any]:
+    return {"op": s.op, "module": s.module, "phase": s.phase, "device": s.device, "calls": s.calls}
+
+
+def _row_from(value: Any, where: str) -> WorkRow:
+    obj = _object(value, where)
+    _keys(obj, where, _ROW_KEYS, optional=("grad_fns", "source"))
+    return WorkRow(
+        op=_string(obj, "op", where, empty=False),
+        module=_string(obj, "module", where),
+        phase=_phase(obj, where),
+        calls=_count(obj, "calls", where),
+        flops=_count(obj, "flops", where),
+        bytes_read=_count(obj, "bytes_read", where),
+        bytes_written=_count(obj, "bytes_written", where),
+        dtypes=_names(obj, "dtypes", where),
+        signature=_string(obj, "signature", where),
+        varies=_flag(obj, "varies", where),
+        grad_fns=_names(obj, "grad_fns", where) if "grad_fns" in obj else (),
+        source=_string(obj, "source", where) if "source" in obj else "",
+    )
+
+
+def _copy_from(value: Any, where: str) -> DeviceCopy:
+    obj = _object(value, where)
+    _keys(obj, where, ("op", "module", "phase", "direction", "calls", "bytes"))
+    return DeviceCopy(
+        op=_string(obj, "op", where, empty=False),
+        module=_string(obj, "module", where),
+        phase=_phase(obj, where),
+        direction=_string(obj, "direction", where, empty=False),
+        calls=_count(obj, "calls", where),
+        bytes=_count(obj, "bytes", where),
+    )
+
+
+def _sync_from(value: Any, where: str) -> HostSync:
+    obj = _object(value, where)
+    _keys(obj, where, ("op", "module", "phase", "device", "calls"))
+    return HostSync(
+        op=_string(obj, "op", where, empty=False),
+        module=_string(obj, "module", where),
+        phase=_phase(obj, where),
+        device=_string(obj, "device", where, empty=False),
+        calls=_count(obj, "calls", where),
+    )
+
+
+def _shown(value: Any) -> str:
+    if value is None or isinstance(value, (bool, int, float, str)):
+        text = repr(value)
+        return text if len(text) <= 60 else text[:57] + "..."
+    if isinstance(value, list) and all(isinstance(v, str) for v in value) and len(value) <= 8:
+        return repr(value)
+    return f"a {type(value).__name__}"
+
+
+def _object(value: Any, where: str) -> Mapping[str, Any]:
+    if not isinstance(value, Mapping) or not all(isinstance(k, str) for k in value):
+        raise BaselineError(f"'{where}' must be an object (got {_shown(value)})")
+    return value
+
+
+def _keys(
+    obj: Mapping[str, Any], where: str, expected: tuple[str, ...], optional: tuple[str, ...] = ()
+) -> None:
+    missing = [k for k in expected if k not in obj]
+    if missing:
+        raise BaselineError(f"'{where}' is missing {', '.join(repr(k) for k in missing)}")
+    unknown = sorted(set(obj) - set(expected) - set(optional))
+    if unknown:
+        raise BaselineError(f"'{where}' has unknown keys {', '.join(repr(k) for k in unknown)}")
+
+
+def _count(obj: Mapping[str, Any], key: str, where: str) -> int:
+    value = obj[key]
+    if type(value) is not int or value < 0:
+        raise BaselineError(f"'{where}.{key}' must be an integer >= 0 (got {_shown(value)})")
+    return value
+
+
+def _string(obj: Mapping[str, Any], key: str, where: str, *, empty: bool = True) -> str:
+    value = obj[key]
+    if not isinstance(value, str) or (not empty and not value):
+        rule = "a string" if empty else "a non-empty string"
+        raise BaselineError(f"'{where}.{key}' must be {rule} (got {_shown(value)})")
+    return value
+
+
+def _flag(obj: Mapping[str, Any], key: str, where: str) -> bool:
+    value = obj[key]
+    if not isinstance(value, bool):
+        raise BaselineError(f"'{where}.{key}' must be true or false (got {_shown(value)})")
+    return value
+
+
+def _phase(obj: Mapping[str, Any], where: str) -> Phase:
+    value = obj["phase"]
+    if value == "forward":
+        return "forward"
+    if value == "backward":
+        return "backward"
+    raise BaselineError(f"'{where}.phase' must be 'backward' or 'forward' (got {_shown(value)})")
+
+
+def _names(obj: Mapping[str, Any], key: str, where: str) -> tuple[str, ...]:
+    value = obj[key]
+    if (
+        not isinstance(value, list)
+        or not all(isinstance(v, str) and v for v in value)
+        or value != sorted(set(value))
+    ):
+        raise BaselineError(
+            f"'{where}.{key}' must be a sorted list of distinct names (got {_shown(value)})"
+        )
+    return tuple(value)
+
+
+def _items(obj: Mapping[str, Any], key: str, where: str) -> list[tuple[int, Any]]:
+    value = obj[key]
+    if not isinstance(value, list):
+        raise BaselineError(f"'{where}.{key}' must be a list (got {_shown(value)})")
+    return list(enumerate(value))
+
+
+EMPTY: Final = WorkRow(
+    op="", module="", phase="forward", calls=0, flops=0, bytes_read=0, bytes_written=0
+)
+
+
+QUIET: Final = frozenset({"unchanged", "varies"})

@@ -1,0 +1,522 @@
+"""Events → per-op, per-round table (the hot path: arrays, not per-event objects).
+
+Self CPU time follows ``torch.autograd.profiler_util``: an event's self time is its duration
+minus the durations of its direct children, where children are the CPU events of the same
+thread whose interval lies inside it.  Device time is the duration of the kernels (and
+memcpy / memset activities) linked by correlation id to the CPU op that launched them; an op's
+total device time adds its descendants'.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from typing import Any, NamedTuple
+
+import numpy as np
+import numpy.typing as npt
+
+from tprof_engine.model.arrays import FloatArray, IntArray
+from tprof_engine.model.device_tables import MemoryTable
+from tprof_engine.model.records import (
+    KIND_ANNOTATION,
+    KIND_ASYNC,
+    KIND_DEVICE,
+    KIND_OP,
+    KIND_SYNC,
+    EventArrays,
+    OpTable,
+)
+from tprof_engine.reduce.device import device_table
+from tprof_engine.reduce.memory import innermost, memory_rows, memory_table
+
+# Events torch's own post-processing drops before it builds key_averages().
+FILTERED_NAMES = frozenset(
+    {
+        "[memory]",
+        "[OutOfMemory]",
+        "profiler::_record_function_enter",
+        "profiler::_record_function_enter_new",
+        "profiler::_record_function_exit",
+        "aten::is_leaf",
+        "aten::output_nr",
+        "aten::_version",
+    }
+)
+
+
+ROUND_PREFIX = "ProfilerStep#"  # torch.profiler's own step annotation: trace tools see iterations
+
+
+PROBE_PREFIX = "tprof::probe#"
+
+
+# torch.compile: a compiled region and the compiled graph it calls carry process-global frame
+# and compile ids and a content hash.  Keyed by their order of first appearance in the session
+# instead, a slower graph compares with the graph it replaced (docs/design.md §9).
+_REGION = re.compile(r"^Torch-Compiled Region: (\d+)/\d+$")
+
+
+_GRAPH = re.compile(r"^## Call CompiledFxGraph (\S+) ##$")
+
+
+REGION_KEY = "Torch-Compiled Region #{}"
+
+
+GRAPH_KEY = "## Call CompiledFxGraph #{} ##"
+
+
+# Compilation (Dynamo tracing, AOT, Inductor) as the profiler sees it: these ranges and all
+# they hold are compile time, never op rows; one that starts in a measured round is counted
+# as a call of COMPILE_OP (a recompilation while measuring is itself a finding).
+_COMPILE_ROOTS = frozenset({"dynamo", "entire_frame_compile", "entire_backward_compile"})
+
+
+_COMPILE_SUFFIX = " (dynamo_timed)"
+
+
+_COMPILE_MARK = "compile_id="  # the ``…_data: fn_name=…, compile_id=0/0`` companions
+
+
+COMPILE_OP = "tprof::compile"
+
+
+def _names_starting(names: Sequence[str], prefix: str) -> npt.NDArray[np.bool_]:
+    return np.fromiter((n.startswith(prefix) for n in names), dtype=bool, count=len(names))
+
+
+def _intervals(ev: EventArrays, mask: np.ndarray) -> tuple[IntArray, IntArray]:
+    idx = np.flatnonzero(mask)
+    order = np.argsort(ev.start_ns[idx], kind="stable")
+    idx = idx[order]
+    return ev.start_ns[idx], ev.end_ns[idx]
+
+
+def _locate(starts: IntArray, ends: IntArray, t: IntArray) -> IntArray:
+    """Index of the interval holding each time in ``t``, or -1."""
+    if starts.size == 0:
+        return np.full(t.shape, -1, dtype=np.int64)
+    pos = np.searchsorted(starts, t, side="right") - 1
+    ok = pos >= 0
+    ok[ok] &= t[ok] < ends[pos[ok]]
+    return np.where(ok, pos, -1)
+
+
+def nesting(thread: IntArray, start: IntArray, end: IntArray) -> tuple[IntArray, IntArray]:
+    """Parent index (-1 for roots) and depth of each interval, nesting per thread.
+
+    Intervals that overlap only partially are not nested, as in torch's own stack walk.
+    """
+    n = start.shape[0]
+    parent = np.full(n, -1, dtype=np.int64)
+    depth = np.zeros(n, dtype=np.int64)
+    if n == 0:
+        return parent, depth
+    order = np.lexsort((-end, start, thread))
+    th = thread[order].tolist()
+    st = start[order].tolist()
+    en = end[order].tolist()
+    idx = order.tolist()
+    par = [-1] * n
+    dep = [0] * n
+    stack_i: list[int] = []
+    stack_end: list[int] = []
+    last_thread = None
+    for k in range(n):
+        t = th[k]
+        if t != last_thread:
+            stack_i.clear()
+            stack_end.clear()
+            last_thread = t
+        s = st[k]
+        e = en[k]
+        while stack_end and (s >= stack_end[-1] or e > stack_end[-1]):
+            stack_end.pop()
+            stack_i.pop()
+        i = idx[k]
+        if stack_i:
+            par[i] = stack_i[-1]
+            dep[i] = len(stack_i)
+        stack_i.append(i)
+        stack_end.append(e)
+    parent[:] = par
+    depth[:] = dep
+    return parent, depth
+
+
+def reduce_events(
+    ev: EventArrays,
+    *,
+    wall_us: Sequence[float] | FloatArray | None = None,
+    meta: Mapping[str, Any] | None = None,
+) -> OpTable:
+    """Reduce profiler events to an :class:`OpTable` with one column per measured round.
+
+    Measured rounds are the ``ProfilerStep#N`` annotations, in time order; events outside
+    them (set-up, profiler bookkeeping) are not counted, events inside a
+    ``tprof::probe#N`` annotation are summed into the round's probe time instead of ops.
+    A trace without step annotations is one round spanning every event.
+    """
+    ev = with_stable_names(ev)
+    is_round_name = _names_starting(ev.names, ROUND_PREFIX)
+    is_probe_name = _names_starting(ev.names, PROBE_PREFIX)
+    rounds = _rounds(ev, is_round_name, is_probe_name)
+    n_rounds = int(rounds.starts.size)
+    cpu = _cpu_events(ev)
+    dev_rows = np.flatnonzero((ev.kind == KIND_DEVICE) | (ev.kind == KIND_SYNC))
+    dev_owner = _owners(ev, cpu, dev_rows)
+    self_dev, total_dev, has_device = _device_times(ev, cpu, dev_rows, dev_owner)
+    dup, self_cpu, self_dev, kept_as = _merge_duplicates(cpu, self_dev, has_device)
+    compiling, compile_root = _compile_time(ev.names, cpu)
+
+    c_round = _locate(rounds.starts, rounds.ends, cpu.start)
+    in_probe = _locate(rounds.probe_starts, rounds.probe_ends, cpu.start) >= 0
+    marker = (is_round_name | is_probe_name)[cpu.name]
+    counted = (c_round >= 0) & ~marker & ~in_probe & ~dup & ~compiling
+    probe_ev = (c_round >= 0) & in_probe & ~marker & ~dup
+    probe_cpu = np.bincount(c_round[probe_ev], weights=self_cpu[probe_ev], minlength=n_rounds)
+    probe_dev = np.bincount(c_round[probe_ev], weights=self_dev[probe_ev], minlength=n_rounds)
+
+    names, cpu_names = ev.names, cpu.name
+    if compile_root.any():  # compilations in rounds: one COMPILE_OP call each, their time
+        names = (*names, COMPILE_OP)
+        cpu_names = np.where(compile_root, len(names) - 1, cpu_names)
+        counted |= compile_root & (c_round >= 0)
+        self_cpu = np.where(compile_root, cpu.dur, self_cpu)
+    op_names, cells = _op_cells(names, cpu_names[counted], c_round[counted], n_rounds)
+    shape = (len(op_names), n_rounds)
+    gaps = _gaps_before(cpu, counted, c_round, is_round_name, rounds)
+    device = None
+    if has_device:  # each device event goes to the op that kept its launching op's time
+        owner = np.where(dev_owner >= 0, kept_as[np.maximum(dev_owner, 0)], -1)
+        owned = owner >= 0
+        dev_round = np.where(owned & counted[owner], c_round[owner], -1)
+        device = device_table(ev, dev_rows, cpu_names[owner], dev_round, names, n_rounds)
+    memory = None
+    mem_rows = memory_rows(ev)
+    if mem_rows.size:
+        memory = _memory(ev, cpu, mem_rows, kept_as, counted, c_round, cpu_names, names, rounds)
+    info = dict(meta or {})
+    info.setdefault("events", len(ev))
+    info["whole_trace_as_round"] = rounds.whole_trace
+    return OpTable(
+        names=op_names,
+        calls=_summed(cells, None, shape).astype(np.int64),
+        self_cpu_us=_summed(cells, self_cpu[counted], shape) / 1000.0,
+        total_cpu_us=_summed(cells, cpu.dur[counted], shape) / 1000.0,
+        self_device_us=_summed(cells, self_dev[counted], shape) / 1000.0,
+        total_device_us=_summed(cells, total_dev[counted], shape) / 1000.0,
+        wall_us=_wall_us(wall_us, rounds),
+        host_before_us=_summed(cells, gaps[counted], shape) / 1000.0,
+        probe_cpu_us=probe_cpu / 1000.0,
+        probe_device_us=probe_dev / 1000.0,
+        has_device=has_device,
+        meta=info,
+        device=device,
+        memory=memory,
+    )
+
+
+def _memory(
+    ev: EventArrays,
+    cpu: _CpuEvents,
+    rows: IntArray,
+    kept_as: IntArray,
+    counted: npt.NDArray[np.bool_],
+    c_round: IntArray,
+    cpu_names: IntArray,
+    names: Sequence[str],
+    rounds: _Rounds,
+) -> MemoryTable:
+    """The memory table: each allocation goes to the counted op that keeps its op's time."""
+    at = ev.start_ns[rows]
+    owner = innermost(
+        ev.thread[cpu.idx], cpu.start, ev.end_ns[cpu.idx], cpu.parent, ev.thread[rows], at
+    )
+    owner = np.where(owner >= 0, kept_as[np.maximum(owner, 0)], -1)
+    own_round = np.where((owner >= 0) & counted[np.maximum(owner, 0)], c_round[owner], -1)
+    in_round = _locate(rounds.starts, rounds.ends, at)
+    in_round[_locate(rounds.probe_starts, rounds.probe_ends, at) >= 0] = -1
+    op_idx = cpu_names[np.maximum(owner, 0)]
+    return memory_table(ev, rows, op_idx, own_round, in_round, names, int(rounds.starts.size))
+
+
+def with_stable_names(ev: EventArrays) -> EventArrays:
+    """``ev`` with compiled regions keyed by frame and compiled graphs by their order of first
+    appearance (``Torch-Compiled Region #1``, ``## Call CompiledFxGraph #1 ##``)."""
+    firsts = _first_starts(ev)
+    regions: dict[str, int] = {}
+    graphs: dict[str, int] = {}
+    stable = list(ev.names)
+    for i in sorted(range(len(ev.names)), key=lambda k: (firsts[k], k)):
+        if (m := _REGION.match(stable[i])) is not None:
+            stable[i] = REGION_KEY.format(regions.setdefault(m.group(1), len(regions) + 1))
+        elif (m := _GRAPH.match(stable[i])) is not None:
+            stable[i] = GRAPH_KEY.format(graphs.setdefault(m.group(1), len(graphs) + 1))
+    if not regions and not graphs:
+        return ev
+    names = tuple(dict.fromkeys(stable))
+    position = {n: k for k, n in enumerate(names)}
+    remap = np.asarray([position[n] for n in stable], dtype=np.int64)
+    return replace(ev, names=names, name_idx=remap[ev.name_idx])
+
+
+def _first_starts(ev: EventArrays) -> list[int]:
+    """Each name's earliest start (ns); names no event uses come last."""
+    first = np.full(len(ev.names), np.iinfo(np.int64).max, dtype=np.int64)
+    np.minimum.at(first, ev.name_idx, ev.start_ns)
+    return [int(v) for v in first]
+
+
+def _compile_time(
+    names: Sequence[str], cpu: _CpuEvents
+) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.bool_]]:
+    """Which CPU events are compile time, and which of them are outermost (one per compile)."""
+    is_compile_name = np.fromiter(
+        (n in _COMPILE_ROOTS or n.endswith(_COMPILE_SUFFIX) or _COMPILE_MARK in n for n in names),
+        dtype=bool,
+        count=len(names),
+    )
+    compiling = is_compile_name[cpu.name]
+    if not compiling.any():
+        return compiling, compiling
+    for d in range(1, int(cpu.depth.max(initial=0)) + 1):  # descendants of a compile range
+        at = np.flatnonzero((cpu.depth == d) & cpu.has_parent)
+        compiling[at] |= compiling[cpu.parent[at]]
+    root = compiling.copy()
+    root[cpu.has_parent] &= ~compiling[cpu.parent[cpu.has_parent]]
+    return compiling, root
+
+
+class _Rounds(NamedTuple):
+    """Measured rounds and probe runs as time-ordered intervals (ns)."""
+
+    starts: IntArray
+    ends: IntArray
+    probe_starts: IntArray
+    probe_ends: IntArray
+    whole_trace: bool  # no step annotations: one round spans every event
+
+
+def _rounds(
+    ev: EventArrays, is_round_name: npt.NDArray[np.bool_], is_probe_name: npt.NDArray[np.bool_]
+) -> _Rounds:
+    annotation = ev.kind == KIND_ANNOTATION
+    starts, ends = _intervals(ev, annotation & is_round_name[ev.name_idx])
+    probe_starts, probe_ends = _intervals(ev, annotation & is_probe_name[ev.name_idx])
+    whole_trace = starts.size == 0
+    if whole_trace:
+        starts = np.asarray([ev.start_ns.min() if len(ev) else 0], dtype=np.int64)
+        ends = np.asarray([ev.end_ns.max() + 1 if len(ev) else 1], dtype=np.int64)
+    return _Rounds(starts, ends, probe_starts, probe_ends, bool(whole_trace))
+
+
+class _CpuEvents(NamedTuple):
+    """The CPU-side events (ops, annotations, async ops), nested per thread; times in ns."""
+
+    idx: IntArray  # their rows in the EventArrays
+    start: IntArray
+    dur: FloatArray
+    name: IntArray
+    parent: IntArray  # index into these events, -1 for roots
+    depth: IntArray
+    has_parent: npt.NDArray[np.bool_]
+    self_ns: FloatArray  # duration less the direct children's (0 for async ops)
+
+
+def _cpu_events(ev: EventArrays) -> _CpuEvents:
+    cpu = (ev.kind == KIND_OP) | (ev.kind == KIND_ANNOTATION) | (ev.kind == KIND_ASYNC)
+    idx = np.flatnonzero(cpu)
+    start = ev.start_ns[idx]
+    end = ev.end_ns[idx]
+    dur = (end - start).astype(np.float64)
+    # Async ops (torch: start and end threads differ) nest with nothing and have no self time.
+    is_async = ev.kind[idx] == KIND_ASYNC
+    thread = np.where(is_async, -1 - np.arange(idx.size), ev.thread[idx])
+    parent, depth = nesting(thread, start, end)
+    has_parent = parent >= 0
+    child_sum = np.bincount(parent[has_parent], weights=dur[has_parent], minlength=dur.size).astype(
+        np.float64
+    )
+    self_ns = np.where(is_async, 0.0, dur - child_sum)
+    return _CpuEvents(idx, start, dur, ev.name_idx[idx], parent, depth, has_parent, self_ns)
+
+
+def _owners(ev: EventArrays, cpu: _CpuEvents, rows: IntArray) -> IntArray:
+    """The CPU event (index into ``cpu``) each event of ``rows`` links to, or -1."""
+    owner = np.full(rows.size, -1, dtype=np.int64)
+    if rows.size == 0:
+        return owner
+    c_corr = ev.corr[cpu.idx]
+    corr_order = np.argsort(c_corr, kind="stable")
+    sorted_corr = c_corr[corr_order]
+    links = ev.link[rows]
+    pos = np.searchsorted(sorted_corr, links)
+    ok = pos < sorted_corr.size
+    ok[ok] &= sorted_corr[pos[ok]] == links[ok]
+    ok &= links > 0
+    owner[ok] = corr_order[pos[ok]]
+    return owner
+
+
+def _device_times(
+    ev: EventArrays, cpu: _CpuEvents, rows: IntArray, owner: IntArray
+) -> tuple[FloatArray, FloatArray, bool]:
+    """Self and total device ns of each CPU event, and whether there is device work at all.
+
+    Kernels, copies and fills (``rows`` with their ``owner``, from :func:`_owners`) go to the
+    CPU op they link to; syncs take no device time.  An op's total adds its descendants'.
+    """
+    self_dev = np.zeros(cpu.idx.size)
+    if rows.size == 0:
+        return self_dev, self_dev, False
+    timed = (owner >= 0) & (ev.kind[rows] == KIND_DEVICE)
+    k_dur = (ev.end_ns[rows] - ev.start_ns[rows]).astype(np.float64)[timed]
+    self_dev = np.bincount(owner[timed], weights=k_dur, minlength=cpu.idx.size).astype(np.float64)
+    total_dev = self_dev.copy()
+    for d in range(int(cpu.depth.max(initial=0)), 0, -1):
+        at = np.flatnonzero((cpu.depth == d) & cpu.has_parent)
+        np.add.at(total_dev, cpu.parent[at], total_dev[at])
+    return self_dev, total_dev, True
+
+
+def device_attribution(ev: EventArrays) -> tuple[float, float]:
+    """Device time (µs) that links to a CPU event, and all device time (kernels, memcpy,
+    memset): what :func:`reduce_events` can give an op, and what ran."""
+    cpu = (ev.kind == KIND_OP) | (ev.kind == KIND_ANNOTATION) | (ev.kind == KIND_ASYNC)
+    device = ev.kind == KIND_DEVICE
+    dur = (ev.end_ns[device] - ev.start_ns[device]).astype(np.float64)
+    links = ev.link[device]
+    owned = (links > 0) & np.isin(links, ev.corr[cpu])
+    return float(dur[owned].sum()) / 1000.0, float(dur.sum()) / 1000.0
+
+
+def _merge_duplicates(
+    cpu: _CpuEvents, self_dev: FloatArray, has_device: bool
+) -> tuple[npt.NDArray[np.bool_], FloatArray, FloatArray, IntArray]:
+    """Which events merge into their parent, the self CPU and device ns after merging, and
+    the event each one's time went to (itself when kept).
+
+    torch merges an event into its parent when the parent has the same name and no other
+    child (EventList._remove_dup_nodes): the parent keeps the time, the child is not counted.
+    """
+    parent, has_parent = cpu.parent, cpu.has_parent
+    self_cpu = cpu.self_ns
+    n_children = np.bincount(parent[has_parent], minlength=cpu.dur.size)
+    dup = np.zeros(cpu.dur.size, dtype=bool)
+    dup[has_parent] = (cpu.name[parent[has_parent]] == cpu.name[has_parent]) & (
+        n_children[parent[has_parent]] == 1
+    )
+    owner_of = np.arange(cpu.dur.size)
+    if not dup.any():
+        return dup, self_cpu, self_dev, owner_of
+    owner_of[dup] = parent[dup]
+    while True:  # chains of merges end at the first ancestor that is kept
+        nxt = owner_of[owner_of]
+        if np.array_equal(nxt, owner_of):
+            break
+        owner_of = nxt
+    d_idx = np.flatnonzero(dup)
+    self_cpu = self_cpu.copy()
+    np.add.at(self_cpu, owner_of[d_idx], self_cpu[d_idx])
+    if has_device:
+        self_dev = self_dev.copy()
+        np.add.at(self_dev, owner_of[d_idx], self_dev[d_idx])
+    return dup, self_cpu, self_dev, owner_of
+
+
+def _gaps_before(
+    cpu: _CpuEvents,
+    counted: npt.NDArray[np.bool_],
+    c_round: IntArray,
+    is_round_name: npt.NDArray[np.bool_],
+    rounds: _Rounds,
+) -> FloatArray:
+    """Each counted event's time outside any op just before it (ns): for the body's outermost
+    events (children of their round's step annotation), the gap since the previous one ended,
+    or since the drift probe (else the round) began the body; 0 for every other event.
+
+    Python between ops, hooks and the body's loop are these gaps: summed per op they say
+    before which op the round's time outside any op was spent.
+    """
+    gaps = np.zeros(cpu.start.size)
+    parent_is_round = np.zeros(cpu.start.size, dtype=bool)
+    parent_is_round[cpu.has_parent] = is_round_name[cpu.name[cpu.parent[cpu.has_parent]]]
+    top = np.flatnonzero(counted & parent_is_round)
+    if top.size == 0:
+        return gaps
+    top = top[np.lexsort((cpu.start[top], c_round[top]))]
+    ends = cpu.start[top] + cpu.dur[top].astype(np.int64)
+    r = c_round[top]
+    body_start = _body_starts(rounds)
+    first = np.ones(top.size, dtype=bool)
+    first[1:] = r[1:] != r[:-1]
+    previous_end = np.empty(top.size, dtype=np.int64)
+    previous_end[1:] = ends[:-1]
+    previous_end[first] = body_start[r[first]]
+    gaps[top] = np.maximum(cpu.start[top] - previous_end, 0)
+    return gaps
+
+
+def _body_starts(rounds: _Rounds) -> IntArray:
+    """Where each round's body begins: the end of the drift probe inside it, else its start."""
+    out: IntArray = np.array(rounds.starts, dtype=np.int64)
+    if rounds.probe_starts.size == 0:
+        return out
+    at = np.minimum(
+        np.searchsorted(rounds.probe_starts, rounds.starts), rounds.probe_starts.size - 1
+    )
+    inside = (rounds.probe_starts[at] >= rounds.starts) & (rounds.probe_starts[at] < rounds.ends)
+    out[inside] = rounds.probe_ends[at[inside]]
+    return out
+
+
+def _op_cells(
+    names: Sequence[str], name_idx: IntArray, round_idx: IntArray, n_rounds: int
+) -> tuple[tuple[str, ...], IntArray]:
+    """The ops in name order, and each event's flat cell in the op × round table."""
+    used, op_of = np.unique(name_idx, return_inverse=True)
+    # Ops in name order, as the fallback and the trace reader give them.
+    by_name = np.argsort(np.asarray([names[i] for i in used.tolist()], dtype=object), kind="stable")
+    rank = np.empty_like(by_name)
+    rank[by_name] = np.arange(by_name.size)
+    used_names = used[by_name]
+    return tuple(names[i] for i in used_names.tolist()), rank[op_of] * n_rounds + round_idx
+
+
+def _summed(cells: IntArray, weights: FloatArray | None, shape: tuple[int, int]) -> Any:
+    """Per-cell sums of ``weights`` (counts when None) as an op × round table."""
+    out = np.bincount(cells, weights=weights, minlength=shape[0] * shape[1])
+    return out.reshape(shape)
+
+
+def _wall_us(wall_us: Sequence[float] | FloatArray | None, rounds: _Rounds) -> FloatArray:
+    """The rounds' wall times as given, or else the bodies' spans in the step annotations
+    (from the drift probe's end, as a capture times them)."""
+    n_rounds = int(rounds.starts.size)
+    if wall_us is None:
+        return (rounds.ends - _body_starts(rounds)).astype(np.float64) / 1000.0
+    wall = np.asarray(wall_us, dtype=np.float64)
+    if wall.shape != (n_rounds,):
+        raise ValueError(f"'wall_us' must have one value per round ({n_rounds}), got {wall.shape}")
+    return wall
+
+
+def keep_rounds(table: OpTable, rounds: Sequence[int]) -> OpTable:
+    """The same table with only ``rounds`` (indices, in that order); ops none of them called go.
+
+    Another harness's loop (pytest-benchmark's) runs warm-up rounds between its kept ones.
+    """
+    return table.with_rounds(np.asarray(rounds, dtype=np.int64))
+
+
+def drop_leading_rounds(table: OpTable, count: int) -> OpTable:
+    """The same table without its first ``count`` rounds (extra warm-up found after capture).
+
+    Ops called only in the dropped rounds go too: lazy first-step work (an optimizer's state)
+    is warm-up, and a row of zero calls would read as a change of structure.
+    """
+    if count <= 0:
+        return table
+    return table.with_rounds(np.arange(count, table.rounds))

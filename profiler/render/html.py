@@ -1,0 +1,459 @@
+"""One self-contained HTML file for a run: per-test charts of per-op deltas, op tables, traces.
+
+Charts are drawn by matplotlib (the optional ``html`` extra, imported only here and only when
+a report is rendered) to SVG, embedded as ``data:`` URIs: the file loads nothing from the
+network and no script runs in it.  Everything renders from the ``--tprof-json`` document.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+import os
+import warnings
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
+
+from tprof_engine.model.errors import TprofError
+from tprof_engine.model.verdicts import FLAGGED_OPS
+from tprof_engine.render import fmt
+from tprof_engine.render.rows import (
+    NUMERIC_COLUMNS,
+    OP_COLUMNS,
+    SUMMARY_COLUMNS,
+    OpRow,
+    drift,
+    family_lines,
+    op_rows,
+    why,
+)
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+
+EXTRA = "html"
+
+
+INSTALL_HINT = f"pip install 'pytest-tprof[{EXTRA}]'"
+
+
+CHART_OPS = 15  # bars per family panel
+
+
+TABLE_ROWS = 25  # op rows shown before the rest is folded away
+
+
+LABEL_CHARS = 48
+
+
+# One colour per op verdict, shared by the charts and the badges.
+COLOURS = {
+    "regressed": "#c62828",
+    "improved": "#2e7d32",
+    "new": "#ef6c00",
+    "calls-changed": "#ef6c00",
+    "removed": "#1565c0",
+}
+
+
+OTHER = "#9e9e9e"
+
+
+BASELINE = "#90a4ae"
+
+
+BADGE = {
+    "regressed": "#c62828",
+    "error": "#6a1b9a",
+    "changed": "#ef6c00",
+    "improved": "#2e7d32",
+    "incomparable": "#616161",
+    "inconclusive": "#616161",
+}
+
+
+class ExtraMissingError(TprofError, ImportError):
+    """An optional dependency that a feature needs is not installed."""
+
+
+def _matplotlib() -> Any:
+    try:
+        import matplotlib
+        from matplotlib.figure import Figure  # noqa: F401  (fails early, before any drawing)
+    except ImportError:
+        raise ExtraMissingError(
+            f"the HTML report draws its charts with matplotlib, which is not installed; "
+            f"install the '{EXTRA}' extra: {INSTALL_HINT}"
+        ) from None
+    return matplotlib
+
+
+def html_report(doc: Mapping[str, Any], *, link_base: Path | None = None) -> str:
+    """The HTML report of a JSON report document, as one self-contained page.
+
+    ``link_base`` is the folder the page will be written to: trace links are made relative
+    to it (relative trace paths in the report are taken from the current directory).
+    """
+    mpl = _matplotlib()
+    tests = fmt.ordered_tests(doc)
+    body: list[str] = [
+        f"<h1>pytest-tprof report</h1><p class='counts'>{_e(fmt.counts_line(tests))}</p>"
+    ]
+    body += _environment(doc)
+    if tests:
+        body += _summary_table(tests)
+    else:
+        body.append("<p>No profiled tests.</p>")
+    with mpl.rc_context(
+        {"svg.fonttype": "none", "svg.hashsalt": "tprof", "font.size": 9, "axes.titlesize": 10}
+    ):
+        for i, t in enumerate(tests):
+            body += _section(i, t, link_base)
+    body.append(
+        "<footer>Times are µs per round in drift-probe units: each side's fast-round time "
+        "(the 25th percentile of its rounds) in the tables, and per-round distributions for "
+        "the flagged ops. docs/reports.md explains every column and word.</footer>"
+    )
+    return _PAGE.format(style=_STYLE, body="\n".join(body))
+
+
+def _e(text: Any) -> str:
+    return html.escape(str(text), quote=True)
+
+
+def _environment(doc: Mapping[str, Any]) -> list[str]:
+    env = doc.get("environment")
+    hard = env.get("hard") if isinstance(env, Mapping) else None
+    if not isinstance(hard, Mapping) or not hard:
+        return []
+    rows = "".join(f"<tr><th>{_e(k)}</th><td>{_e(_plain(v))}</td></tr>" for k, v in hard.items())
+    return [f"<details class='env'><summary>Environment</summary><table>{rows}</table></details>"]
+
+
+def _plain(v: Any) -> str:
+    if isinstance(v, list):
+        return ", ".join(map(str, v)) or "none"
+    return "none" if v is None else str(v)
+
+
+def _badge(verdict: str) -> str:
+    colour = BADGE.get(verdict, "#9e9e9e")
+    return f"<span class='badge' style='background:{colour}'>{_e(verdict)}</span>"
+
+
+def _summary_table(tests: Sequence[Mapping[str, Any]]) -> list[str]:
+    head = "".join(f"<th>{_e(c)}</th>" for c in SUMMARY_COLUMNS)
+    out = [f"<table class='summary'><tr>{head}</tr>"]
+    for i, t in enumerate(tests):
+        said = "<br>".join(_e(c) for c in why(t))
+        moved = drift(t.get("uniform_shift"), t.get("probe_shift"))
+        out.append(
+            f"<tr><td><a href='#t{i}'><code>{_e(t.get('nodeid'))}</code></a></td>"
+            f"<td>{_badge(str(t.get('verdict')))}</td><td>{said or '-'}</td>"
+            f"<td>{_e(moved or '-')}</td></tr>"
+        )
+    out.append("</table>")
+    return out
+
+
+def _section(i: int, t: Mapping[str, Any], link_base: Path | None) -> list[str]:
+    verdict = str(t.get("verdict", ""))
+    out = [
+        f"<section id='t{i}'><h2><code>{_e(t.get('nodeid'))}</code> {_badge(verdict)}</h2>",
+    ]
+    if t.get("reason"):
+        out.append(f"<p class='reason'>{_e(t['reason'])}</p>")
+    moved = drift(t.get("uniform_shift"), t.get("probe_shift"))
+    facts = [_e(moved)] if moved else []
+    facts += [_e(line) for line in family_lines(t)]
+    facts += [_e(line) for line in fmt.work_facts(t.get("work"))]
+    facts += [_e(n) for n in t.get("notes", []) if n]
+    if t.get("trace"):
+        href = _href(str(t["trace"]), link_base)
+        facts.append(
+            f"trace: <a href='{_e(href)}'><code>{_e(t['trace'])}</code></a> "
+            "(open it in Perfetto, chrome://tracing, TensorBoard or HTA)"
+        )
+    if t.get("baseline"):
+        facts.append(f"baseline: <code>{_e(t['baseline'])}</code>")
+    if facts:
+        out.append("<ul class='facts'>" + "".join(f"<li>{x}</li>" for x in facts) + "</ul>")
+    out += _module_table(fmt.module_rows(t.get("work")))
+    ops = [o for o in t.get("ops", []) if isinstance(o, Mapping)]
+    totals = {
+        str(f.get("family")): fmt.num(f.get("baseline_total_us")) or 0.0
+        for f in t.get("families", [])
+        if isinstance(f, Mapping)
+    }
+    chart = _delta_chart(ops, totals, str(t.get("nodeid", "")))
+    if chart:
+        out.append(chart)
+    rounds = [r for r in t.get("round_samples", []) if isinstance(r, Mapping)]
+    if rounds:
+        out.append(_rounds_chart(rounds))
+    else:
+        medians = _medians_chart([o for o in ops if o.get("verdict") in FLAGGED_OPS])
+        if medians:
+            out.append(medians)
+    out += _op_table(op_rows(t))
+    out += _device_rows_table([r for r in t.get("device_rows", []) if isinstance(r, Mapping)])
+    out.append("</section>")
+    return out
+
+
+def _href(trace: str, link_base: Path | None) -> str:
+    path = Path(trace)
+    if link_base is None:
+        return path.as_uri() if path.is_absolute() else quote(path.as_posix())
+    target = path if path.is_absolute() else Path.cwd() / path
+    try:
+        rel = os.path.relpath(target, link_base)
+    except ValueError:  # another drive on Windows
+        return target.as_uri()
+    return quote(Path(rel).as_posix())
+
+
+def _module_table(rows: Sequence[tuple[str, str, str, str]]) -> list[str]:
+    """Work per module path and phase, baseline → current (from the work census)."""
+    if not rows:
+        return []
+    head = "<tr><th>module</th><th>phase</th><th>FLOPs</th><th>bytes</th></tr>"
+    body = "".join(
+        f"<tr><td><code>{_e(m)}</code></td><td>{_e(p)}</td><td class='num'>{_e(f)}</td>"
+        f"<td class='num'>{_e(b)}</td></tr>"
+        for m, p, f, b in rows
+    )
+    return [f"<h3>work per module</h3><table>{head}{body}</table>"]
+
+
+def _device_rows_table(rows: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The flagged ops' kernels, copies and fills, baseline → current per round."""
+    if not rows:
+        return []
+    head = (
+        "<tr><th>op</th><th>kind</th><th>kernel / copy</th><th>calls</th>"
+        "<th>baseline → current µs</th><th>Δ µs</th><th>bytes</th></tr>"
+    )
+    body = "".join(
+        f"<tr><td><code>{_e(c[0])}</code></td><td>{_e(c[1])}</td>"
+        f"<td><code title='{_e(r.get('name', ''))}'>{_e(c[2])}</code></td>"
+        + "".join(f"<td class='num'>{_e(x)}</td>" for x in c[3:])
+        + "</tr>"
+        for r in rows
+        for c in [fmt.device_row_cells(r)]
+    )
+    return [f"<h3>device time of the flagged ops</h3><table class='ops'>{head}{body}</table>"]
+
+
+def _op_table(shown: Sequence[OpRow]) -> list[str]:
+    """The op rows under :data:`rows.OP_COLUMNS`; past :data:`TABLE_ROWS`, folded away."""
+    if not shown:
+        return []
+    head = "<tr>" + "".join(f"<th>{_e(c)}</th>" for c in OP_COLUMNS) + "</tr>"
+
+    def row(r: OpRow) -> str:
+        colour = COLOURS.get(r.verdict)
+        style = f" style='color:{colour};font-weight:600'" if colour else ""
+        cells = [f"<td><code>{_e(r.op)}</code></td>"]
+        for i, c in enumerate(r.cells()[1:-1], start=1):
+            cls = " class='num'" if i in NUMERIC_COLUMNS else ""
+            cells.append(f"<td{cls}>{_e(c)}</td>")
+        cells.append(f"<td{style}>{_e(r.cells()[-1])}</td>")
+        return "<tr>" + "".join(cells) + "</tr>"
+
+    out = ["<table class='ops'>" + head + "".join(row(r) for r in shown[:TABLE_ROWS]) + "</table>"]
+    if len(shown) > TABLE_ROWS:
+        rest = "".join(row(r) for r in shown[TABLE_ROWS:])
+        out.append(
+            f"<details><summary>{len(shown) - TABLE_ROWS} more ops</summary>"
+            f"<table class='ops'>{head}{rest}</table></details>"
+        )
+    return out
+
+
+def _label(name: str) -> str:
+    return name if len(name) <= LABEL_CHARS else name[: LABEL_CHARS - 1] + "…"
+
+
+def _delta_chart(ops: Sequence[Mapping[str, Any]], totals: Mapping[str, float], title: str) -> str:
+    """Horizontal bars of Δ self time per round for each family's most telling ops.
+
+    The axis spans at least 5 % of the family's round total, so noise on an unchanged test
+    draws as short bars rather than filling the chart.
+    """
+    panels = []
+    for fam in ("cpu", "cuda"):
+        rows = [o for o in ops if o.get("family") == fam and fmt.num(o.get("delta_us")) is not None]
+        if rows:
+            panels.append((fam, fmt.ops_by_interest(rows)[:CHART_OPS]))
+    if not panels:
+        return ""
+    from matplotlib.figure import Figure
+    from matplotlib.patches import Patch
+
+    tallest = max(len(rows) for _, rows in panels)
+    fig = Figure(figsize=(5.6 * len(panels) + 1.5, 0.26 * tallest + 1.3), layout="constrained")
+    axes = fig.subplots(1, len(panels), squeeze=False)[0]
+    used: dict[str, str] = {}
+    for ax, (fam, rows) in zip(axes, panels, strict=True):
+        deltas = [fmt.num(o.get("delta_us")) or 0.0 for o in rows]
+        colours = []
+        for o in rows:
+            v = str(o.get("verdict", ""))
+            colour = COLOURS.get(v, OTHER)
+            used[v if v in COLOURS else "other"] = colour
+            colours.append(colour)
+        y = list(range(len(rows)))
+        ax.barh(y, deltas, color=colours, height=0.7)
+        ax.set_yticks(y, [_label(str(o.get("op"))) for o in rows])
+        ax.invert_yaxis()
+        ax.axvline(0.0, color="#424242", linewidth=0.8)
+        ax.set_xlabel("Δ self time per round (µs), current − baseline")
+        ax.set_title(f"{fmt.FAMILY[fam]}: per-op deltas")
+        span = max(max(abs(d) for d in deltas), 0.05 * totals.get(fam, 0.0)) or 1.0
+        for yi, d, o in zip(y, deltas, rows, strict=True):
+            text = fmt.pct(o.get("delta_pct"), str(o.get("verdict", "")))
+            ax.text(
+                d + (0.02 * span if d >= 0 else -0.02 * span),
+                yi,
+                text,
+                va="center",
+                ha="left" if d >= 0 else "right",
+                fontsize=8,
+                color="#212121",
+            )
+        lo = min(0.0, *deltas)
+        hi = max(0.0, *deltas)
+        left = lo - 0.22 * span if lo < 0 else -0.05 * span
+        right = max(hi, span if hi > 0 else 0.0) + 0.22 * span
+        ax.set_xlim(left, right)
+        ax.grid(axis="x", color="#e0e0e0", linewidth=0.6)
+        ax.set_axisbelow(True)
+        for side in ("top", "right"):
+            ax.spines[side].set_visible(False)
+    handles = [Patch(color=c, label=v) for v, c in used.items()]
+    fig.legend(handles=handles, loc="outside lower center", ncols=len(handles), frameon=False)
+    return _img(fig, f"per-op deltas of {title}")
+
+
+def _medians_chart(flagged: Sequence[Mapping[str, Any]]) -> str:
+    """Baseline and current fast-round time of the flagged ops, side by side."""
+    rows = [
+        o
+        for o in fmt.ops_by_interest(flagged)[:CHART_OPS]
+        if fmt.num(o.get("baseline_median_us")) is not None
+        and fmt.num(o.get("current_median_us")) is not None
+    ]
+    if not rows:
+        return ""
+    from matplotlib.figure import Figure
+    from matplotlib.patches import Patch
+
+    fig = Figure(figsize=(8.0, 0.42 * len(rows) + 1.3), layout="constrained")
+    ax = fig.subplots()
+    y = list(range(len(rows)))
+    base = [fmt.num(o.get("baseline_median_us")) or 0.0 for o in rows]
+    cur = [fmt.num(o.get("current_median_us")) or 0.0 for o in rows]
+    colours = [COLOURS.get(str(o.get("verdict")), OTHER) for o in rows]
+    ax.barh([v - 0.2 for v in y], base, height=0.38, color=BASELINE)
+    ax.barh([v + 0.2 for v in y], cur, height=0.38, color=colours)
+    labels = [
+        f"{_label(str(o.get('op')))} ({fmt.FAMILY.get(str(o.get('family')), '')})" for o in rows
+    ]
+    ax.set_yticks(y, labels)
+    ax.invert_yaxis()
+    ax.set_xlabel("fast-round self time per round (µs, 25th percentile)")
+    ax.set_title("Flagged ops: baseline vs current")
+    ax.grid(axis="x", color="#e0e0e0", linewidth=0.6)
+    ax.set_axisbelow(True)
+    for side in ("top", "right"):
+        ax.spines[side].set_visible(False)
+    handles = [Patch(color=BASELINE, label="baseline"), Patch(color=colours[0], label="current")]
+    fig.legend(handles=handles, loc="outside lower center", ncols=2, frameon=False)
+    return _img(fig, "baseline vs current fast-round times of the flagged ops")
+
+
+def _rounds_chart(rounds: Sequence[Mapping[str, Any]]) -> str:
+    """Per-round distributions of the flagged ops: baseline rounds vs current rounds."""
+    from matplotlib.figure import Figure
+
+    rows = [r for r in rounds if r.get("baseline_us") or r.get("current_us")][:CHART_OPS]
+    if not rows:
+        return ""
+    fig = Figure(figsize=(8.0, 0.75 * len(rows) + 1.3), layout="constrained")
+    ax = fig.subplots()
+    data: list[list[float]] = []
+    positions: list[float] = []
+    for i, r in enumerate(rows):
+        data += [list(r.get("baseline_us") or [0.0]), list(r.get("current_us") or [0.0])]
+        positions += [i - 0.18, i + 0.18]
+    parts = ax.boxplot(data, positions=positions, orientation="horizontal", widths=0.3,
+                       patch_artist=True, showfliers=True, manage_ticks=False)  # fmt: skip
+    for k, box in enumerate(parts["boxes"]):
+        box.set_facecolor(BASELINE if k % 2 == 0 else COLOURS.get("regressed", OTHER))
+    labels = [
+        f"{_label(str(r.get('op')))} ({fmt.FAMILY.get(str(r.get('family')), '')})" for r in rows
+    ]
+    ax.set_yticks(list(range(len(rows))), labels)
+    ax.invert_yaxis()
+    ax.set_xlabel(
+        "self time per round, drift-probe units (µs); upper box: baseline, lower: current"
+    )
+    ax.set_title("Flagged ops: per-round distributions")
+    ax.grid(axis="x", color="#e0e0e0", linewidth=0.6)
+    for side in ("top", "right"):
+        ax.spines[side].set_visible(False)
+    return _img(fig, "per-round distributions of the flagged ops, baseline vs current")
+
+
+def _img(fig: Figure, alt: str) -> str:
+    buf = io.StringIO()
+    with warnings.catch_warnings():
+        # A glyph missing from the layout font only changes how a label measures.
+        warnings.filterwarnings("ignore", message="Glyph .* missing from", category=UserWarning)
+        fig.savefig(buf, format="svg", metadata={"Date": None})
+    data = base64.b64encode(buf.getvalue().encode("utf-8")).decode("ascii")
+    return f"<img class='chart' alt='{_e(alt)}' src='data:image/svg+xml;base64,{data}'>"
+
+
+_STYLE = """
+body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif;
+       margin: 24px auto; max-width: 1180px; padding: 0 16px; color: #212121; }
+h1 { font-size: 22px; margin: 0 0 4px; }
+h2 { font-size: 16px; margin: 0 0 6px; word-break: break-all; }
+code { font: 12.5px ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; }
+table { border-collapse: collapse; margin: 8px 0; }
+th, td { border-bottom: 1px solid #e0e0e0; padding: 3px 8px; text-align: left;
+         vertical-align: top; }
+th { background: #f5f5f5; font-weight: 600; white-space: nowrap; }
+td.num { text-align: right; white-space: nowrap; font-variant-numeric: tabular-nums; }
+table.summary td:first-child { word-break: break-all; }
+section { border-top: 2px solid #e0e0e0; margin-top: 28px; padding-top: 12px; }
+.badge { color: #fff; border-radius: 3px; padding: 1px 7px; font-size: 12px;
+         font-weight: 600; white-space: nowrap; vertical-align: middle; }
+.reason { margin: 4px 0; }
+.facts { margin: 4px 0 8px; padding-left: 20px; color: #424242; }
+img.chart { display: block; max-width: 100%; height: auto; margin: 8px 0; }
+details { margin: 6px 0; }
+summary { cursor: pointer; color: #424242; }
+footer { margin-top: 32px; color: #757575; font-size: 12px; }
+"""
+
+
+_PAGE = """<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>pytest-tprof report</title>
+<style>{style}</style>
+</head>
+<body>
+{body}
+</body>
+</html>
+"""

@@ -1,0 +1,273 @@
+"""Text and JSON renderings of verdicts; pure functions of their inputs."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from tprof_engine.model.results import ProfiledTest
+from tprof_engine.model.verdicts import EXPLAINED, NO_BASELINE, NOT_SAVED, SAVED, TestVerdict
+from tprof_engine.model.work_verdict import WorkDelta, WorkVerdict
+from tprof_engine.render import fmt, rows
+from tprof_engine.render.rows import NUMERIC_COLUMNS, OP_COLUMNS, OpRow
+from tprof_engine.render.work_rows import ModuleWork, by_module
+
+# 2: op rows name the op-against-the-rest figures vs_rest_pct / vs_rest_floor_pct (were peer_*).
+JSON_SCHEMA_VERSION = 2
+
+
+def op_table(op_rows: Sequence[OpRow], *, limit: int | None = None) -> list[str]:
+    """The op rows under :data:`rows.OP_COLUMNS`, columns aligned."""
+    shown = list(op_rows if limit is None else op_rows[:limit])
+    cells = [OP_COLUMNS, *(r.cells() for r in shown)]
+    lines = aligned(cells, right=tuple(sorted(NUMERIC_COLUMNS)))
+    if limit is not None and len(op_rows) > limit:
+        lines.append(f"... {len(op_rows) - limit} more ops (-v shows all)")
+    return lines
+
+
+def failure_text(test: ProfiledTest, *, verbose: bool = False) -> str:
+    """The message of a test that tprof failed: verdict, per-op table, trace path."""
+    v = test.verdict
+    lines = [f"tprof: {v.verdict} — {v.reason}"]
+    shown = rows.op_rows(v.to_dict(), flagged_only=not verbose)
+    if shown:
+        lines.append("")
+        lines.extend("  " + line for line in op_table(shown, limit=None if verbose else 12))
+        lines.extend("  " + line for line in where_lines(v))
+    if verbose and v.device_rows:
+        lines.append("")
+        lines.extend("  " + line for line in device_row_lines([r.to_dict() for r in v.device_rows]))
+    if v.work is not None:
+        lines.append("")
+        lines.extend("  " + line for line in work_lines(v.work, verbose=verbose))
+    lines.append("")
+    lines.extend("  " + line for line in details(test))
+    return "\n".join(lines)
+
+
+def device_row_lines(rows: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The flagged ops' kernels, copies and fills (``device_rows`` of the JSON), one block
+    per op, largest move first: which kernel got slower."""
+    if not rows:
+        return []
+    head = ("op / kernel", "kind", "calls", "baseline → current µs", "Δ µs", "bytes")
+    cells: list[tuple[str, ...]] = [head]
+    op = None
+    for r in rows:
+        c = fmt.device_row_cells(r)
+        if c[0] != op:
+            op = c[0]
+            cells.append((op, "", "", "", "", ""))
+        cells.append(("  " + c[2], c[1], c[3], c[4], c[5], c[6]))
+    return ["device time of the flagged ops, per round:", *aligned(cells, right=(2, 3, 4, 5))]
+
+
+def where_lines(v: TestVerdict) -> list[str]:
+    """Where each flagged op runs, from the work census: its module paths and phases, with
+    each one's share of the op's FLOPs (of its bytes for ops without FLOPs, else its calls)."""
+    if v.work is None:
+        return []
+    out = []
+    for name in dict.fromkeys(o.op for o in v.flagged_ops()):  # once, not once per family
+        found = [r for r in v.work.rows if r.op == name and r.cur_calls > 0]
+        if found:
+            out.append(f"{name} runs " + "; ".join(_where(found)))
+    for name in dict.fromkeys(op for f in v.families for op in f.grew_before):
+        found = [r for r in v.work.rows if r.op == name and r.cur_calls > 0]
+        if found:
+            out.append(
+                f"the time outside any op grew before {name}, which runs "
+                + "; ".join(_where(found))
+            )
+    return out
+
+
+def _where(rows: Sequence[WorkDelta]) -> list[str]:
+    measure = next(
+        (m for m in ("cur_flops", "cur_bytes", "cur_calls") if sum(getattr(r, m) for r in rows)),
+        "cur_calls",
+    )
+    total = sum(getattr(r, measure) for r in rows)
+    ranked = sorted(rows, key=lambda r: -getattr(r, measure))
+    what = {"cur_flops": "FLOPs", "cur_bytes": "bytes", "cur_calls": "calls"}[measure]
+    parts = [
+        f"{'in ' + r.module if r.module else 'at top level'} "
+        f"({r.phase}{' of ' + r.grad_fns[0] if r.grad_fns else ''}) "
+        f"{getattr(r, measure) / total:.0%} of its {what}, {r.cur_calls} call"
+        + ("" if r.cur_calls == 1 else "s")
+        + (f", {r.source}" if r.source else "")
+        for r in ranked[:4]
+    ]
+    if len(ranked) > 4:
+        parts.append(f"{len(ranked) - 4} more")
+    return parts
+
+
+def work_lines(work: WorkVerdict, *, verbose: bool = False) -> list[str]:
+    """The work verdict: its reasons, the rows that moved and, verbose, work per module."""
+    head = (
+        f"work {work.verdict} (deterministic; floor {work.floor:.0%} of the test's FLOPs or "
+        f"bytes): FLOPs {work.base_flops:,} → {work.cur_flops:,}, "
+        f"bytes {work.base_bytes:,} → {work.cur_bytes:,}"
+    )
+    lines = [head, *(f"  {r}" for r in work.reasons)]
+    moved = sorted(
+        (r for r in work.rows if r.status != "unchanged"),
+        key=lambda r: (not r.gated, -abs(r.flops_delta), -abs(r.bytes_delta)),
+    )
+    if moved and (verbose or work.verdict != "unchanged"):
+        lines.append("")
+        lines.extend(work_table(moved, limit=None if verbose else 12))
+    if verbose:
+        lines.append("")
+        lines.extend(module_table(by_module(work.rows)))
+    return lines
+
+
+def work_table(rows: Sequence[WorkDelta], *, limit: int | None = None) -> list[str]:
+    """Aligned rows: op, module, phase, FLOPs and bytes baseline → current, calls, status."""
+    header = ("op", "module", "phase", "FLOPs", "bytes", "calls", "status")
+    cells = [header]
+    for r in rows if limit is None else rows[:limit]:
+        cells.append(
+            (
+                r.op,
+                r.module or "(top)",
+                r.phase + (f" of {r.grad_fns[0]}" if r.grad_fns else ""),
+                f"{r.base_flops:,} → {r.cur_flops:,}",
+                f"{r.base_bytes:,} → {r.cur_bytes:,}",
+                f"{r.base_calls} → {r.cur_calls}",
+                r.status,
+            )
+        )
+    lines = aligned(cells, right=(3, 4, 5))
+    if limit is not None and len(rows) > limit:
+        lines.append(f"... {len(rows) - limit} more rows (-v shows all)")
+    return lines
+
+
+def module_table(modules: Sequence[ModuleWork]) -> list[str]:
+    """Work per module path and phase, baseline → current."""
+    cells = [("module", "phase", "FLOPs", "bytes")]
+    for m in modules:
+        cells.append(
+            (
+                m.module or "(top)",
+                m.phase,
+                f"{m.base_flops:,} → {m.cur_flops:,}",
+                f"{m.base_bytes:,} → {m.cur_bytes:,}",
+            )
+        )
+    return aligned(cells, right=(2, 3))
+
+
+def aligned(cells: Sequence[Sequence[str]], *, right: tuple[int, ...]) -> list[str]:
+    """Rows of cells in columns two spaces apart; the ``right`` columns right-aligned."""
+    widths = [max(len(c[i]) for c in cells) for i in range(len(cells[0]))]
+    return [
+        "  ".join(
+            v.rjust(w) if i in right else v.ljust(w)
+            for i, (v, w) in enumerate(zip(c, widths, strict=True))
+        ).rstrip()
+        for c in cells
+    ]
+
+
+def details(test: ProfiledTest) -> list[str]:
+    """Context lines under a verdict: drift, totals and floors, notes, files."""
+    v = test.verdict
+    doc = v.to_dict()
+    out = []
+    moved = rows.drift(v.uniform_shift_pct, v.probe_shift_pct)
+    if moved:
+        out.append(moved)
+    out += rows.family_lines(doc)
+    if v.families and not any(f.family == "cuda" for f in v.families) and v.timing_compared:
+        if not any("CUDA" in n for n in v.notes):
+            out.append("CUDA was not profiled")
+    out.extend(v.notes)
+    if test.trace:
+        out.append(f"trace: {test.trace}")
+    if test.side_by_side:
+        out.append(f"baseline and current side by side: {test.side_by_side}")
+    if test.baseline and v.verdict != NO_BASELINE:
+        out.append(f"baseline: {test.baseline}")
+    return out
+
+
+def summary_line(test: ProfiledTest) -> str:
+    """One line per test for the terminal summary: a failure names what failed it."""
+    v = test.verdict
+    parts = [f"{v.verdict.upper():<12} {test.nodeid}", *rows.why(v.to_dict())]
+    if v.verdict not in (SAVED, NOT_SAVED):
+        moved = rows.drift(v.uniform_shift_pct, v.probe_shift_pct)
+        if moved:
+            parts.append(moved)
+    if v.differences and v.verdict not in EXPLAINED:
+        parts.append("timings not compared: " + ", ".join(v.differences))
+    if test.save_note:
+        parts.append(test.save_note)
+    if test.trace_problem:
+        parts.append(test.trace_problem)
+    return " | ".join(parts)
+
+
+def json_report(
+    tests: Iterable[ProfiledTest],
+    *,
+    environment: Mapping[str, Any],
+    extra: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The ``--tprof-json`` document."""
+    out: dict[str, Any] = {"schema_version": JSON_SCHEMA_VERSION, "environment": dict(environment)}
+    out.update(extra or {})
+    out["tests"] = [_test_json(t) for t in tests]
+    return out
+
+
+def _test_json(t: ProfiledTest) -> dict[str, Any]:
+    v = t.verdict.to_dict()
+    keep = (
+        "op", "family", "verdict", "baseline_median_us", "current_median_us", "delta_us",
+        "delta_pct", "p_value", "calls_baseline", "calls_current", "share", "mde_pct", "floor_pct",
+        "vs_rest_pct", "vs_rest_floor_pct", "note",
+    )  # fmt: skip
+    return {
+        "nodeid": t.nodeid,
+        "verdict": t.verdict.verdict,
+        "reason": t.verdict.reason,
+        "outcome": t.outcome,
+        "trace": t.trace,
+        "side_by_side": t.side_by_side,
+        "baseline": t.baseline,
+        # where it ran: under xdist each worker names its own GPU
+        "device": (t.environment.get("soft") or {}).get("device"),
+        "uniform_shift": v["uniform_shift"],
+        "probe_shift": v["probe_shift"],
+        "sessions": v["sessions"],
+        "confirmed": t.confirmed,
+        "rounds": t.rounds,
+        "warmup_used": t.warmup_used,
+        "iterations": t.iterations,
+        "timing_compared": v["timing_compared"],
+        "families": v["families"],
+        "notes": v["notes"],
+        "differences": v["differences"],
+        "ops": [{k: o[k] for k in keep} for o in v["ops"]],
+        # per-round samples (probe units, µs) of the first flagged ops, for distribution plots
+        "round_samples": v["round_samples"],
+        "work": _work_json(t.verdict.work),
+        # device runs: each flagged op's kernels, copies and fills, largest move first
+        "device_rows": v["device_rows"],
+    }
+
+
+def _work_json(work: WorkVerdict | None) -> dict[str, Any] | None:
+    """The work verdict, the rows that moved, and work per module and phase."""
+    if work is None:
+        return None
+    doc = work.to_dict()
+    doc["rows"] = [r for r in doc["rows"] if r["status"] != "unchanged"]
+    doc["modules"] = [m.to_dict() for m in by_module(work.rows)]
+    return doc

@@ -1,0 +1,254 @@
+"""The row model: what every report shows of one verdict, as plain data.
+
+The terminal text, JSON-driven Markdown and HTML, and ``tprof diff`` take their op rows,
+family lines, the one-line cause of a verdict and the drift phrase from here, so one verdict
+reads the same in each (docs/reports.md names every column).  The functions take the JSON
+form of a verdict: ``TestVerdict.to_dict()``, or one test of the ``--tprof-json`` report.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+from tprof_engine.model.verdicts import NOT_GATED, REGRESSED, SAVED, STRUCTURAL_OPS
+from tprof_engine.render import fmt
+
+# Column headers of the op table, in every report.
+OP_COLUMNS: Final = (
+    "op",
+    "family",
+    "calls",
+    "baseline µs",
+    "current µs",
+    "Δ µs",
+    "Δ %",
+    "floor",
+    "p (Holm)",
+    "verdict",
+)
+
+
+# Column headers of the table of tests (Markdown and HTML).
+SUMMARY_COLUMNS: Final = ("test", "verdict", "why", "machine drift")
+
+
+NUMERIC_COLUMNS: Final = frozenset(range(2, 9))  # right-aligned where a report aligns
+
+
+# Points between the judged total's change and its op rows' summed change worth explaining.
+SPLIT_SHOWN_PCT: Final = 10.0
+
+
+# Below this many percent either way, the drift of the machine is not worth a phrase.
+DRIFT_SHOWN_PCT: Final = 10.0
+
+
+# A probe that moved less than this is steady: a shift of all ops is then not the machine.
+PROBE_STEADY_PCT: Final = 5.0
+
+
+@dataclass(frozen=True, slots=True)
+class OpRow:
+    """One op of one family as every report shows it: cells already formatted."""
+
+    op: str
+    family: str
+    calls: str
+    baseline_us: str
+    current_us: str
+    delta_us: str
+    delta_pct: str
+    floor: str
+    p: str
+    verdict: str
+    note: str
+
+    def cells(self) -> tuple[str, ...]:
+        """The cells under :data:`OP_COLUMNS`, the note in brackets after the verdict."""
+        word = self.verdict + (f" ({self.note})" if self.note else "")
+        return (
+            self.op,
+            self.family,
+            self.calls,
+            self.baseline_us,
+            self.current_us,
+            self.delta_us,
+            self.delta_pct,
+            self.floor,
+            self.p,
+            word,
+        )
+
+
+def op_row(o: Mapping[str, Any], *, timing_compared: bool = True) -> OpRow:
+    """One op row of a verdict's JSON form.
+
+    The floor and p belong to the timing test, so rows that were not timed (structure,
+    device waits, a test whose timings were not compared) show ``-`` for both.
+    """
+    verdict = str(o.get("verdict", ""))
+    timed = (
+        timing_compared
+        and verdict not in STRUCTURAL_OPS
+        and verdict != NOT_GATED
+        and o.get("p_value") is not None
+    )
+    return OpRow(
+        op=str(o.get("op", "")),
+        family=fmt.family(o.get("family", "")),
+        calls=f"{o.get('calls_baseline')} → {o.get('calls_current')}",
+        baseline_us=fmt.us(o.get("baseline_median_us")),
+        current_us=fmt.us(o.get("current_median_us")),
+        delta_us=fmt.us(o.get("delta_us"), signed=True),
+        delta_pct=fmt.pct(o.get("delta_pct"), verdict),
+        floor=fmt.share(o.get("floor_pct")) if timed else "-",
+        p=fmt.p_value_floored(o.get("p_value")) if timed else "-",
+        verdict=verdict,
+        note=str(o.get("note") or ""),
+    )
+
+
+def op_rows(test: Mapping[str, Any], *, flagged_only: bool = False) -> list[OpRow]:
+    """A verdict's op rows, flagged first, then by the size of their delta."""
+    ops = [o for o in test.get("ops", []) if isinstance(o, Mapping)]
+    ordered = fmt.ops_by_interest(ops)
+    if flagged_only:
+        ordered = [o for o in ordered if fmt.is_flagged(o)]
+    compared = test.get("timing_compared") is not False
+    return [op_row(o, timing_compared=compared) for o in ordered]
+
+
+def family_line(f: Mapping[str, Any], ops: Sequence[Mapping[str, Any]]) -> str:
+    """The judged total of one family, and what its op rows add up to beside it.
+
+    The total is the fast-round (lower quantile) time of the whole round's op time; each op
+    row is that op's own fast-round time.  When different rounds were slow for different
+    ops the two disagree, so both are shown, each named.
+    """
+    fam = str(f.get("family", ""))
+    totals = f"{fmt.us(f.get('baseline_total_us'))} → {fmt.us(f.get('current_total_us'))}"
+    line = (
+        f"{fmt.total(fam)} (judged) {totals} µs/round ({fmt.pct(f.get('delta_pct'))}), "
+        f"floor {fmt.share(f.get('floor_pct'))} ({f.get('floor_source', '')}), "
+        f"min detectable effect {fmt.share(f.get('mde_pct'))}"
+    )
+    base, cur = _row_sums([o for o in ops if o.get("family") == fam])
+    if base > 0:
+        change = (cur / base - 1.0) * 100.0
+        line += f"; its op rows sum to {fmt.us(base)} → {fmt.us(cur)} µs ({fmt.pct(change)})"
+        total = fmt.num(f.get("delta_pct"))
+        if total is not None and abs(total - change) >= SPLIT_SHOWN_PCT:
+            line += (
+                " — they differ because the total is read from whole rounds and each row from"
+                " its own op's fast rounds: different ops were slow in different rounds"
+            )
+    return line
+
+
+def _row_sums(ops: Sequence[Mapping[str, Any]]) -> tuple[float, float]:
+    base = sum(fmt.num(o.get("baseline_median_us")) or 0.0 for o in ops)
+    cur = sum(fmt.num(o.get("current_median_us")) or 0.0 for o in ops)
+    return base, cur
+
+
+def family_lines(test: Mapping[str, Any]) -> list[str]:
+    """:func:`family_line` for each family of a verdict's JSON form."""
+    ops = [o for o in test.get("ops", []) if isinstance(o, Mapping)]
+    return [family_line(f, ops) for f in test.get("families", []) if isinstance(f, Mapping)]
+
+
+def causes(test: Mapping[str, Any]) -> list[str]:
+    """What failed a regressed verdict, each thing that crossed its floor once: ops that
+    gate on their own, a family's total, its calls, torch.compile's structure, the work.
+
+    Empty for any other verdict; a regressed verdict with no recorded cause gives its reason.
+    """
+    if test.get("verdict") != REGRESSED:
+        return []
+    ops = {
+        (str(o.get("family")), str(o.get("op"))): o
+        for o in test.get("ops", [])
+        if isinstance(o, Mapping)
+    }
+    out: list[str] = []
+    for f in test.get("families", []):
+        if isinstance(f, Mapping):
+            out += _family_causes(f, ops)
+    reason = str(test.get("reason") or "")
+    out += [part for part in reason.split(" | ") if part.startswith("compile: ")]
+    work = test.get("work")
+    if isinstance(work, Mapping) and work.get("verdict") == REGRESSED and work.get("reasons"):
+        out.append(f"work regressed: {work['reasons'][0]}")
+    return out or [reason]
+
+
+def why(test: Mapping[str, Any]) -> list[str]:
+    """What a one-line summary says of a verdict: a failure's :func:`causes`, else the
+    verdict's reason (a saved test's line says where it was recorded instead)."""
+    found = causes(test)
+    if found or test.get("verdict") == SAVED:
+        return found
+    return [part for part in str(test.get("reason") or "").split(" | ") if part]
+
+
+def _family_causes(
+    f: Mapping[str, Any], ops: Mapping[tuple[str, str], Mapping[str, Any]]
+) -> list[str]:
+    fam = str(f.get("family", ""))
+    label = fmt.family(fam)
+    out = []
+    for name in f.get("op_gate", []):
+        o = ops.get((fam, str(name)), {})
+        if o.get("vs_rest_only") or "against the rest" in str(o.get("note", "")):
+            out.append(
+                f"{name} {label} {fmt.pct(o.get('vs_rest_pct'))} against the rest of the test "
+                f"(floor {fmt.share(o.get('vs_rest_floor_pct'))})"
+            )
+        else:
+            out.append(
+                f"{name} {label} {fmt.pct(o.get('delta_pct'))} "
+                f"(floor {fmt.share(o.get('floor_pct'))})"
+            )
+    if f.get("timing_regressed"):
+        out.append(
+            f"{fmt.total(fam)} {fmt.pct(f.get('delta_pct'))} "
+            f"(floor {fmt.share(f.get('floor_pct'))})"
+        )
+    if f.get("structure_regressed"):
+        out.append(_structure_cause(label, f, [o for (k, _), o in ops.items() if k == fam]))
+    return out
+
+
+def _structure_cause(label: str, f: Mapping[str, Any], ops: Sequence[Mapping[str, Any]]) -> str:
+    """``CPU calls changed: aten::sum 1→2 (+20.0 µs/round)``: the first ops, the time added."""
+    changed = [o for o in ops if o.get("verdict") in STRUCTURAL_OPS]
+    named = ", ".join(
+        f"{o.get('op')} {o.get('calls_baseline')}→{o.get('calls_current')}" for o in changed[:3]
+    )
+    more = f" and {len(changed) - 3} more" if len(changed) > 3 else ""
+    added = fmt.us(f.get("structure_added_us"), signed=True)
+    return f"{label} calls changed: {named}{more} ({added} µs/round)"
+
+
+def drift(uniform: Any, probe: Any) -> str:
+    """The machine's drift in words, or ``""`` when it is too small to matter.
+
+    ``uniform`` is the median change of the ops' raw times (before the drift probe corrects
+    them), ``probe`` the drift probe's own change, both in percent.  When both moved alike
+    the machine was slower or faster and the comparison is corrected for it; when only the
+    ops moved, it is not the machine.
+    """
+    u, p = fmt.num(uniform), fmt.num(probe)
+    if u is None:
+        return ""
+    if abs(u) < DRIFT_SHOWN_PCT and (p is None or abs(p) < DRIFT_SHOWN_PCT):
+        return ""
+    ops = f"ops {fmt.pct(u)} in raw time"
+    if p is None:
+        return ops
+    if abs(p) >= PROBE_STEADY_PCT:
+        who = "slower" if p > 0 else "faster"
+        return f"machine {who}: drift probe {fmt.pct(p)}, {ops}; compared in probe units"
+    return f"all {ops}, drift probe steady ({fmt.pct(p)}): not the machine"

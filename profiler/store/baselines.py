@@ -1,0 +1,169 @@
+"""Baselines: one JSON file per test, holding a rolling window of sessions (each the raw
+per-round arrays of one ``--tprof-save`` run) so the rule can learn how a test drifts.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from tprof_engine.decide.work_gate import judge_work
+from tprof_engine.model.environment import Fingerprint
+from tprof_engine.model.errors import BaselineError
+from tprof_engine.model.records import OpTable
+from tprof_engine.model.work import WorkTable
+from tprof_engine.store.paths import is_folder, locked, temp_file_for
+from tprof_engine.store.schema import (
+    Baseline,
+    Session,
+    baseline_from_dict,
+    encoded,
+    read_baseline_data,
+)
+
+DEFAULT_WINDOW = 5
+
+
+def now_iso() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat()
+
+
+def accept_newest(path: Path) -> str:
+    """Keep only the newest session of the baseline at ``path``: an intended change accepted.
+
+    After ``pytest --tprof-save`` recorded the changed code, its session alone is the window,
+    so the floor learns nothing from sessions of the code before.  Says what it did.
+    """
+    with locked(path):
+        base = load_baseline(path)
+        newest = base.sessions[-1]
+        dropped = len(base.sessions) - 1
+        if dropped:
+            save_baseline(path, replace(base, sessions=(newest,)))
+    if not dropped:
+        return f"one session already (recorded {newest.recorded_at}): {path}"
+    return (
+        f"kept the newest session (recorded {newest.recorded_at}), dropped {dropped} older: {path}"
+    )
+
+
+def load_baseline(
+    path: Path, *, expected_nodeid: str | None = None, keep: int | None = None
+) -> Baseline:
+    """Read and validate a baseline file; any problem is a :class:`BaselineError` naming it.
+
+    Only the newest ``keep`` sessions are validated and kept (the run's window: a save keeps
+    no more, and the rule judges against those); without ``keep``, the newest
+    :data:`MAX_SESSIONS`.  The file is only read: a damaged baseline is never rewritten here.
+    """
+    path = Path(path)
+    data = read_baseline_data(path)
+    return baseline_from_dict(data, path=path, expected_nodeid=expected_nodeid, keep=keep)
+
+
+def with_session(
+    existing: Baseline | None,
+    *,
+    nodeid: str,
+    fingerprint: Fingerprint,
+    protocol: Mapping[str, Any],
+    session: Session,
+    window: int = DEFAULT_WINDOW,
+) -> tuple[Baseline, str]:
+    """The baseline after recording ``session``, and what happened to the window.
+
+    The new session is appended while the environment's hard keys, the protocol, the op
+    structure (names and calls per round) and the work census match the stored sessions;
+    otherwise the window restarts with the new session alone, since older sessions measured
+    other code.
+    """
+    if window < 1:
+        raise ValueError(f"'window' must be >= 1 (got {window})")
+    if existing is None:
+        return _new(nodeid, fingerprint, protocol, (session,)), "recorded"
+    reason = ""
+    if dict(existing.fingerprint.hard) != dict(fingerprint.hard):
+        reason = "environment changed"
+    elif {k: v for k, v in existing.protocol.items() if k != "rounds"} != {
+        k: v for k, v in protocol.items() if k != "rounds"
+    }:
+        reason = "protocol changed"
+    elif _structure(existing.sessions[-1].table) != _structure(session.table):
+        reason = "ops or calls changed"
+    else:
+        reason = _work_changed(existing.work, session.work)
+    if reason:
+        return _new(nodeid, fingerprint, protocol, (session,)), f"restarted ({reason})"
+    kept = (*existing.sessions, session)[-window:]
+    return _new(nodeid, fingerprint, protocol, kept), f"appended ({len(kept)} sessions)"
+
+
+def _work_changed(before: WorkTable | None, now: WorkTable | None) -> str:
+    """Why the window restarts when the work changed: its first difference, in words."""
+    if before is None or now is None:
+        return ""
+    diffs = before.differences(now)
+    if not diffs:
+        return ""
+    if before.iterations == now.iterations:
+        # The biggest change first: the work verdict orders its reasons by size.
+        diffs = judge_work(before, now).reasons or diffs
+    more = f" (+{len(diffs) - 1} more)" if len(diffs) > 1 else ""
+    return f"work changed: {diffs[0]}{more}"
+
+
+def _new(
+    nodeid: str, fp: Fingerprint, protocol: Mapping[str, Any], sessions: Sequence[Session]
+) -> Baseline:
+    return Baseline(
+        nodeid=nodeid, fingerprint=fp, protocol=dict(protocol), sessions=tuple(sessions)
+    )
+
+
+def _structure(table: OpTable) -> dict[str, int]:
+    """Op name → median calls per round: what a session's code does, whatever its timing.
+
+    Ops with a median of no calls are left out, as the comparison sees them: a session that
+    kept a warm-up-only op's row of zeros did the same work as one that didn't.
+    """
+    medians = (int(np.median(table.calls[i])) for i in range(len(table.names)))
+    return {n: m for n, m in zip(table.names, medians, strict=True) if m > 0}
+
+
+def save_baseline(path: Path, baseline: Baseline) -> Path:
+    """Write atomically: a temp file in the same folder, fsync, then ``os.replace``.
+
+    Readers see the old file or the new one, never a part: a save killed at any point leaves
+    at most a temp file ``.<name>.<pid>-<random>.tmp`` beside it, which no reader takes for a
+    baseline and which the next save into that folder removes once its process is gone.
+    Any failure is a :class:`BaselineError` naming the path; the previous file stays intact.
+    """
+    return write_baseline_data(path, baseline.to_dict())
+
+
+def write_baseline_data(path: Path, data: Mapping[str, Any]) -> Path:
+    """Write a baseline's JSON document atomically, as :func:`save_baseline` does.
+
+    For callers that keep the document's fields verbatim, those this version doesn't know too.
+    """
+    path = Path(path)
+    if path.is_dir():
+        raise is_folder(path)
+    data_bytes = encoded(path, data)
+    temp = temp_file_for(path)
+    try:
+        temp.write(data_bytes)
+    except IsADirectoryError:  # made a folder since the check
+        raise is_folder(path) from None
+    except OSError as exc:
+        raise BaselineError(
+            f"{path}: can't write the baseline ({exc.strerror}); the previous baseline is "
+            f"unchanged; free space on or fix the permissions of {path.parent} and re-run with "
+            "--tprof-save"
+        ) from None
+    return path
