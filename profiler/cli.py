@@ -35,11 +35,7 @@ from tprof_engine.sources import (
 from tprof_engine.store import baselines, files, merge, paths, schema
 
 EXIT_OK = 0
-
-
 EXIT_REGRESSED = 1
-
-
 EXIT_ERROR = 2
 
 

@@ -236,7 +236,7 @@ class Runner:
             verdict = verdict.with_notes(
                 "timing not re-measured: the work census already fails the test"
             )
-        if judge.needs_remeasurement(verdict) and cfg.confirm:
+        if judge.next_step(verdict, confirm=cfg.confirm) == judge.REMEASURE:
             second = self._quiet_enough(run, judged_by)
             current = replace(current, tables=(second.table,))
             again = self.judge(nodeid, found, current, rule or cfg.rule)

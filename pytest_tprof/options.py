@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import pickle
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
@@ -232,6 +233,12 @@ class Settings:
     markdown_path: Path | None
     rootdir: Path
     pytest_cov: bool = False  # pytest-cov measures this run (--cov given, no --no-cov)
+    step_summary: Path | None = None  # $GITHUB_STEP_SUMMARY, which the Markdown is appended to
+
+
+# A fresh process confirming a regression (pytest_tprof.fresh) judges under its parent's
+# settings, which this names the file of; its own command line and ini are not read for them.
+INHERITED_SETTINGS = "TPROF_FRESH_PROCESS"
 
 
 # Numeric options: (minimum, maximum, integer); each maximum is where a value stops being a
@@ -305,6 +312,9 @@ def own_load(env: Mapping[str, str], threads: int) -> int:
 
 
 def read_settings(config: pytest.Config) -> Settings:
+    inherited = os.environ.get(INHERITED_SETTINGS)
+    if inherited:
+        return _inherited(Path(inherited))
     values = _checked(
         {ini: _value(config, ini, kind, default) for _, ini, kind, default, _ in _OPTIONS}
     )
@@ -348,7 +358,27 @@ def read_settings(config: pytest.Config) -> Settings:
         markdown_path=path(values["tprof_markdown"]),
         rootdir=root,
         pytest_cov=_pytest_cov_on(config),
+        step_summary=Path(os.environ["GITHUB_STEP_SUMMARY"])
+        if os.environ.get("GITHUB_STEP_SUMMARY")
+        else None,
     )
+
+
+def _inherited(path: Path) -> Settings:
+    """The settings a parent process wrote for this one (:mod:`pytest_tprof.fresh`)."""
+    try:
+        settings = pickle.loads(path.read_bytes())
+    except (OSError, pickle.UnpicklingError, EOFError, AttributeError) as exc:
+        raise pytest.UsageError(
+            f"{INHERITED_SETTINGS}={path}: not the settings of a pytest-tprof run ({exc}); "
+            f"unset {INHERITED_SETTINGS}"
+        ) from None
+    if not isinstance(settings, Settings):
+        raise pytest.UsageError(
+            f"{INHERITED_SETTINGS}={path}: not the settings of a pytest-tprof run; "
+            f"unset {INHERITED_SETTINGS}"
+        )
+    return settings
 
 
 def _pytest_cov_on(config: pytest.Config) -> bool:

@@ -182,29 +182,29 @@ class TprofPlugin:
     def _confirmed(
         self, item: pytest.Item, verdict: TestVerdict, started: float
     ) -> tuple[TestVerdict, TestVerdict | None]:
-        """A timing regression confirmed in a fresh process (under xdist: left pending, to be
-        confirmed alone once the workers finish), and the note xdist's workers need."""
+        """The verdict once the confirmation policy's next step is taken (under xdist: left
+        pending, to be confirmed alone once the workers finish), and the one pending."""
         pending = None
-        if self._confirm_fresh(verdict) and self.workers > 1:
+        step = judge.next_step(
+            verdict,
+            confirm=self.settings.run.confirm,
+            remeasured=True,
+            in_fresh_process=fresh.in_child(),
+            workers=self.workers,
+        )
+        if step == judge.AFTER_WORKERS:
             pending = verdict
             verdict = judge.awaiting_serial_confirmation(verdict, self.workers)
-        elif self._confirm_fresh(verdict):
+        elif step == judge.FRESH_PROCESS:
             self._progress("[tprof: slower; confirming in a fresh process]")
             child, why = fresh.verdict_in_fresh_process(
                 self.config,
-                self.settings.run,
+                self.settings,
                 item.nodeid,
                 timeout=60.0 + 5.0 * (time.monotonic() - started),
             )
             verdict = judge.after_fresh_process(verdict, child, why)
         return judge.under_xdist(verdict, self.workers), pending
-
-    def _confirm_fresh(self, verdict: TestVerdict) -> bool:
-        return (
-            judge.needs_fresh_process(verdict)
-            and self.settings.run.confirm
-            and not fresh.in_child()
-        )
 
     # ------------------------------------------------------------------ hooks
 
@@ -351,7 +351,7 @@ class TprofPlugin:
             r = self.results[nodeid]
             assert r.pending is not None
             child, why = fresh.verdict_in_fresh_process(
-                self.config, self.settings.run, nodeid, timeout=_SERIAL_TIMEOUT_S
+                self.config, self.settings, nodeid, timeout=_SERIAL_TIMEOUT_S
             )
             r = replace(r, verdict=judge.after_serial_confirmation(r.pending, child, why))
             r = replace(r, pending=None)
@@ -431,14 +431,13 @@ class TprofPlugin:
             text = json.dumps(doc, indent=2, sort_keys=True) + "\n"
             written &= self._write_report(_JSON, self.settings.json_path, text)
         md_target = self.settings.markdown_path
-        step_summary = os.environ.get("GITHUB_STEP_SUMMARY")
+        step_summary = self.settings.step_summary
         if md_target is not None or (step_summary and tests):
             text = markdown_summary(tests)
             if md_target is not None:
                 written &= self._write_report(_MARKDOWN, md_target, text)
             if step_summary and tests:
-                target = Path(step_summary)
-                written &= self._write_report(_STEP_SUMMARY, target, text, append=True)
+                written &= self._write_report(_STEP_SUMMARY, step_summary, text, append=True)
         return written
 
     def _write_report(

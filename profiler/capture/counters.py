@@ -17,17 +17,9 @@ from collections.abc import Callable
 from typing import Any
 
 _SYSCALL = {"x86_64": 298, "aarch64": 241}  # __NR_perf_event_open
-
-
 _ATTR_SIZE = 64  # PERF_ATTR_SIZE_VER0: every kernel with perf events reads it
-
-
 _TYPE_HARDWARE = 0
-
-
 _HW_INSTRUCTIONS = 1
-
-
 _EXCLUDE_KERNEL_AND_HV = (1 << 5) | (1 << 6)  # user space only: allowed at paranoid level 2
 
 

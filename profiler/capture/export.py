@@ -94,8 +94,6 @@ def _export_gzipped(prof: profile, path: Path, counters: list[tuple[int, dict[st
 
 # The exporter's top-level keys: the time base of every "ts", and the key after traceEvents.
 _BASE_TIME = re.compile(rb'"baseTimeNanoseconds":\s*(\d+)')
-
-
 _AFTER_EVENTS = b'],"traceName"'
 
 

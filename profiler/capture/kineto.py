@@ -37,11 +37,7 @@ from tprof_engine.reduce.ops import (
 )
 
 _CPU = torch.autograd.DeviceType.CPU  # type: ignore[attr-defined]
-
-
 _BoolArray = npt.NDArray[np.bool_]
-
-
 KINETO_LINE_PREFIXES = (b"USDT:",)  # kineto's own start/stop markers, written to fd 2
 
 

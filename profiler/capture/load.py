@@ -19,11 +19,7 @@ except ImportError:  # Windows: the thread's CPU time alone is read
 
 
 _SCHEDSTAT = "/proc/thread-self/schedstat"
-
-
 _LOADAVG = "/proc/loadavg"
-
-
 _RUSAGE_THREAD = getattr(resource, "RUSAGE_THREAD", None)
 
 

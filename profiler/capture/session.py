@@ -45,8 +45,6 @@ from tprof_engine.reduce.ops import (
 )
 
 MAX_WARMUP = 50  # bound on the automatic warm-up extension
-
-
 PROBE_VERSION = "cpu-mm96x4-v1"
 
 

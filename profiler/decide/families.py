@@ -24,8 +24,6 @@ from tprof_engine.model.verdicts import (
 )
 
 IDLE_FAMILY = "gpu-idle"
-
-
 IDLE_RANKED = 3  # ops named as the ones the device waited for
 
 

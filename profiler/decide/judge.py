@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Final, Literal
 
 import numpy as np
 
@@ -23,12 +23,16 @@ from tprof_engine.model.environment import Fingerprint, comparability
 from tprof_engine.model.limits import is_count
 from tprof_engine.model.records import OpTable
 from tprof_engine.model.verdicts import (
+    BUSY,
+    COMPILE,
     IMPROVED,
     INCOMPARABLE,
     INCONCLUSIVE,
     REGRESSED,
     UNCHANGED,
+    Cause,
     TestVerdict,
+    TestWord,
     worst,
 )
 from tprof_engine.model.work import WorkTable
@@ -82,13 +86,15 @@ def judge(
     )  # fmt: skip
     if verdict.verdict == INCOMPARABLE:
         return verdict
+    if machine_busy is not None:
+        verdict = verdict.with_cause(Cause(kind=BUSY, text=machine_busy))
     verdict = with_noise_check(verdict, rule)
     per_call = 1 if ib != ic else (ib or 1)  # tables already per iteration when they differ
     verdict = with_compile_structure(verdict, base_tables[-1], current_table, per_call=per_call)
     return with_work(verdict, baseline.work, current.work, rule)
 
 
-BUSY = "machine busy"
+MACHINE_BUSY = "machine busy"
 
 
 def quiet_rounds(
@@ -107,10 +113,10 @@ def quiet_rounds(
     kept = [busy.quiet_table(t, rule) for t in baseline]
     usable = [t for t in kept if t.rounds >= 2]
     if now is not None and now.quiet < rule.quiet_rounds_needed(current.rounds):
-        return list(baseline), current, f"{BUSY}: {now.describe()}"
+        return list(baseline), current, f"{MACHINE_BUSY}: {now.describe()}"
     if not usable:
         why = "every baseline session's rounds were disturbed (re-record on a quieter machine)"
-        return list(baseline), current, f"{BUSY}: {why}"
+        return list(baseline), current, f"{MACHINE_BUSY}: {why}"
     return usable, quiet_now, None
 
 
@@ -196,13 +202,15 @@ def with_compile_structure(
         # when a cache holds the backward: say that it happened, not how many ranges.
         reasons.append("recompiled during the measured rounds")
     if reasons:
-        reason = "compile: " + "; ".join(reasons)
-        return replace(verdict, verdict=REGRESSED, reason=f"{verdict.reason} | {reason}")
-    if c_graphs < b_graphs:
-        reason = f"compile: compiled graphs per call {b_graphs} → {c_graphs}: fewer graph breaks"
-        word = worst([verdict.verdict, IMPROVED])
-        return replace(verdict, verdict=word, reason=f"{verdict.reason} | {reason}")
-    return verdict
+        cause = Cause(kind=COMPILE, text="compile: " + "; ".join(reasons), failing=True)
+        word: TestWord = REGRESSED
+    elif c_graphs < b_graphs:
+        text = f"compile: compiled graphs per call {b_graphs} → {c_graphs}: fewer graph breaks"
+        cause, word = Cause(kind=COMPILE, text=text), worst([verdict.verdict, IMPROVED])
+    else:
+        return verdict
+    verdict = verdict.with_cause(cause)
+    return replace(verdict, verdict=word, reason=f"{verdict.reason} | {cause.text}")
 
 
 def compile_notes(
@@ -248,8 +256,6 @@ def with_work(
 
 
 _WORK_REASONS = 3  # work reasons in the one-line reason; the failure lists them all
-
-
 GRAPH_PREFIX = GRAPH_KEY.split("{")[0]
 
 
@@ -356,6 +362,41 @@ def _unlike(what: str) -> str:
     return f"unlike the window: {what} (its floor would learn that difference)"
 
 
+# What to do with a verdict before it stands: the confirmation policy's answers.
+Step = Literal["done", "remeasure", "fresh-process", "after-workers"]
+DONE: Final = "done"
+REMEASURE: Final = "remeasure"  # capture the rounds again in this process, judge again
+FRESH_PROCESS: Final = "fresh-process"  # run the test alone in a new pytest process
+AFTER_WORKERS: Final = "after-workers"  # under xdist: that, once every worker has finished
+
+
+def next_step(
+    verdict: TestVerdict,
+    *,
+    confirm: bool = True,
+    remeasured: bool = False,
+    in_fresh_process: bool = False,
+    workers: int = 1,
+) -> Step:
+    """The confirmation policy: what a verdict needs before it stands.
+
+    A timing regression is measured again in the same process (unless the work already fails
+    the test); one that survives that is run in a fresh process, which confirms nothing
+    further itself; under xdist that process runs once the workers have finished, so other
+    workers' load can't confirm it.  ``confirm=False`` (``--tprof-no-confirm``) takes every
+    verdict as it is.  The runner and the plugin carry the steps out; the merges are
+    :func:`after_remeasurement`, :func:`after_fresh_process`, :func:`awaiting_serial_confirmation`
+    and :func:`after_serial_confirmation`.
+    """
+    if not confirm:
+        return DONE
+    if not remeasured:
+        return REMEASURE if needs_remeasurement(verdict) else DONE
+    if in_fresh_process or not needs_fresh_process(verdict):
+        return DONE
+    return AFTER_WORKERS if workers > 1 else FRESH_PROCESS
+
+
 def needs_remeasurement(verdict: TestVerdict) -> bool:
     """A timing regression is measured again before it fails a test, unless the work the
     test does already fails it: work doesn't drift, so it needs no second look."""
@@ -369,7 +410,7 @@ def after_remeasurement(again: TestVerdict) -> TestVerdict:
     test reads inconclusive (machine busy), as its verdict says."""
     if again.timing_regressed:
         return again.with_notes("confirmed by a second measurement")
-    if any(d.startswith(BUSY) for d in again.differences):
+    if again.busy is not None:
         return again.with_notes(
             "a first measurement looked slower; the machine was busy when it was measured again"
         )
@@ -386,31 +427,33 @@ def needs_fresh_process(verdict: TestVerdict) -> bool:
     )
 
 
-def after_fresh_process(verdict: TestVerdict, child: str | None, why: str) -> TestVerdict:
-    """Merge the fresh process's verdict (None: it gave none, ``why`` says why; else ``why``
-    is its reason).
+def after_fresh_process(
+    verdict: TestVerdict, child: TestVerdict | None, why: str = ""
+) -> TestVerdict:
+    """Merge the fresh process's verdict (None: it gave none, and ``why`` says why).
 
     The regression stands only if the fresh process repeats it; a process that gave no
     verdict leaves it standing, with a note.  One that found the machine busy judged no
     timing: the regression is confirmed by nothing, and the test is inconclusive.
     """
-    if child == REGRESSED:
+    if child is not None and child.verdict == REGRESSED:
         return verdict.with_notes("confirmed in a fresh process")
     if child is None:
         return verdict.with_notes(f"not re-run in a fresh process: {why}")
     work_word = UNCHANGED if verdict.work is None else verdict.work.verdict
-    if BUSY in why:
-        busy_part = why[why.index(BUSY) :].split(" | ")[0]
+    busy_there = child.busy
+    if busy_there is not None:
         return replace(
             verdict,
             verdict=worst([INCONCLUSIVE, work_word]),
             reason=f"slower in this process; not confirmed: the fresh process found the "
-            f"{busy_part} | {verdict.reason}",
-        )
+            f"{busy_there.text} | {verdict.reason}",
+        ).with_cause(busy_there)
     return replace(
         verdict,
         verdict=worst([INCONCLUSIVE, work_word]),
-        reason=f"slower in this process, not in a fresh one ({child} there): {verdict.reason}",
+        reason=f"slower in this process, not in a fresh one ({child.verdict} there): "
+        f"{verdict.reason}",
         notes=(
             *verdict.notes,
             "this test's speed depends on the process; record more sessions "
@@ -431,7 +474,9 @@ def awaiting_serial_confirmation(verdict: TestVerdict, workers: int) -> TestVerd
     )
 
 
-def after_serial_confirmation(pending: TestVerdict, child: str | None, why: str) -> TestVerdict:
+def after_serial_confirmation(
+    pending: TestVerdict, child: TestVerdict | None, why: str = ""
+) -> TestVerdict:
     """The verdict of a regression found under xdist, once a fresh process ran it alone."""
     return after_fresh_process(pending, child, why).with_notes(
         "found beside other xdist workers; re-run alone once they finished"

@@ -8,8 +8,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from tprof_engine.decide import device, stats
-from tprof_engine.decide import memory_gate as memory
+from tprof_engine.decide import device, memory_gate, stats
 from tprof_engine.decide.families import (
     device_note,
     families,
@@ -44,6 +43,7 @@ from tprof_engine.model.verdicts import (
     IMPROVED,
     INCOMPARABLE,
     INCONCLUSIVE,
+    MEMORY,
     NEW,
     NO_BASELINE,
     NOT_GATED,
@@ -51,6 +51,7 @@ from tprof_engine.model.verdicts import (
     REMOVED,
     TOO_NOISY,
     UNCHANGED,
+    Cause,
     FamilyResult,
     OpVerdict,
     OpWord,
@@ -59,14 +60,11 @@ from tprof_engine.model.verdicts import (
     TestWord,
     op_rank,
     verdict_rank,
+    worst,
 )
 
 __all__ = ["Rule", "compare", "compare_across"]
-
-
 SAMPLED_OPS = 5  # flagged ops per family whose per-round samples go into reports
-
-
 NOTHING_CHANGED = "no op changed beyond its floor"
 
 
@@ -289,8 +287,8 @@ def compare(
     results.append(host_family(baseline, current, rule, timed=same_hardware))
     # The drift between the sides says how timings were compared; with none compared, nothing.
     uniform, probe_shift = _shifts(baseline, current, rule) if same_hardware else (None, None)
-    verdict, reason = _combine(results)
-    verdict, reason, memory_notes = _with_memory(verdict, reason, baseline, current, rule)
+    memory, memory_notes = _memory_gate(baseline, current, rule)
+    verdict, reason = _with_cause(*_combine(results), memory)
     ops = [op for o in outcomes for op in o.ops]
     return TestVerdict(
         verdict=verdict,
@@ -301,34 +299,41 @@ def compare(
         probe_shift_pct=probe_shift,
         sessions=len(baseline),
         notes=(*device_note(baseline, current), *memory_notes),
+        causes=() if memory is None else (memory,),
         timing_compared=same_hardware,
         round_samples=tuple(s for o in outcomes for s in o.samples),
         device_rows=_device_rows(baseline, current, ops),
     )
 
 
-def _with_memory(
-    verdict: TestWord, reason: str, baseline: Sequence[OpTable], current: OpTable, rule: Rule
-) -> tuple[TestWord, str, tuple[str, ...]]:
-    """The verdict joined with the memory gate (exact, like the work census: no confirmation),
-    and the notes it leaves."""
+def _memory_gate(
+    baseline: Sequence[OpTable], current: OpTable, rule: Rule
+) -> tuple[Cause | None, tuple[str, ...]]:
+    """The memory gate's cause (exact, like the work census: no confirmation), if it found a
+    change, and the notes it leaves."""
     if current.memory is None:
-        return verdict, reason, ()
+        return None, ()
     tables = [b.memory for b in baseline if b.memory is not None]
     if len(tables) < len(baseline):
-        return verdict, reason, ("no memory baseline: re-record with --tprof-save",)
-    gate = memory.judge_memory(tables, current.memory, floor=rule.work_floor)
+        return None, ("no memory baseline: re-record with --tprof-save",)
+    gate = memory_gate.judge_memory(tables, current.memory, floor=rule.work_floor)
     notes: tuple[str, ...] = ()
     if gate.varying_ops:
         notes = (f"memory: {gate.varying_ops} ops allocate differently from round to round "
                  "(reported, not gated)",)  # fmt: skip
     if gate.verdict == UNCHANGED:
-        return verdict, reason, notes
+        return None, notes
     text = "MEMORY: " + "; ".join(gate.reasons)
-    word: TestWord = REGRESSED if gate.verdict == REGRESSED else IMPROVED
-    word = min((verdict, word), key=verdict_rank)
+    return Cause(kind=MEMORY, text=text, failing=gate.verdict == REGRESSED), notes
+
+
+def _with_cause(verdict: TestWord, reason: str, cause: Cause | None) -> tuple[TestWord, str]:
+    """The families' verdict and reason joined with an exact gate's cause."""
+    if cause is None:
+        return verdict, reason
+    word: TestWord = REGRESSED if cause.failing else IMPROVED
     quiet = reason == NOTHING_CHANGED
-    return word, text if quiet else f"{reason} | {text}", notes
+    return worst([verdict, word]), cause.text if quiet else f"{reason} | {cause.text}"
 
 
 def _device_rows(
@@ -379,11 +384,11 @@ def compare_across(
 
 def _combine(results: Sequence[FamilyResult]) -> tuple[TestWord, str]:
     """The test's verdict: its most urgent family's, with every family's reasons."""
-    worst = min(results, key=lambda r: verdict_rank(r.verdict))
+    urgent = min(results, key=lambda r: verdict_rank(r.verdict))
     reasons = [f"{r.family.upper()}: {'; '.join(r.reasons)}" for r in results if r.reasons]
-    if worst.verdict == UNCHANGED and not reasons:
+    if urgent.verdict == UNCHANGED and not reasons:
         reasons = [NOTHING_CHANGED]
-    return worst.verdict, " | ".join(reasons)
+    return urgent.verdict, " | ".join(reasons)
 
 
 def _shifts(

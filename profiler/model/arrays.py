@@ -9,11 +9,7 @@ import numpy as np
 import numpy.typing as npt
 
 FloatArray = npt.NDArray[np.float64]
-
-
 IntArray = npt.NDArray[np.int64]
-
-
 BoolArray = npt.NDArray[np.bool_]
 
 

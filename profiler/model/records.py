@@ -43,23 +43,11 @@ class EventArrays:
 
 
 KIND_OP = 0  # an op or runtime call on a CPU thread: counted
-
-
 KIND_ANNOTATION = 1  # a user annotation (record_function) on a CPU thread: counted, unless a marker
-
-
 KIND_DEVICE = 2  # a kernel / memcpy / memset on the device: attributed to its launching op
-
-
 KIND_IGNORED = 3  # hidden, memory or profiler-internal events
-
-
 KIND_ASYNC = 4  # a CPU op that ends on another thread: counted, never nested, no self time
-
-
 KIND_SYNC = 5  # a device synchronisation (kineto's cuda_sync): linked like a kernel, no device time
-
-
 KIND_MEMORY = 6  # an allocation (nbytes > 0) or free (< 0) on a CPU thread (profile_memory)
 
 

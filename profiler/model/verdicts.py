@@ -41,48 +41,22 @@ OpWord = Literal[
 
 
 REGRESSED: Final = "regressed"
-
-
 IMPROVED: Final = "improved"
-
-
 UNCHANGED: Final = "unchanged"
-
-
 CHANGED: Final = "changed"
-
-
 INCONCLUSIVE: Final = "inconclusive"
-
-
 INCOMPARABLE: Final = "incomparable"
-
-
 NO_BASELINE: Final = "no-baseline"
-
-
 ERROR: Final = "error"
-
-
 SAVED: Final = "saved"
-
-
 NOT_SAVED: Final = "not-saved"  # a --tprof-save run that didn't record the test (says why)
 
 
 # Op verdicts beyond the test verdicts.
 NEW: Final = "new"
-
-
 REMOVED: Final = "removed"
-
-
 CALLS_CHANGED: Final = "calls-changed"
-
-
 NOT_GATED: Final = "not-gated"
-
-
 TOO_NOISY: Final = "too-noisy"
 
 
@@ -111,8 +85,6 @@ EXPLAINED: Final = frozenset({ERROR, INCOMPARABLE, INCONCLUSIVE, NO_BASELINE, NO
 
 # Op verdicts a failure shows: regressions and structural changes.
 FLAGGED_OPS: Final = frozenset({REGRESSED, NEW, REMOVED, CALLS_CHANGED})
-
-
 STRUCTURAL_OPS: Final = frozenset({NEW, REMOVED, CALLS_CHANGED})
 
 
@@ -252,6 +224,34 @@ class RoundSamples:
         )
 
 
+# What decided a verdict beyond the families' op and total figures, each a cause of its own.
+CauseKind = Literal["compile", "memory", "busy"]
+COMPILE: Final = "compile"  # torch.compile's graphs per call or a recompilation
+MEMORY: Final = "memory"  # the exact memory gate (--tprof-memory)
+BUSY: Final = "busy"  # the machine disturbed too many rounds for timing to be judged
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Cause:
+    """One thing that decided a verdict, as reports name it; ``failing`` when it fails the test.
+
+    The families' ops and totals and the work verdict are causes too, read from their own
+    records; these are the rest.  Reports render causes from this list, never from the
+    verdict's reason text.
+    """
+
+    kind: CauseKind
+    text: str
+    failing: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "text": self.text, "failing": self.failing}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Cause:
+        return cls(kind=d["kind"], text=str(d["text"]), failing=bool(d.get("failing", False)))
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TestVerdict:
     """The verdict on one test, with every op's figures for reports."""
@@ -273,6 +273,7 @@ class TestVerdict:
     work: WorkVerdict | None = None
     # Device runs: the kernels, copies and fills of the flagged ops, largest move first.
     device_rows: tuple[DeviceRowDelta, ...] = ()
+    causes: tuple[Cause, ...] = ()  # beyond the families and the work: compile, memory, busy
 
     @property
     def regressed(self) -> bool:
@@ -306,8 +307,16 @@ class TestVerdict:
         timed = [o for o in self.ops if o.gated]
         return max(timed, key=lambda o: o.delta_us, default=None)
 
+    @property
+    def busy(self) -> Cause | None:
+        """Why the machine kept timing from being judged, or None."""
+        return next((c for c in self.causes if c.kind == BUSY), None)
+
     def with_notes(self, *notes: str) -> TestVerdict:
         return replace(self, notes=(*self.notes, *notes))
+
+    def with_cause(self, cause: Cause) -> TestVerdict:
+        return replace(self, causes=(*self.causes, cause))
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -324,6 +333,7 @@ class TestVerdict:
             "round_samples": [s.to_dict() for s in self.round_samples],
             "work": None if self.work is None else self.work.to_dict(),
             "device_rows": [r.to_dict() for r in self.device_rows],
+            "causes": [c.to_dict() for c in self.causes],
         }
 
     @classmethod
@@ -343,6 +353,7 @@ class TestVerdict:
             round_samples=tuple(RoundSamples.from_dict(s) for s in d.get("round_samples", [])),
             work=None if d.get("work") is None else WorkVerdict.from_dict(d["work"]),
             device_rows=tuple(DeviceRowDelta.from_dict(r) for r in d.get("device_rows", [])),
+            causes=tuple(Cause.from_dict(c) for c in d.get("causes", [])),
         )
 
 

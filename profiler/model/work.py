@@ -20,17 +20,9 @@ from typing import Any, Final, Literal
 from tprof_engine.model.errors import BaselineError
 
 Phase = Literal["forward", "backward"]
-
-
 WorkWord = Literal["regressed", "improved", "changed", "unchanged"]
-
-
 RowStatus = Literal["increased", "decreased", "added", "deleted", "unchanged", "changed", "varies"]
-
-
 RowKey = tuple[str, str, str]  # (op, module, phase)
-
-
 DEFAULT_WORK_FLOOR: Final = 0.01  # work doesn't drift: 1 % of the test's total is a real change
 
 

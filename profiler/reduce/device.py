@@ -18,8 +18,6 @@ _KERNEL, _MEMCPY, _MEMSET, _SYNC = (DEVICE_KINDS.index(k) for k in DEVICE_KINDS)
 
 # Kineto names a copy "Memcpy HtoD (Pageable -> Device)" and a fill "Memset (Device)".
 _MEMCPY_PREFIX = "Memcpy "
-
-
 _MEMSET_PREFIX = "Memset "
 
 

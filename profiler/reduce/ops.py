@@ -47,8 +47,6 @@ FILTERED_NAMES = frozenset(
 
 
 ROUND_PREFIX = "ProfilerStep#"  # torch.profiler's own step annotation: trace tools see iterations
-
-
 PROBE_PREFIX = "tprof::probe#"
 
 
@@ -56,14 +54,8 @@ PROBE_PREFIX = "tprof::probe#"
 # and compile ids and a content hash.  Keyed by their order of first appearance in the session
 # instead, a slower graph compares with the graph it replaced (docs/design.md §9).
 _REGION = re.compile(r"^Torch-Compiled Region: (\d+)/\d+$")
-
-
 _GRAPH = re.compile(r"^## Call CompiledFxGraph (\S+) ##$")
-
-
 REGION_KEY = "Torch-Compiled Region #{}"
-
-
 GRAPH_KEY = "## Call CompiledFxGraph #{} ##"
 
 
@@ -71,14 +63,8 @@ GRAPH_KEY = "## Call CompiledFxGraph #{} ##"
 # they hold are compile time, never op rows; one that starts in a measured round is counted
 # as a call of COMPILE_OP (a recompilation while measuring is itself a finding).
 _COMPILE_ROOTS = frozenset({"dynamo", "entire_frame_compile", "entire_backward_compile"})
-
-
 _COMPILE_SUFFIX = " (dynamo_timed)"
-
-
 _COMPILE_MARK = "compile_id="  # the ``…_data: fn_name=…, compile_id=0/0`` companions
-
-
 COMPILE_OP = "tprof::compile"
 
 

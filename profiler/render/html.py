@@ -36,17 +36,9 @@ if TYPE_CHECKING:
 
 
 EXTRA = "html"
-
-
 INSTALL_HINT = f"pip install 'pytest-tprof[{EXTRA}]'"
-
-
 CHART_OPS = 15  # bars per family panel
-
-
 TABLE_ROWS = 25  # op rows shown before the rest is folded away
-
-
 LABEL_CHARS = 48
 
 
@@ -61,8 +53,6 @@ COLOURS = {
 
 
 OTHER = "#9e9e9e"
-
-
 BASELINE = "#90a4ae"
 
 

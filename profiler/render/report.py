@@ -253,6 +253,8 @@ def _test_json(t: ProfiledTest) -> dict[str, Any]:
         "timing_compared": v["timing_compared"],
         "families": v["families"],
         "notes": v["notes"],
+        # what decided the verdict beyond the families and the work: compile, memory, busy
+        "causes": v["causes"],
         "differences": v["differences"],
         "ops": [{k: o[k] for k in keep} for o in v["ops"]],
         # per-round samples (probe units, µs) of the first flagged ops, for distribution plots

@@ -32,8 +32,6 @@ OP_COLUMNS: Final = (
 
 # Column headers of the table of tests (Markdown and HTML).
 SUMMARY_COLUMNS: Final = ("test", "verdict", "why", "machine drift")
-
-
 NUMERIC_COLUMNS: Final = frozenset(range(2, 9))  # right-aligned where a report aligns
 
 
@@ -176,11 +174,15 @@ def causes(test: Mapping[str, Any]) -> list[str]:
     for f in test.get("families", []):
         if isinstance(f, Mapping):
             out += _family_causes(f, ops)
-    reason = str(test.get("reason") or "")
-    out += [part for part in reason.split(" | ") if part.startswith("compile: ")]
+    out += [
+        str(c.get("text"))
+        for c in test.get("causes", [])
+        if isinstance(c, Mapping) and c.get("failing")
+    ]
     work = test.get("work")
     if isinstance(work, Mapping) and work.get("verdict") == REGRESSED and work.get("reasons"):
         out.append(f"work regressed: {work['reasons'][0]}")
+    reason = str(test.get("reason") or "")
     return out or [reason]
 
 
@@ -190,7 +192,8 @@ def why(test: Mapping[str, Any]) -> list[str]:
     found = causes(test)
     if found or test.get("verdict") == SAVED:
         return found
-    return [part for part in str(test.get("reason") or "").split(" | ") if part]
+    reason = str(test.get("reason") or "")
+    return [reason] if reason else []
 
 
 def _family_causes(

@@ -17,8 +17,6 @@ from tprof_engine.model.work import WorkTable
 from tprof_engine.render.report import aligned
 
 SORT_KEYS = ("self_cpu", "self_cuda", "calls", "name")
-
-
 DEFAULT_LIMIT = 30
 
 

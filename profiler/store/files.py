@@ -24,8 +24,6 @@ from pathlib import Path
 from typing import Any
 
 TMP_SUFFIX = ".tmp"
-
-
 MakeTemp = Callable[..., tuple[int, str]]
 
 

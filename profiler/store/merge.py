@@ -25,11 +25,7 @@ from tprof_engine.model.errors import BaselineError, ConfigError
 from tprof_engine.store import baselines, paths, schema
 
 WRITTEN = "written"
-
-
 UNCHANGED = "unchanged"
-
-
 _OLDEST = _dt.datetime.min.replace(tzinfo=_dt.timezone.utc)
 
 

@@ -17,8 +17,6 @@ from tprof_engine.model.errors import BaselineError
 from tprof_engine.store import files
 
 _SLUG_MAX = 80
-
-
 _RESERVED = {"con", "prn", "aux", "nul"} | {f"{p}{i}" for p in ("com", "lpt") for i in range(10)}
 
 

@@ -28,21 +28,13 @@ SCHEMA = "pytest-tprof/baseline"
 
 # 2: each session may hold the work census of its test ('work'); version 1 files still read.
 SCHEMA_VERSION = 2
-
-
 OLDEST_SCHEMA_VERSION = 1
-
-
 FIX = "restore it from git or re-record it with --tprof-save"
-
-
 RERECORD = "re-record it with --tprof-save"
 
 
 # Larger values are damage, not measurements: a round of 11.6 days, 10**12 calls.
 _MAX_US = 1e12
-
-
 _MAX_CALLS = 10**12
 
 
@@ -59,11 +51,7 @@ MAX_BASELINE_BYTES = 256 * 2**20
 # no profiler records it in less than 1 µs.  A smaller probe time is damage, and it would
 # put the current run in units where every op reads far faster than its baseline.
 _MIN_PROBE_US = 1.0
-
-
 _CONFLICT = re.compile(r"^(<{7}|>{7}|\|{7})( |$)|^={7}$")
-
-
 _CONSTANT = re.compile(r"(?<=[\[,:])\s*(-?Infinity|NaN)\b")
 
 

@@ -61,8 +61,6 @@ _CATEGORY_KIND: dict[str, int] = {
 
 
 _GZIP_MAGIC = b"\x1f\x8b"
-
-
 _REEXPORT = "re-export the trace"
 
 
@@ -387,8 +385,6 @@ def _recorded_warmup(data: TraceData, rounds_in_trace: int) -> int:
 
 
 _BASELINE_PID = 1_000_000
-
-
 _CURRENT_PID = 2_000_000
 
 

@@ -295,7 +295,7 @@ def test_a_confirmation_on_a_busy_machine_confirms_nothing() -> None:
     assert again.notes[-1] == (
         "a first measurement looked slower; the machine was busy when it was measured again"
     )
-    merged = after_fresh_process(slower, INCONCLUSIVE, busy_again.reason)
+    merged = after_fresh_process(slower, busy_again)
     assert merged.verdict == INCONCLUSIVE
     assert merged.reason.startswith(
         "slower in this process; not confirmed: the fresh process found the machine busy: "

@@ -124,3 +124,31 @@ def test_under_xdist_a_real_slowdown_fails_once_confirmed_alone(suite: pytest.Py
     assert test["verdict"] == "regressed" and test["outcome"] == "failed"
     assert "confirmed in a fresh process" in test["notes"]  # type: ignore[operator]
     result.stdout.fnmatch_lines(["*REGRESSED*test_modes.py::test_matmul*"])
+
+
+def test_the_fresh_process_writes_no_step_summary_of_its_own(
+    suite: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    summary = suite.path / "step_summary.md"
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+    result, test = _run(suite, ("always.txt",))
+    result.assert_outcomes(failed=1)
+    assert "confirmed in a fresh process" in test["notes"]  # type: ignore[operator]
+    assert summary.read_text().count("## pytest-tprof") == 1
+
+
+def test_the_fresh_process_judges_against_the_window_its_parent_was_given(
+    pytester: pytest.Pytester,
+) -> None:
+    # The older session was recorded slow, the newer one fast.  Against the newest session
+    # alone (a window of 1) the slow code regressed; against both it wouldn't.
+    pytester.makepyfile(test_modes=SUITE)
+    (pytester.path / "once.txt").write_text("")
+    pytester.runpytest(*FAST, "--tprof-save").assert_outcomes(passed=1)
+    pytester.runpytest(*FAST, "--tprof-save").assert_outcomes(passed=1)
+    (path,) = (pytester.path / "baselines").rglob("*.json")
+    assert len(json.loads(path.read_text())["sessions"]) == 2
+    result, test = _run(pytester, ("always.txt",), "-o", "tprof_window=1")
+    result.assert_outcomes(failed=1)
+    assert test["verdict"] == "regressed" and test["sessions"] == 1
+    assert "confirmed in a fresh process" in test["notes"]  # type: ignore[operator]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from xml.etree import ElementTree
 
 import pytest
 
@@ -48,3 +49,29 @@ def test_a_layer_allocating_twice_as_much_fails_naming_the_op(
     (test,) = json.loads(report.read_text())["tests"]
     assert test["verdict"] == "regressed"
     assert "MEMORY: aten::addmm allocates 4,096 → 8,192 B per round (+4,096 B)" in test["reason"]
+
+
+def test_a_memory_regression_beside_a_work_one_is_named_in_the_summary_and_junit(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # With the census on, the wider layer fails on its work too: the memory cause must still
+    # be named wherever a failure's causes are listed, not only in the reason text.
+    with_census = tuple(a for a in FAST if a != "--tprof-no-census")
+    pytester.makepyfile(test_model=MODEL)
+    saved = pytester.runpytest_subprocess(*with_census, "--tprof-save", "--tprof-memory")
+    saved.assert_outcomes(passed=1)
+
+    monkeypatch.setenv("PLANT", "wider")
+    junit = pytester.path / "junit.xml"
+    result = pytester.runpytest_subprocess(
+        *with_census, "--tprof", "--tprof-memory", f"--junitxml={junit}"
+    )
+    result.assert_outcomes(failed=1)
+    memory = "MEMORY: aten::addmm allocates 4,096 → 8,192 B per round (+4,096 B)"
+    (line,) = [s for s in result.stdout.lines if s.startswith("REGRESSED    test_model.py::")]
+    assert "work regressed" in line and memory in line
+    props = {
+        p.get("name"): p.get("value") for p in ElementTree.parse(junit).getroot().iter("property")
+    }
+    assert memory in str(props["tprof_why"])
+    assert props["tprof_verdict"] == "regressed"

@@ -7,16 +7,18 @@ import json
 
 import pytest
 
-from pytest_tprof.fresh import plugin_args
+from pytest_tprof.fresh import passed_on
 
 
-def test_the_fresh_process_loads_the_plugins_its_parent_loaded_by_name() -> None:
+def test_the_fresh_process_loads_the_plugins_and_ini_overrides_its_parent_was_given() -> None:
     given = ["tests", "-p", "pytest_tprof.plugin", "-pxdist.plugin", "-q", "--tprof",
-             "-p", "no:cacheprovider", "--pdb"]  # fmt: skip
-    assert plugin_args(given) == [
+             "-p", "no:cacheprovider", "--pdb", "-o", "tprof_window=2", "-oxfail_strict=true",
+             "--override-ini=python_files=check_*.py", "--tprof-window", "3"]  # fmt: skip
+    assert passed_on(given) == [
         "-p", "pytest_tprof.plugin", "-pxdist.plugin", "-p", "no:cacheprovider",
+        "-o", "tprof_window=2", "-oxfail_strict=true", "--override-ini=python_files=check_*.py",
     ]  # fmt: skip
-    assert plugin_args(["--tprof"]) == []
+    assert passed_on(["--tprof"]) == []
 
 
 def test_with_xdist_loaded_by_its_module_name_the_controller_gets_every_result(
