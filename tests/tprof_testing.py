@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import contextlib
+import errno
+import os
 import signal
 from collections.abc import Iterator
+from pathlib import Path
 from types import FrameType
+from typing import Any
 
 import numpy as np
 import pytest
@@ -18,6 +22,68 @@ from tprof_engine.model.records import (
     EventArrays,
     OpTable,
 )
+from tprof_engine.store import paths
+
+# --------------------------------------------------------------------------- pytester runs
+
+
+def small_args(
+    *, rounds: int = 4, warmup: int = 1, min_round_us: int | None = 0, keep_cache: bool = False
+) -> tuple[str, ...]:
+    """Options for a run of tiny bodies that makes no timing claim: few rounds, no calibration
+    of iterations (``min_round_us=None`` keeps it), no cache files unless ``keep_cache``."""
+    args = () if keep_cache else ("-p", "no:cacheprovider")
+    args += (f"--tprof-rounds={rounds}", f"--tprof-warmup={warmup}")
+    if min_round_us is not None:
+        args += (f"--tprof-min-round-us={min_round_us}",)
+    return args
+
+
+SMALL = small_args()
+
+
+class Suite:
+    """One pytester project with its baseline and trace folders."""
+
+    def __init__(self, pytester: pytest.Pytester) -> None:
+        self.pytester = pytester
+        self.base = pytester.path / "baselines"
+        self.traces = pytester.path / "traces"
+        self._env_dir: Path | None = None
+
+    def args(self, *args: str, base: Path | None = None, traces: Path | None = None) -> list[str]:
+        return [
+            *SMALL,
+            f"--tprof-baseline-dir={base or self.base}",
+            f"--tprof-trace-dir={traces or self.traces}",
+            *args,
+        ]
+
+    def run(
+        self, *args: str, base: Path | None = None, traces: Path | None = None, **kwargs: Any
+    ) -> pytest.RunResult:
+        """An in-process run of ``SMALL`` and the project's folders, then ``args``."""
+        return self.pytester.runpytest(*self.args(*args, base=base, traces=traces), **kwargs)
+
+    @property
+    def env_dir(self) -> Path:
+        """This environment's folder: the only one after the first save."""
+        if self._env_dir is None:
+            [self._env_dir] = [d for d in self.base.iterdir() if d.is_dir()]
+        return self._env_dir
+
+    def path_of(self, nodeid: str) -> Path:
+        return paths.baseline_path(self.base, self.env_dir.name, nodeid)
+
+    def contents(self) -> dict[Path, bytes]:
+        """Every file under the baseline folder and its bytes."""
+        return {p: p.read_bytes() for p in self.base.rglob("*") if p.is_file()}
+
+    def snapshot(self) -> dict[Path, tuple[bytes, int]]:
+        """Every file under the baseline folder, its bytes and its modification time."""
+        return {
+            p: (p.read_bytes(), p.stat().st_mtime_ns) for p in self.base.rglob("*") if p.is_file()
+        }
 
 
 def summary(result: pytest.RunResult) -> list[str]:
@@ -31,6 +97,24 @@ def summary(result: pytest.RunResult) -> list[str]:
 def line(verdict: str, nodeid: str, rest: str) -> str:
     """A summary line as the terminal writes it."""
     return f"{verdict.upper():<12} {nodeid} | {rest}"
+
+
+# --------------------------------------------------------------------------- faults
+
+
+class FaultyOs:
+    """``os`` for one module under test (set as its ``os`` attribute), with some calls replaced."""
+
+    def __init__(self, **replaced: Any) -> None:
+        self._replaced = replaced
+
+    def __getattr__(self, name: str) -> Any:
+        return self._replaced.get(name, getattr(os, name))
+
+
+def enospc(*args: Any) -> Any:
+    """A call on a full disk."""
+    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
 
 @contextlib.contextmanager

@@ -9,23 +9,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tprof_testing import FaultyOs, enospc
 
 from tprof_engine.store import files
 from tprof_engine.store import paths as store
-
-
-class FaultyOs:
-    """``os`` for tprof_engine.files only, with some calls replaced."""
-
-    def __init__(self, **replaced: Any) -> None:
-        self._replaced = replaced
-
-    def __getattr__(self, name: str) -> Any:
-        return self._replaced.get(name, getattr(os, name))
-
-
-def enospc(*args: Any) -> Any:
-    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
 
 def temp_files(folder: Path) -> list[Path]:

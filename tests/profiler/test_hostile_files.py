@@ -11,11 +11,10 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pytest
-from tprof_testing import deadline
+from tprof_testing import deadline, enospc
 
 from tprof_engine.capture import export, session
 from tprof_engine.cli import main
@@ -439,9 +438,6 @@ def test_a_full_disk_under_the_profilers_export_is_a_reason_not_a_truncated_trac
 def test_a_full_disk_while_gzipping_leaves_no_temp_file(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    def enospc(*args: Any) -> None:
-        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-
     monkeypatch.setattr(export.shutil, "copyfileobj", enospc)
     folder = tmp_path / "traces"
     path = folder / "t.pt.trace.json.gz"

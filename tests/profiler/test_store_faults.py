@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from tprof_testing import FaultyOs, enospc
 
 from tprof_engine.model.environment import Fingerprint
 from tprof_engine.model.errors import BaselineError
@@ -143,20 +144,6 @@ def make_baseline(value: float = 1.0) -> schema.Baseline:
 
 def temp_files(folder: Path) -> list[Path]:
     return sorted(p for p in folder.rglob("*") if p.name.endswith(".tmp"))
-
-
-class FaultyOs:
-    """``os`` for tprof_engine.store only, with some calls replaced."""
-
-    def __init__(self, **replaced: Any) -> None:
-        self._replaced = replaced
-
-    def __getattr__(self, name: str) -> Any:
-        return self._replaced.get(name, getattr(os, name))
-
-
-def enospc(*args: Any) -> Any:
-    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
 
 # --------------------------------------------------------------------------- full disk

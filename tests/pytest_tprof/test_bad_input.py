@@ -6,9 +6,7 @@ few rounds; each test asserts the exact lines a user reads in the terminal.
 
 from __future__ import annotations
 
-import errno
 import json
-import os
 import random
 from collections.abc import Callable
 from pathlib import Path
@@ -21,48 +19,13 @@ import pytest
 # ("Only a single TORCH_LIBRARY can be used to register the namespace _inductor_test"), so
 # import it once here, outside the runs.
 import torch._inductor.config
-from tprof_testing import line, summary
+from tprof_testing import FaultyOs, Suite, enospc, line, summary
 
 from tprof_engine.model.environment import cpu_model
 from tprof_engine.model.errors import BaselineError
 from tprof_engine.store import baselines, paths, schema
 
 FIX = "restore it from git or re-record it with --tprof-save"
-SMALL = ("-p", "no:cacheprovider", "--tprof-rounds=4", "--tprof-warmup=1", "--tprof-min-round-us=0")
-
-
-class Suite:
-    """One pytester project with its baseline and trace folders."""
-
-    def __init__(self, pytester: pytest.Pytester) -> None:
-        self.pytester = pytester
-        self.base = pytester.path / "baselines"
-        self.traces = pytester.path / "traces"
-        self._env_dir: Path | None = None
-
-    def run(self, *args: str, **kwargs: Any) -> pytest.RunResult:
-        return self.pytester.runpytest(
-            *SMALL,
-            f"--tprof-baseline-dir={self.base}",
-            f"--tprof-trace-dir={self.traces}",
-            *args,
-            **kwargs,
-        )
-
-    @property
-    def env_dir(self) -> Path:
-        """This environment's folder: the only one after the first save."""
-        if self._env_dir is None:
-            [self._env_dir] = [d for d in self.base.iterdir() if d.is_dir()]
-        return self._env_dir
-
-    def path_of(self, nodeid: str) -> Path:
-        return paths.baseline_path(self.base, self.env_dir.name, nodeid)
-
-    def snapshot(self) -> dict[Path, tuple[bytes, int]]:
-        return {
-            p: (p.read_bytes(), p.stat().st_mtime_ns) for p in self.base.rglob("*") if p.is_file()
-        }
 
 
 @pytest.fixture
@@ -526,20 +489,6 @@ def test_ctrl_c_inside_a_profiled_body_leaves_no_temporary_files(suite: Suite) -
 # --------------------------------------------------------------------------- unwritable folders
 
 
-class FaultyOs:
-    """``os`` for tprof_engine.store only, with some calls replaced."""
-
-    def __init__(self, **replaced: Any) -> None:
-        self._replaced = replaced
-
-    def __getattr__(self, name: str) -> Any:
-        return self._replaced.get(name, getattr(os, name))
-
-
-def _enospc(*args: Any) -> Any:
-    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-
-
 ONE_TEST = """
 import torch
 
@@ -555,7 +504,7 @@ def test_a_full_disk_fails_the_save_run_naming_the_path_and_keeps_the_baseline(
     suite.run("--tprof-save").assert_outcomes(passed=1)
     path = suite.path_of("test_disk.py::test_one")
     before = suite.snapshot()
-    monkeypatch.setattr(paths, "os", FaultyOs(write=_enospc))
+    monkeypatch.setattr(paths, "os", FaultyOs(write=enospc))
 
     result = suite.run("--tprof-save")
 

@@ -5,10 +5,9 @@ from __future__ import annotations
 import json
 
 import pytest
+from tprof_testing import SMALL
 
 pytest.importorskip("pytest_benchmark")
-
-SMALL = ["--tprof-rounds=4", "--tprof-warmup=1", "--tprof-min-round-us=0", "-p", "no:cacheprovider"]
 
 
 def test_a_benchmark_test_gets_a_profile_in_its_benchmark_json(pytester: pytest.Pytester) -> None:

@@ -10,10 +10,12 @@ import tarfile
 from pathlib import Path
 
 import pytest
+from tprof_testing import small_args
 
 pytest_benchmark = pytest.importorskip("pytest_benchmark")
 
-SMALL = ["--tprof-rounds=4", "--tprof-warmup=1", "-p", "no:cacheprovider", "-p", "no:randomly"]
+# Few rounds, iterations calibrated as by default.
+SMALL = (*small_args(min_round_us=None), "-p", "no:randomly")
 # pytest-benchmark's own test files that exercise the fixture's calls, rounds and storage.
 UPSTREAM_FILES = ("test_pedantic.py", "test_normal.py", "test_stats.py", "test_sample.py",
                   "test_storage.py")  # fmt: skip

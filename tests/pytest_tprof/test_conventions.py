@@ -6,14 +6,16 @@ import json
 import re
 
 import pytest
+from tprof_testing import SMALL, small_args
 
 from pytest_tprof.options import _OPTIONS
 from tprof_engine.capture.facts import torch_facts
 from tprof_engine.model.environment import Fingerprint
 from tprof_engine.store import baselines, paths
 
-# Tiny bodies, no timing claims here: few rounds, no calibration of iterations.
-SMALL = ("--tprof-rounds=4", "--tprof-warmup=1", "--tprof-min-round-us=0")
+# Tiny bodies, no timing claims here (SMALL: few rounds, no calibration of iterations); the
+# cache kept where a test needs it (--lf).
+SMALL_CACHED = small_args(keep_cache=True)
 NO_CACHE = ("-p", "no:cacheprovider")
 
 TWO_TESTS = """
@@ -38,7 +40,7 @@ def summary_nodeids(result: pytest.RunResult) -> list[str]:
     return re.findall(r"^[A-Z-]+ +(\S+::\S+) \|", result.stdout.str(), re.M)
 
 
-@pytest.mark.parametrize("args", [("--tprof", *SMALL), ()], ids=["with --tprof", "without"])
+@pytest.mark.parametrize("args", [("--tprof", *SMALL_CACHED), ()], ids=["with --tprof", "without"])
 def test_the_marker_is_registered_and_warning_free(
     pytester: pytest.Pytester, args: tuple[str, ...]
 ) -> None:
@@ -91,7 +93,7 @@ def test_a_bad_marker_errors_its_test_at_setup_naming_the_problem(
             tprof(torch.relu, torch.ones(8))
         """
     )
-    result = pytester.runpytest(*NO_CACHE, *SMALL, *(["--tprof"] if profiled else []))
+    result = pytester.runpytest(*SMALL, *(["--tprof"] if profiled else []))
     result.assert_outcomes(passed=1, errors=1)
     result.stdout.fnmatch_lines(["*_ ERROR at setup of test_marked _*", message])
 
@@ -161,8 +163,8 @@ def test_a_bad_option_value_is_a_usage_error(
 
 def test_k_profiles_only_the_selected_tests(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(TWO_TESTS)
-    pytester.runpytest(*NO_CACHE, *SMALL, "--tprof-save").assert_outcomes(passed=2)
-    result = pytester.runpytest(*NO_CACHE, *SMALL, "--tprof", "-k", "one")
+    pytester.runpytest(*SMALL, "--tprof-save").assert_outcomes(passed=2)
+    result = pytester.runpytest(*SMALL, "--tprof", "-k", "one")
     result.assert_outcomes(passed=1, deselected=1)
     assert summary_nodeids(result) == ["test_k_profiles_only_the_selected_tests.py::test_one"]
     assert stale_lines(result) == []
@@ -170,7 +172,7 @@ def test_k_profiles_only_the_selected_tests(pytester: pytest.Pytester) -> None:
 
 def test_x_stops_at_the_first_test_tprof_fails(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(TWO_TESTS)
-    result = pytester.runpytest(*NO_CACHE, *SMALL, "--tprof", "--tprof-require-baseline", "-x")
+    result = pytester.runpytest(*SMALL, "--tprof", "--tprof-require-baseline", "-x")
     result.assert_outcomes(failed=1)
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     result.stdout.fnmatch_lines(
@@ -199,16 +201,16 @@ def test_lf_and_node_ids_run_a_subset_without_calling_the_rest_stale(
         """
     )
     # The cache provider stays on: --lf needs it.
-    pytester.runpytest(*SMALL, "--tprof-save").assert_outcomes(passed=2)
+    pytester.runpytest(*SMALL_CACHED, "--tprof-save").assert_outcomes(passed=2)
     (pytester.path / "fail").touch()
-    pytester.runpytest(*SMALL, "--tprof").assert_outcomes(passed=1, failed=1)
+    pytester.runpytest(*SMALL_CACHED, "--tprof").assert_outcomes(passed=1, failed=1)
 
-    last_failed = pytester.runpytest(*SMALL, "--tprof", "--lf")
+    last_failed = pytester.runpytest(*SMALL_CACHED, "--tprof", "--lf")
     last_failed.assert_outcomes(failed=1)
     assert summary_nodeids(last_failed) == ["test_lf.py::test_flaky"]
     assert stale_lines(last_failed) == []
 
-    by_id = pytester.runpytest(*SMALL, "--tprof", "test_lf.py::test_steady")
+    by_id = pytester.runpytest(*SMALL_CACHED, "--tprof", "test_lf.py::test_steady")
     by_id.assert_outcomes(passed=1)
     assert stale_lines(by_id) == []
 
@@ -239,13 +241,13 @@ def test_parametrized_and_class_tests_get_a_baseline_each(pytester: pytest.Pytes
         "test_shapes.py::TestGroup::test_odd_ids[a/b]",
         "test_shapes.py::TestGroup::test_odd_ids[a:b]",
     ]
-    pytester.runpytest(*NO_CACHE, *SMALL, "--tprof-save").assert_outcomes(passed=5)
+    pytester.runpytest(*SMALL, "--tprof-save").assert_outcomes(passed=5)
     folder = pytester.path / "baselines" / Fingerprint.collect(torch_facts()).key
     files = sorted(folder.iterdir())
     assert [p.name for p in files] == sorted(f"{paths.slug(n)}.json" for n in nodeids)
     assert sorted(baselines.load_baseline(p).nodeid for p in files) == sorted(nodeids)
 
-    result = pytester.runpytest(*NO_CACHE, *SMALL, "--tprof")
+    result = pytester.runpytest(*SMALL, "--tprof")
     result.assert_outcomes(passed=5)
     assert sorted(summary_nodeids(result)) == sorted(nodeids)
     assert "no-baseline" not in result.stdout.str().lower()
@@ -254,6 +256,6 @@ def test_parametrized_and_class_tests_get_a_baseline_each(pytester: pytest.Pytes
 def test_coverage_and_profiling_run_together(pytester: pytest.Pytester) -> None:
     pytest.importorskip("pytest_cov")
     pytester.makepyfile(TWO_TESTS)
-    result = pytester.runpytest(*NO_CACHE, *SMALL, "--tprof", "--cov", "-W", "error")
+    result = pytester.runpytest(*SMALL, "--tprof", "--cov", "-W", "error")
     result.assert_outcomes(passed=2)
     assert len(summary_nodeids(result)) == 2

@@ -19,11 +19,10 @@ import pytest
 # torch.profiler imports torch._inductor when a session starts; import it once, outside the
 # in-process runs (see tests/pytest_tprof/test_bad_input.py).
 import torch._inductor.config  # noqa: F401
-from tprof_testing import deadline, line, summary
+from tprof_testing import Suite, deadline, line, summary
 
 from tprof_engine.store import baselines, paths
 
-SMALL = ("-p", "no:cacheprovider", "--tprof-rounds=4", "--tprof-warmup=1", "--tprof-min-round-us=0")
 ONE = "test_one.py::test_one"
 ONE_TEST = """
 import torch
@@ -31,35 +30,6 @@ import torch
 def test_one(tprof):
     tprof(torch.add, torch.ones(4), torch.ones(4))
 """
-
-
-class Suite:
-    """One pytester project with its baseline and trace folders."""
-
-    def __init__(self, pytester: pytest.Pytester) -> None:
-        self.pytester = pytester
-        self.base = pytester.path / "baselines"
-        self.traces = pytester.path / "traces"
-
-    def args(self, *args: str, base: Path | None = None, traces: Path | None = None) -> list[str]:
-        return [
-            *SMALL,
-            f"--tprof-baseline-dir={base or self.base}",
-            f"--tprof-trace-dir={traces or self.traces}",
-            *args,
-        ]
-
-    def run(
-        self, *args: str, base: Path | None = None, traces: Path | None = None, **kwargs: Any
-    ) -> pytest.RunResult:
-        return self.pytester.runpytest(*self.args(*args, base=base, traces=traces), **kwargs)
-
-    def path_of(self, nodeid: str) -> Path:
-        [env_dir] = [d for d in self.base.iterdir() if d.is_dir()]
-        return paths.baseline_path(self.base, env_dir.name, nodeid)
-
-    def snapshot(self) -> dict[Path, bytes]:
-        return {p: p.read_bytes() for p in self.base.rglob("*") if p.is_file()}
 
 
 @pytest.fixture
@@ -141,7 +111,7 @@ def test_a_report_pointed_at_a_baseline_is_refused_and_the_baseline_kept(suite: 
     path = suite.path_of(ONE)
     moved = suite.pytester.path / "kept-elsewhere.json"
     moved.write_bytes(path.read_bytes())
-    before = suite.snapshot()
+    before = suite.contents()
 
     result = suite.run("--tprof", f"--tprof-json={path}", f"--tprof-markdown={moved}")
 
@@ -153,7 +123,7 @@ def test_a_report_pointed_at_a_baseline_is_refused_and_the_baseline_kept(suite: 
         f"Markdown summary not written: {moved}: is a pytest-tprof baseline, and only "
         "--tprof-save writes baselines; write the report elsewhere",
     ]
-    assert suite.snapshot() == before
+    assert suite.contents() == before
     assert moved.read_bytes() == before[path]
     # The next run still reads its baseline.
     again = suite.run("--tprof")
@@ -166,7 +136,7 @@ def test_a_step_summary_pointed_at_a_baseline_is_not_appended_to(
     suite.pytester.makepyfile(test_one=ONE_TEST)
     suite.run("--tprof-save").assert_outcomes(passed=1)
     path = suite.path_of(ONE)
-    before = suite.snapshot()
+    before = suite.contents()
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(path))
 
     result = suite.run("--tprof")
@@ -176,7 +146,7 @@ def test_a_step_summary_pointed_at_a_baseline_is_not_appended_to(
         f"GitHub step summary not written: {path}: is inside the baseline folder {suite.base}, "
         "and only --tprof-save writes baselines; write the report elsewhere"
     )
-    assert suite.snapshot() == before
+    assert suite.contents() == before
 
 
 # --------------------------------------------------------------------------- unwritable traces

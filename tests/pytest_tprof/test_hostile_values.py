@@ -15,28 +15,15 @@ import pytest
 
 # See tests/pytest_tprof/test_bad_input.py: torch.profiler imports it once per process.
 import torch._inductor.config  # noqa: F401
+from tprof_testing import Suite, summary
 
 from tprof_engine.store import baselines, paths, schema
 
-SMALL = ("-p", "no:cacheprovider", "--tprof-rounds=4", "--tprof-warmup=1", "--tprof-min-round-us=0")
 RERECORD = "re-record it with --tprof-save"
 
 
 def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
-    return pytester.runpytest(
-        *SMALL,
-        f"--tprof-baseline-dir={pytester.path / 'baselines'}",
-        f"--tprof-trace-dir={pytester.path / 'traces'}",
-        *args,
-    )
-
-
-def summary(result: pytest.RunResult) -> list[str]:
-    """The lines of the tprof section of the terminal summary."""
-    lines = result.outlines
-    start = next(i for i, line in enumerate(lines) if line.strip("= ") == "tprof")
-    end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("===")), len(lines))
-    return lines[start + 1 : end]
+    return Suite(pytester).run(*args)
 
 
 def no_traceback(result: pytest.RunResult) -> str:

@@ -7,10 +7,9 @@ import subprocess
 import sys
 
 import pytest
+from tprof_testing import small_args
 
 from tprof_engine.capture import kineto, session
-
-SMALL = ["--tprof-rounds=2", "--tprof-warmup=0", "--tprof-min-round-us=0", "-p", "no:cacheprovider"]
 
 
 def test_torch_prints_usdt_lines_at_start_and_stop() -> None:
@@ -60,7 +59,7 @@ def test_a_failing_tprof_test_shows_no_usdt_line(pytester: pytest.Pytester) -> N
         """
     )
     result = pytester.runpytest_subprocess(
-        "--tprof", f"--tprof-baseline-dir={pytester.path}", *SMALL
+        "--tprof", f"--tprof-baseline-dir={pytester.path}", *small_args(rounds=2, warmup=0)
     )
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*Captured stderr call*", "user's stderr"])

@@ -6,6 +6,7 @@ import json
 import re
 
 import pytest
+from tprof_testing import SMALL
 
 from tprof_engine.capture.facts import torch_facts
 from tprof_engine.model.environment import Fingerprint
@@ -13,7 +14,6 @@ from tprof_engine.store import baselines, paths
 
 pytest.importorskip("xdist")
 
-SMALL = ("-p", "no:cacheprovider", "--tprof-rounds=4", "--tprof-warmup=1", "--tprof-min-round-us=0")
 NODEIDS = [f"test_spread.py::test_op[{op}]" for op in ("relu", "sigmoid", "tanh", "exp")] + [
     "test_spread.py::TestMore::test_matmul"
 ]
