@@ -99,6 +99,22 @@ def line(verdict: str, nodeid: str, rest: str) -> str:
     return f"{verdict.upper():<12} {nodeid} | {rest}"
 
 
+# --------------------------------------------------------------------------- real GPU traces
+
+GPU_TRACES = Path(__file__).parent / "data" / "gpu-traces"
+
+
+def gpu_trace(name: str) -> Path:
+    """One of the traces recorded on real GPUs (tests/data/gpu-traces/README.md).
+
+    A missing one is an error: these are part of the repository, not an optional extra.
+    """
+    path = GPU_TRACES / name
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: test data missing from the checkout; restore it from git")
+    return path
+
+
 # --------------------------------------------------------------------------- faults
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from tprof_testing import CPU, STREAM2, Row, dev, event_arrays, op, step, sync
+from tprof_testing import CPU, STREAM2, Row, dev, event_arrays, gpu_trace, op, step, sync
 
 from tprof_engine.decide.device import idle_ranking, row_deltas
 from tprof_engine.decide.families import IDLE_FAMILY
@@ -28,12 +28,6 @@ from tprof_engine.reduce.ops import drop_leading_rounds, reduce_events
 from tprof_engine.render import html, report
 from tprof_engine.store import schema as store
 from tprof_engine.store.traces import table_from_trace
-
-GPU_TRACES = Path(__file__).parents[3] / "shared" / "data" / "gpu-traces"
-needs_gpu_traces = pytest.mark.skipif(
-    not GPU_TRACES.is_dir(),
-    reason=f"the real GPU traces folder {GPU_TRACES} is absent (a fresh clone has none)",
-)
 
 
 def device_of(rows: list[Row]) -> DeviceTable:
@@ -216,10 +210,9 @@ def test_copy_directions_and_what_blocks_the_host() -> None:
 
 @pytest.fixture(scope="module")
 def control() -> OpTable:
-    return table_from_trace(GPU_TRACES / "training_control.pt.trace.json.gz")
+    return table_from_trace(gpu_trace("training_control.pt.trace.json.gz"))
 
 
-@needs_gpu_traces
 def test_real_trace_every_kernel_lands_in_a_row_and_rows_add_up_to_device_time(
     control: OpTable,
 ) -> None:
@@ -234,7 +227,6 @@ def test_real_trace_every_kernel_lands_in_a_row_and_rows_add_up_to_device_time(
     )
 
 
-@needs_gpu_traces
 def test_real_trace_copies_carry_direction_and_bytes(control: OpTable) -> None:
     table = control.device
     assert table is not None
@@ -246,7 +238,6 @@ def test_real_trace_copies_carry_direction_and_bytes(control: OpTable) -> None:
     )
 
 
-@needs_gpu_traces
 def test_real_trace_idle_time_and_queue_depth_per_round(control: OpTable) -> None:
     table = control.device
     assert table is not None
@@ -256,9 +247,8 @@ def test_real_trace_idle_time_and_queue_depth_per_round(control: OpTable) -> Non
     assert idle_ranking(table)[0] == ("aten::mm", 2536.0)
 
 
-@needs_gpu_traces
 def test_real_trace_syncs_go_to_the_op_that_waited() -> None:
-    table = table_from_trace(GPU_TRACES / "alexnet_small.pt.trace.json.gz").device
+    table = table_from_trace(gpu_trace("alexnet_small.pt.trace.json.gz")).device
     assert table is not None
     syncs = {
         (table.ops[i], table.names[i]): int(table.calls[i].sum())
@@ -382,7 +372,6 @@ def test_a_slower_kernel_is_named_under_its_op_in_the_verdict_and_every_report()
     assert "<code title='gemm'>gemm</code>" in page
 
 
-@needs_gpu_traces
 def test_real_trace_the_kernel_that_moved_comes_first(control: OpTable) -> None:
     table = control.device
     assert table is not None

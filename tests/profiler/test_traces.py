@@ -9,30 +9,25 @@ from typing import Any
 
 import numpy as np
 import pytest
+from tprof_testing import gpu_trace
 
 from tprof_engine.model.errors import TraceError
 from tprof_engine.model.records import KIND_ANNOTATION, KIND_DEVICE, KIND_IGNORED, KIND_OP
 from tprof_engine.store.traces import TraceData, read_trace, table_from_trace
 
-GPU_TRACES = Path(__file__).parents[3] / "shared" / "data" / "gpu-traces"
-CONTROL = GPU_TRACES / "training_control.pt.trace.json.gz"
-CHANGED = GPU_TRACES / "training_changed.pt.trace.json.gz"
-ALEXNET = GPU_TRACES / "alexnet_small.pt.trace.json.gz"
-
-needs_gpu_traces = pytest.mark.skipif(
-    not GPU_TRACES.is_dir(),
-    reason=f"the real GPU traces folder {GPU_TRACES} is absent (a fresh clone has none)",
-)
+CONTROL = "training_control.pt.trace.json.gz"
+CHANGED = "training_changed.pt.trace.json.gz"
+ALEXNET = "alexnet_small.pt.trace.json.gz"
 
 
 @pytest.fixture(scope="module")
 def control() -> TraceData:
-    return read_trace(CONTROL)
+    return read_trace(gpu_trace(CONTROL))
 
 
 @pytest.fixture(scope="module")
 def changed() -> TraceData:
-    return read_trace(CHANGED)
+    return read_trace(gpu_trace(CHANGED))
 
 
 def _kernel_us(trace: TraceData) -> float:
@@ -44,7 +39,6 @@ def _kernel_us(trace: TraceData) -> float:
 # --- real GPU traces ------------------------------------------------------------------------
 
 
-@needs_gpu_traces
 @pytest.mark.parametrize("which", ["control", "changed"])
 def test_a_training_trace_has_one_round_per_profiler_step(
     which: str, request: pytest.FixtureRequest
@@ -58,7 +52,6 @@ def test_a_training_trace_has_one_round_per_profiler_step(
     assert mm.min() == mm.max() > 0
 
 
-@needs_gpu_traces
 @pytest.mark.parametrize(("which", "least_share"), [("control", 0.99), ("changed", 0.9)])
 def test_kernel_time_of_a_training_trace_lands_on_the_ops_that_launched_it(
     which: str, least_share: float, request: pytest.FixtureRequest
@@ -76,7 +69,6 @@ def test_kernel_time_of_a_training_trace_lands_on_the_ops_that_launched_it(
     assert np.all(table.total_device_us >= table.self_device_us)
 
 
-@needs_gpu_traces
 def test_training_trace_kernels_are_linked_through_the_runtime_launch_not_the_external_id(
     control: TraceData,
 ) -> None:
@@ -91,7 +83,6 @@ def test_training_trace_kernels_are_linked_through_the_runtime_launch_not_the_ex
     assert not any(n.startswith("cuda") for n in owner_names)
 
 
-@needs_gpu_traces
 def test_the_two_training_traces_name_different_gpus(
     control: TraceData, changed: TraceData
 ) -> None:
@@ -101,17 +92,16 @@ def test_the_two_training_traces_name_different_gpus(
     assert "traceEvents" not in control.metadata
     table = table_from_trace(control)
     assert table.meta["source"] == "trace"
-    assert table.meta["path"] == str(CONTROL)
+    assert table.meta["path"] == str(gpu_trace(CONTROL))
     assert table.meta["device_names"] == list(control.device_names)
 
 
-@needs_gpu_traces
 def test_a_trace_without_profiler_steps_is_one_round() -> None:
-    table = table_from_trace(ALEXNET)
+    table = table_from_trace(gpu_trace(ALEXNET))
     assert table.rounds == 1
     assert table.meta["whole_trace_as_round"] is True
     assert table.has_device
-    trace = read_trace(ALEXNET)
+    trace = read_trace(gpu_trace(ALEXNET))
     assert table.self_device_us.sum() == pytest.approx(_kernel_us(trace))
     assert table.op("aten::cudnn_convolution")["self_device_us"][0] > 0
 
