@@ -24,7 +24,7 @@ It writes three tests of its own into a temporary folder, each profiled through 
    say) and the first reason;
 4. with more than one run planned, ``-n 2`` unchanged when pytest-xdist is importable: the
    devices each test ran on (the JSON report's ``device``) and the controller's GPU header;
-   and one unchanged run with ``--tprof-nvtx`` (NVTX ranges for Nsight);
+   and one unchanged run with ``--tprof-collect=nvtx`` (NVTX ranges for Nsight);
 5. ``python -m tprof_engine show`` on one saved baseline.
 
 The kernel-attribution rate is the share of the unchanged runs' device time (kernels,
@@ -315,7 +315,7 @@ def run_plants(suite: Suite, cuda: bool) -> dict[str, Run | str]:
 
 
 def run_extras(suite: Suite, with_xdist: bool) -> list[tuple[str, bool, str]]:
-    """The -n 2 run, the --tprof-nvtx run and the CLI: (check, passed, what it showed)."""
+    """The -n 2 run, the --tprof-collect=nvtx run and the CLI: (check, passed, what it showed)."""
     out: list[tuple[str, bool, str]] = []
     if with_xdist:
         run = suite.run("xdist", ["--tprof", "-n", "2"])
@@ -323,10 +323,10 @@ def run_extras(suite: Suite, with_xdist: bool) -> list[tuple[str, bool, str]]:
         gpu_lines = " ".join(h[7:] for h in run.header if " GPU" in h) or "no GPU header line"
         passed = not any(v.failed for v in run.verdicts.values())
         out.append(("-n 2 devices", passed, f"{'; '.join(devices)} | {gpu_lines}"))
-    run = suite.run("nvtx", ["--tprof", "--tprof-nvtx"])
-    notes = [h[7:] for h in run.header if h.startswith("tprof: --tprof-nvtx")]
+    run = suite.run("nvtx", ["--tprof", "--tprof-collect=nvtx"])
+    notes = [h[7:] for h in run.header if h.startswith("tprof: --tprof-collect=nvtx")]
     shown = notes[0] if notes else "ranges emitted (see them with nsys profile)"
-    out.append(("--tprof-nvtx", not any(v.failed for v in run.verdicts.values()), shown))
+    out.append(("--tprof-collect=nvtx", not any(v.failed for v in run.verdicts.values()), shown))
     out.append(("python -m tprof_engine show", *check_cli(suite)))
     return out
 

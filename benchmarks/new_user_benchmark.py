@@ -10,7 +10,7 @@ profiler events:
 
 * ``tprof``: one test, ``tprof(step)``, run with ``--tprof`` against a baseline recorded
   once beforehand (so the timed run captures, reduces, writes the gzipped trace and compares);
-  ``--tprof-no-confirm`` so a noisy verdict doesn't re-measure and ``--tprof-min-round-us=0``
+  ``--no-tprof-confirm`` so a noisy verdict doesn't re-measure and ``--tprof-min-round-us=0``
   so calibration doesn't change the event count.  tprof profiles its 3 warm-up rounds too
   (23 rounds in the session, the warm-up dropped from the table) and runs its ≈200 µs drift
   probe in every round.
@@ -134,7 +134,7 @@ def variants(root: Path) -> dict[str, list[str]]:
         "test_with_tprof.py",
         f"--tprof-baseline-dir={root / 'baselines'}",
         f"--tprof-trace-dir={root / 'traces'}",
-        "--tprof-no-confirm",
+        "--no-tprof-confirm",
         "--tprof-min-round-us=0",
     ]
     same_threads = "--tprof-threads=0"  # torch's own intra-op threads, as the hand-written test

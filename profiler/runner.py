@@ -97,7 +97,7 @@ class Runner:
         self.environment_notes: tuple[str, ...] = ()
         if config.nvtx and not self.nvtx:
             self.environment_notes += (
-                "--tprof-nvtx: this torch has no NVTX (a build without CUDA); "
+                "--tprof-collect=nvtx: this torch has no NVTX (a build without CUDA); "
                 "profiling without NVTX ranges",
             )
         self.counter, counter_note = _instruction_counter(config.counters)
@@ -194,7 +194,7 @@ class Runner:
         protocol = self.protocol(rounds=rounds, warmup=warmup, iterations=iterations)
         tracer = line_tracer()  # per test: pytest-cov's no_cover marker pauses coverage
 
-        counts: list[int] = []  # instructions per call of the body, with --tprof-counters
+        counts: list[int] = []  # instructions per call of the body, with counters collected
         fn = (
             body.fn
             if self.counter is None
@@ -488,11 +488,13 @@ def _instruction_counter(wanted: bool) -> tuple[counters.InstructionCounter | No
         return None, ""
     try:
         return counters.InstructionCounter(), (
-            "--tprof-counters: CPU instructions of each measured round are in each test's "
-            "notes (not gated)"
+            "--tprof-collect=counters: CPU instructions of each measured round are in each "
+            "test's notes (not gated)"
         )
     except counters.CounterUnavailable as exc:
-        return None, f"--tprof-counters: no hardware counter ({exc}); running without counters"
+        return None, (
+            f"--tprof-collect=counters: no hardware counter ({exc}); running without counters"
+        )
 
 
 def _copy_atomic(src: Path, dst: Path) -> None:

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import argparse
 import os
 import pickle
 import re
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -18,175 +20,91 @@ from tprof_engine.model.limits import ROUNDS_LIMIT, WARMUP_LIMIT, number_problem
 from tprof_engine.runner import RunConfig
 from tprof_engine.store.baselines import DEFAULT_WINDOW
 
-# (option, ini name, type, default, help)
-_OPTIONS: tuple[tuple[str, str, str, Any, str], ...] = (
-    (
-        "--tprof",
-        "tprof",
-        "bool",
-        False,
-        "profile tests that use the tprof fixture and compare them "
-        "with their baselines (default: off)",
-    ),
-    ("--tprof-rounds", "tprof_rounds", "int", 20, "measured rounds per test (default: 20)"),
-    (
-        "--tprof-warmup",
-        "tprof_warmup",
-        "int",
-        3,
-        "warm-up rounds per test, extended while the ops called still change (default: 3)",
-    ),
-    (
-        "--tprof-save",
-        "tprof_save",
-        "bool",
-        False,
-        "record baselines for the profiled tests that "
-        "pass, adding a session to each baseline's window; no gating in that run (default: off)",
-    ),
-    (
-        "--tprof-reset",
-        "tprof_reset",
-        "bool",
-        False,
-        "with --tprof-save: start each saved test's window afresh from this run's session, "
-        "dropping the older ones, to accept an intended change (default: off)",
-    ),
-    (
-        "--tprof-baseline-dir",
-        "tprof_baseline_dir",
-        "path",
-        "baselines",
-        "folder of baseline files (default: baselines under the rootdir)",
-    ),
-    (
-        "--tprof-trace-dir",
-        "tprof_trace_dir",
-        "path",
-        ".tprof/traces",
-        "folder for the Chrome traces (default: .tprof/traces under the rootdir)",
-    ),
-    (
-        "--tprof-json",
-        "tprof_json",
-        "path",
-        None,
-        "write a JSON report of every profiled test to this path (default: none)",
-    ),
-    (
-        "--tprof-require-baseline",
-        "tprof_require_baseline",
-        "bool",
-        False,
-        "a profiled test without a baseline is an error instead of 'no-baseline' (default: off)",
-    ),
-    (
-        "--tprof-window",
-        "tprof_window",
-        "int",
-        DEFAULT_WINDOW,
-        f"sessions kept in a baseline's rolling window by --tprof-save (default: {DEFAULT_WINDOW})",
-    ),
-    (
-        "--tprof-strict",
-        "tprof_strict",
-        "bool",
-        False,
-        "fail on any change of an op's call count "
-        "(default: off, only calls that add material time fail)",
-    ),
-    (
-        "--tprof-floor",
-        "tprof_floor",
-        "float",
-        None,
-        "fixed relative floor, e.g. 0.1 for 10%% "
-        "(default: learned from the baseline's sessions; 15%% with one session)",
-    ),
-    (
-        "--tprof-no-confirm",
-        "tprof_no_confirm",
-        "bool",
-        False,
-        "don't re-measure a test whose timing regressed before failing it (default: "
-        "re-measure once in the same process, then once in a fresh pytest process)",
-    ),
-    (
-        "--tprof-min-round-us",
-        "tprof_min_round_us",
-        "float",
-        1000.0,
-        "call a fast body several "
-        "times per round so a round lasts at least this long (default: 1000)",
-    ),
-    (
-        "--tprof-save-trace",
-        "tprof_save_trace",
-        "bool",
-        False,
-        "with --tprof-save, keep each test's trace next to its baseline; a later regression "
-        "then writes both runs into one side-by-side trace (default: off, traces are large)",
-    ),
-    (
-        "--tprof-threads",
-        "tprof_threads",
-        "int",
-        1,
-        "torch intra-op threads while profiling; 0 keeps torch's setting "
-        "(default: 1, steady on shared machines)",
-    ),
-    (
-        "--tprof-no-census",
-        "tprof_no_census",
-        "bool",
-        False,
-        "don't take the work census (FLOPs, bytes, shapes per op and module) of each test; "
-        "only timing and calls gate (default: off, the census is taken)",
-    ),
-    (
-        "--tprof-stack",
-        "tprof_stack",
-        "bool",
-        False,
-        "name the source line of each flagged op in a failure, from the work census's "
-        "stack of each op's first call (default: off)",
-    ),
-    (
-        "--tprof-nvtx",
-        "tprof_nvtx",
-        "bool",
-        False,
-        "mark each profiled test and each of its rounds with an NVTX range "
-        "(tprof:<nodeid>:round<N>) for Nsight Systems; a torch without CUDA notes it in the "
-        "header and runs without them (default: off)",
-    ),
-    (
-        "--tprof-counters",
-        "tprof_counters",
-        "bool",
-        False,
-        "count the CPU instructions of each measured round with a hardware counter "
-        "(Linux perf_event_open); where the machine has none, the header says so once "
-        "(default: off)",
-    ),
-    (
-        "--tprof-memory",
-        "tprof_memory",
-        "bool",
-        False,
-        "profile memory too (profile_memory): bytes each op allocates per round and the "
-        "round's peak, gated exactly where they are the same every round; costs time in "
-        "every allocation of the timed rounds (default: off)",
-    ),
-    (
-        "--tprof-markdown",
-        "tprof_markdown",
-        "path",
-        None,
-        "write a Markdown summary to this path "
-        "(default: none; also appended to $GITHUB_STEP_SUMMARY when set)",
-    ),
+
+@dataclass(frozen=True, slots=True)
+class _Option:
+    """One setting: its command-line flag, the ini name (``dest``) unless it is an action of a
+    single run, its kind and default, and a one-phrase help."""
+
+    flag: str
+    dest: str
+    kind: str  # "switch" (on/off, --no-… too), "action" (one run only), int, float, path, list
+    default: Any
+    help: str
+
+    @property
+    def in_ini(self) -> bool:
+        return self.kind != "action" and self.dest not in _PER_RUN
+
+
+COLLECTABLE = ("memory", "stack", "nvtx", "counters")
+# Paths of one run's reports: on the command line only.
+_PER_RUN = frozenset({"tprof_json", "tprof_markdown"})
+_OPTIONS: tuple[_Option, ...] = (
+    _Option("--tprof", "tprof", "switch", False,
+            "profile tests that use the tprof fixture, comparing with baselines (default: off)"),
+    _Option("--tprof-save", "tprof_save", "action", False,
+            "record the passing tests' sessions into their baselines (no gating)"),
+    _Option("--tprof-reset", "tprof_reset", "action", False,
+            "with --tprof-save: start each test's window afresh, accepting a change"),
+    _Option("--tprof-save-trace", "tprof_save_trace", "action", False,
+            "with --tprof-save: keep each test's trace beside its baseline"),
+    _Option("--tprof-rounds", "tprof_rounds", "int", 20,
+            "measured rounds per test (default: 20)"),
+    _Option("--tprof-warmup", "tprof_warmup", "int", 3,
+            "warm-up rounds, more while the ops still change (default: 3)"),
+    _Option("--tprof-min-round-us", "tprof_min_round_us", "float", 1000.0,
+            "shortest round; a fast body is called several times per round (default: 1000)"),
+    _Option("--tprof-threads", "tprof_threads", "int", 1,
+            "torch intra-op threads while profiling, 0 for torch's own (default: 1)"),
+    _Option("--tprof-baseline-dir", "tprof_baseline_dir", "path", "baselines",
+            "folder of baselines (default: baselines)"),
+    _Option("--tprof-trace-dir", "tprof_trace_dir", "path", ".tprof/traces",
+            "folder of Chrome traces (default: .tprof/traces)"),
+    _Option("--tprof-window", "tprof_window", "int", DEFAULT_WINDOW,
+            f"sessions a baseline keeps (default: {DEFAULT_WINDOW})"),
+    _Option("--tprof-floor", "tprof_floor", "float", None,
+            "fixed relative floor, e.g. 0.1 for 10%% (default: learned from the sessions)"),
+    _Option("--tprof-strict", "tprof_strict", "switch", False,
+            "fail on any change of an op's calls (default: off)"),
+    _Option("--tprof-confirm", "tprof_confirm", "switch", True,
+            "measure a timing regression again before failing (default: on)"),
+    _Option("--tprof-census", "tprof_census", "switch", True,
+            "take the work census: FLOPs, bytes and shapes per op (default: on)"),
+    _Option("--tprof-collect", "tprof_collect", "list", (),
+            f"also collect, comma-separated: {', '.join(COLLECTABLE)} (default: none)"),
+    _Option("--tprof-require-baseline", "tprof_require_baseline", "switch", False,
+            "a test without a baseline is an error (default: off)"),
+    _Option("--tprof-json", "tprof_json", "path", None, "write the JSON report to this path"),
+    _Option("--tprof-markdown", "tprof_markdown", "path", None,
+            "write the Markdown summary to this path (also to $GITHUB_STEP_SUMMARY)"),
+)  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class _Deprecated:
+    """An old spelling that still works for one release, and what replaces it."""
+
+    name: str  # the old flag (``--tprof-…``) or ini name
+    dest: str  # the new setting it sets
+    value: Any  # the value it gives that setting (a COLLECTABLE name for tprof_collect)
+    instead: str
+
+
+_DEPRECATED: tuple[_Deprecated, ...] = (
+    _Deprecated("--tprof-no-confirm", "tprof_confirm", False, "--no-tprof-confirm"),
+    _Deprecated("--tprof-no-census", "tprof_census", False, "--no-tprof-census"),
+    *(_Deprecated(f"--tprof-{c}", "tprof_collect", c, f"--tprof-collect={c}") for c in COLLECTABLE),
+    _Deprecated("tprof_no_confirm", "tprof_confirm", False, "tprof_confirm = false"),
+    _Deprecated("tprof_no_census", "tprof_census", False, "tprof_census = false"),
+    *(_Deprecated(f"tprof_{c}", "tprof_collect", c, f"tprof_collect = {c}") for c in COLLECTABLE),
+    _Deprecated("tprof_json", "tprof_json", None, "--tprof-json on the command line"),
+    _Deprecated("tprof_markdown", "tprof_markdown", None, "--tprof-markdown on the command line"),
+    _Deprecated("tprof_save_trace", "tprof_save_trace", True, "--tprof-save-trace"),
 )
+# Actions of one run that an ini file must not make the default of every run.
+_NOT_READ_FROM_INI = {"tprof_save": "--tprof-save", "tprof_reset": "--tprof-reset"}
+
 
 # Numeric marker keywords: (minimum, maximum, integer, below the maximum).  NaN or an
 # infinite floor would switch a gate off; each maximum is where a value stops being a setting.
@@ -194,7 +112,7 @@ _MARKER_NUMBERS: dict[str, tuple[float, float, bool, bool]] = {
     "rounds": (2, ROUNDS_LIMIT, True, False),
     "warmup": (0, WARMUP_LIMIT, True, False),
     # A fraction (0.1 = 10 %), bounded as --tprof-floor: +1000 % is no floor but "never".
-    "rel_floor": (0.0, 10.0, False, True),
+    "floor": (0.0, 10.0, False, True),
     # The smallest slowdown of a round worth failing; rounds run 20+ times per test, so no
     # profiled round is long enough for a 10 s floor to be one.  'ignore' leaves ops out.
     "abs_floor_us": (0.0, 1e7, False, False),
@@ -203,24 +121,44 @@ _MARKER_NUMBERS: dict[str, tuple[float, float, bool, bool]] = {
 }
 MARKER_KWARGS = (*_MARKER_NUMBERS, "ignore", "strict")
 MARKER_HELP = (
-    "tprof(rounds=N, warmup=N, rel_floor=F, abs_floor_us=F, ignore=[patterns], strict=bool, "
-    "work_floor=F): "
-    "per-test overrides for pytest-tprof"
+    "tprof(rounds=N, warmup=N, floor=F, abs_floor_us=F, ignore=[patterns], strict=bool, "
+    "work_floor=F): per-test overrides for pytest-tprof"
 )
+# The marker's keyword → the Rule field it sets, where they differ; old keywords → new ones.
+_RULE_FIELD = {"floor": "rel_floor", "strict": "strict_calls"}
+_OLD_MARKER_KWARGS = {"rel_floor": "floor"}
 
 
 def add_options(parser: pytest.Parser) -> None:
     group = parser.getgroup("tprof", "op-level performance regression testing (pytest-tprof)")
-    for opt, ini, kind, default, help_text in _OPTIONS:
-        ini_help = help_text.replace("%%", "%")  # argparse unescapes %%; ini help is shown as is
-        if kind == "bool":
-            group.addoption(opt, action="store_true", default=None, dest=ini, help=help_text)
-            parser.addini(ini, ini_help, type="bool", default=default)
+    for o in _OPTIONS:
+        if o.kind in ("switch", "action"):
+            action: Any = argparse.BooleanOptionalAction if o.kind == "switch" else "store_true"
+            group.addoption(o.flag, action=action, default=None, dest=o.dest, help=o.help)
         else:
-            conv = {"int": int, "float": float, "path": str}[kind]
-            group.addoption(opt, action="store", type=conv, default=None, dest=ini, help=help_text,
-                            metavar=kind.upper())  # fmt: skip
-            parser.addini(ini, ini_help, default=None if default is None else str(default))
+            group.addoption(o.flag, action="store", type=_PARSE[o.kind], default=None,
+                            dest=o.dest, help=o.help, metavar=_METAVAR[o.kind])  # fmt: skip
+        if o.in_ini:
+            ini_type: Any = "bool" if o.kind == "switch" else "string"
+            default = o.default if o.kind == "switch" else None
+            parser.addini(o.dest, o.help.replace("%%", "%"), type=ini_type, default=default)
+    for d in _DEPRECATED:
+        if d.name.startswith("--"):
+            group.addoption(d.name, action="store_true", default=None, dest=_old_dest(d.name),
+                            help=argparse.SUPPRESS)  # fmt: skip
+        else:
+            kind: Any = "string" if d.value is None else "bool"
+            parser.addini(d.name, f"deprecated: use {d.instead}", type=kind, default=None)
+    for name, flag in _NOT_READ_FROM_INI.items():
+        parser.addini(name, f"not read: give {flag} on the command line", type="bool")
+
+
+_PARSE: dict[str, Any] = {"int": int, "float": float, "path": str, "list": str}
+_METAVAR = {"int": "N", "float": "F", "path": "PATH", "list": "LIST"}
+
+
+def _old_dest(flag: str) -> str:
+    return "tprof_old_" + flag.removeprefix("--tprof-").replace("-", "_")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -256,26 +194,81 @@ _RANGES: dict[str, tuple[float, float, bool]] = {
 }
 
 
-def _value(config: pytest.Config, ini: str, kind: str, default: Any) -> tuple[Any, str]:
-    """The option's value, and its name for an error: the command line's, else the ini's."""
-    cli = config.getoption(ini)
+def _value(config: pytest.Config, o: _Option) -> tuple[Any, str]:
+    """The setting's value, and its name for an error: the command line's, else the ini's."""
+    cli = config.getoption(o.dest)
     if cli is not None:
-        return cli, "'--" + ini.replace("_", "-") + "'"
-    name = f"ini option '{ini}'"
+        return _typed(cli, o.kind, f"'{o.flag}'"), f"'{o.flag}'"
+    if not o.in_ini:
+        return o.default, f"'{o.flag}'"
+    name = f"ini option '{o.dest}'"
+    raw = _ini(config, o.dest, name)
+    if o.kind == "switch":
+        return bool(raw), name
+    if raw in (None, ""):
+        return o.default, name
+    return _typed(raw, o.kind, name), name
+
+
+def _ini(config: pytest.Config, ini: str, name: str) -> Any:
     try:
-        raw = config.getini(ini)
+        return config.getini(ini)
     except (pytest.UsageError, ValueError) as exc:  # a bool that isn't one; no name in it
         found = re.search(r"(?:invalid truth value|got \w+:) (.+)$", str(exc))
         got = f"got {found.group(1)}" if found else str(exc)
         raise pytest.UsageError(f"{name} must be true or false ({got})") from None
-    if kind == "bool":
-        return bool(raw), name
-    if raw in (None, ""):
-        return default, name
+
+
+def _typed(raw: Any, kind: str, name: str) -> Any:
+    if kind in ("switch", "action"):
+        return bool(raw)
+    if kind == "list":
+        return _collected(raw, name)
     try:
-        return {"int": int, "float": float, "path": str}[kind](raw), name
+        return {"int": int, "float": float, "path": str}[kind](raw)
     except (TypeError, ValueError):  # TypeError: a TOML list or table
         raise pytest.UsageError(f"{name} must be {kind} (got {raw!r})") from None
+
+
+def _collected(raw: Any, name: str) -> tuple[str, ...]:
+    """``--tprof-collect``'s names, each one of :data:`COLLECTABLE`."""
+    parts = raw if isinstance(raw, list) else str(raw).split(",")
+    names = tuple(dict.fromkeys(str(p).strip() for p in parts if str(p).strip()))
+    unknown = [n for n in names if n not in COLLECTABLE]
+    if unknown:
+        raise pytest.UsageError(
+            f"{name} got {', '.join(map(repr, unknown))}; valid: {', '.join(COLLECTABLE)}"
+        )
+    return names
+
+
+def _with_deprecated(config: pytest.Config, given: dict[str, tuple[Any, str]]) -> None:
+    """Apply the old spellings used (each with a deprecation warning), unless the command line
+    gave the new one; say that an ini file's save or reset is not read."""
+    for d in _DEPRECATED:
+        used = (
+            config.getoption(_old_dest(d.name))
+            if d.name.startswith("--")
+            else _ini(config, d.name, f"ini option '{d.name}'")
+        )
+        if not used:
+            continue
+        _warn(config, f"{d.name} is deprecated and will be removed: use {d.instead}")
+        value, name = given[d.dest]
+        if config.getoption(d.dest) is not None:
+            continue
+        if d.dest == "tprof_collect":
+            value = (*value, d.value)
+        else:
+            value = used if d.value is None else d.value
+        given[d.dest] = value, name
+    for ini, flag in _NOT_READ_FROM_INI.items():
+        if _ini(config, ini, f"ini option '{ini}'"):
+            _warn(config, f"ini option '{ini}' is not read: give {flag} to the run that should")
+
+
+def _warn(config: pytest.Config, text: str) -> None:
+    config.issue_config_time_warning(pytest.PytestDeprecationWarning(text), stacklevel=2)
 
 
 def _checked(given: dict[str, tuple[Any, str]]) -> dict[str, Any]:
@@ -315,9 +308,10 @@ def read_settings(config: pytest.Config) -> Settings:
     inherited = os.environ.get(INHERITED_SETTINGS)
     if inherited:
         return _inherited(Path(inherited))
-    values = _checked(
-        {ini: _value(config, ini, kind, default) for _, ini, kind, default, _ in _OPTIONS}
-    )
+    given = {o.dest: _value(config, o) for o in _OPTIONS}
+    _with_deprecated(config, given)
+    values = _checked(given)
+    collect = set(values["tprof_collect"])
     root = Path(config.rootpath)
 
     def path(v: Any) -> Path | None:
@@ -340,16 +334,16 @@ def read_settings(config: pytest.Config) -> Settings:
             strict_calls=values["tprof_strict"],
             siblings=own_load(os.environ, values["tprof_threads"]),
         ),
-        confirm=not values["tprof_no_confirm"],
+        confirm=values["tprof_confirm"],
         min_round_us=values["tprof_min_round_us"],
         require_baseline=values["tprof_require_baseline"],
         threads=values["tprof_threads"],
         save_trace=values["tprof_save_trace"],
-        census=not values["tprof_no_census"],
-        stack=values["tprof_stack"],
-        nvtx=values["tprof_nvtx"],
-        counters=values["tprof_counters"],
-        profile_memory=values["tprof_memory"],
+        census=values["tprof_census"],
+        stack="stack" in collect,
+        nvtx="nvtx" in collect,
+        counters="counters" in collect,
+        profile_memory="memory" in collect,
     )
     return Settings(
         enabled=bool(values["tprof"] or values["tprof_save"]),
@@ -392,15 +386,14 @@ def requested_early(config: pytest.Config) -> bool:
     chosen before anything initialises CUDA).  A value that isn't one is left for
     :func:`read_settings` to report."""
     args = config.known_args_namespace
-    for ini in ("tprof", "tprof_save"):
-        if getattr(args, ini, None):
-            return True
-        try:
-            if config.getini(ini):
-                return True
-        except (pytest.UsageError, ValueError):
-            continue
-    return False
+    if getattr(args, "tprof", None) or getattr(args, "tprof_save", None):
+        return True
+    if getattr(args, "tprof", None) is False:  # --no-tprof
+        return False
+    try:
+        return bool(config.getini("tprof"))
+    except (pytest.UsageError, ValueError):
+        return False
 
 
 def marker_overrides(item: pytest.Item, rule: Rule) -> tuple[dict[str, int], Rule]:
@@ -410,32 +403,47 @@ def marker_overrides(item: pytest.Item, rule: Rule) -> tuple[dict[str, int], Rul
     for mark in reversed(list(item.iter_markers("tprof"))):  # closest marker wins
         if mark.args:
             raise ConfigError(f"@pytest.mark.tprof takes keywords only (got {mark.args!r})")
-        for key, value in mark.kwargs.items():
-            if key == "ignore":
-                changes["ignore"] = _ignore_patterns(value)
-            elif key == "strict":
-                if not isinstance(value, bool):
-                    raise ConfigError(
-                        f"@pytest.mark.tprof 'strict' must be True or False (got {value!r})"
-                    )
-                changes["strict_calls"] = value
-            elif key in _MARKER_NUMBERS:
-                minimum, maximum, integer, below = _MARKER_NUMBERS[key]
-                problem = number_problem(
-                    value, minimum=minimum, maximum=maximum, integer=integer, below_maximum=below
-                )
-                if problem is not None:
-                    raise ConfigError(f"@pytest.mark.tprof '{key}' {problem}")
-                if integer:
-                    counts[key] = value
-                else:
-                    changes[key] = float(value)
+        for given, value in mark.kwargs.items():
+            key = _marker_keyword(given)
+            checked = _marker_value(key, value)
+            if key in ("rounds", "warmup"):
+                counts[key] = checked
             else:
-                valid = ", ".join(sorted(MARKER_KWARGS))
-                raise ConfigError(
-                    f"@pytest.mark.tprof got an unknown keyword {key!r}; valid: {valid}"
-                )
+                changes[_RULE_FIELD.get(key, key)] = checked
     return counts, replace(rule, **changes) if changes else rule
+
+
+def _marker_keyword(given: str) -> str:
+    """The keyword as this version spells it (an old spelling warns), or a ConfigError."""
+    new = _OLD_MARKER_KWARGS.get(given)
+    if new is not None:
+        warnings.warn(
+            f"@pytest.mark.tprof({given}=...) is deprecated and will be removed: use {new}=...",
+            pytest.PytestDeprecationWarning,
+            stacklevel=4,
+        )
+        return new
+    if given not in MARKER_KWARGS:
+        valid = ", ".join(sorted(MARKER_KWARGS))
+        raise ConfigError(f"@pytest.mark.tprof got an unknown keyword {given!r}; valid: {valid}")
+    return given
+
+
+def _marker_value(key: str, value: Any) -> Any:
+    """A marker keyword's value, checked: a ConfigError names the keyword and the value."""
+    if key == "ignore":
+        return _ignore_patterns(value)
+    if key == "strict":
+        if not isinstance(value, bool):
+            raise ConfigError(f"@pytest.mark.tprof 'strict' must be True or False (got {value!r})")
+        return value
+    minimum, maximum, integer, below = _MARKER_NUMBERS[key]
+    problem = number_problem(
+        value, minimum=minimum, maximum=maximum, integer=integer, below_maximum=below
+    )
+    if problem is not None:
+        raise ConfigError(f"@pytest.mark.tprof '{key}' {problem}")
+    return value if integer else float(value)
 
 
 def _ignore_patterns(value: Any) -> tuple[str, ...]:

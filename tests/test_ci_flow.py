@@ -22,7 +22,7 @@ SCRIPT = Path(__file__).resolve().parents[1] / "docs" / "ci" / "tprof-ci.sh"
 # Timing hardly gates (floor 900 %): the work census is what fails the planted change.
 FAST = (
     "-q", "-p", "no:cacheprovider", "--tprof-rounds=4", "--tprof-warmup=1", "--tprof-floor=9",
-    "--tprof-min-round-us=0", "--tprof-no-confirm",
+    "--tprof-min-round-us=0", "--no-tprof-confirm",
 )  # fmt: skip
 SUITE = """
 import os

@@ -32,8 +32,8 @@ def test_the_gpu_check_passes_its_cpu_self_test(tmp_path: Path) -> None:
     assert "false failures in 1 unchanged runs: 0 of 3 test-runs (none)" in lines
     assert "kernel attribution: n/a (no device time in the traces)" in lines
     assert (
-        "--tprof-nvtx: ok: --tprof-nvtx: this torch has no NVTX (a build without CUDA); "
-        "profiling without NVTX ranges"
+        "--tprof-collect=nvtx: ok: --tprof-collect=nvtx: this torch has no NVTX (a build "
+        "without CUDA); profiling without NVTX ranges"
     ) in lines
     assert any(line.startswith("python -m tprof_engine show: ok: exit 0: ") for line in lines)
     assert lines[-1] == "result: passed"

@@ -1,5 +1,5 @@
 """Where an op runs: the module path (``ModuleTracker`` over the test's ``named_modules()``),
-calls into compiled code, and the user's source line for ``--tprof-stack``.
+calls into compiled code, and the user's source line for ``--tprof-collect=stack``.
 """
 
 from __future__ import annotations

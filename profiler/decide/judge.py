@@ -383,7 +383,7 @@ def next_step(
     A timing regression is measured again in the same process (unless the work already fails
     the test); one that survives that is run in a fresh process, which confirms nothing
     further itself; under xdist that process runs once the workers have finished, so other
-    workers' load can't confirm it.  ``confirm=False`` (``--tprof-no-confirm``) takes every
+    workers' load can't confirm it.  ``confirm=False`` (``--no-tprof-confirm``) takes every
     verdict as it is.  The runner and the plugin carry the steps out; the merges are
     :func:`after_remeasurement`, :func:`after_fresh_process`, :func:`awaiting_serial_confirmation`
     and :func:`after_serial_confirmation`.

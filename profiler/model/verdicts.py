@@ -227,7 +227,7 @@ class RoundSamples:
 # What decided a verdict beyond the families' op and total figures, each a cause of its own.
 CauseKind = Literal["compile", "memory", "busy"]
 COMPILE: Final = "compile"  # torch.compile's graphs per call or a recompilation
-MEMORY: Final = "memory"  # the exact memory gate (--tprof-memory)
+MEMORY: Final = "memory"  # the exact memory gate (--tprof-collect=memory)
 BUSY: Final = "busy"  # the machine disturbed too many rounds for timing to be judged
 
 

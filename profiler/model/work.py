@@ -64,7 +64,8 @@ class WorkRow:
     # In backward: the autograd nodes that ran it (``AddmmBackward0``), naming the forward op
     # it belongs to.  Description, not work: left out of equality.
     grad_fns: tuple[str, ...] = field(default=(), compare=False)
-    # With --tprof-stack: the user's source line of its first call (``model.py:12 in forward``).
+    # With --tprof-collect=stack: the user's source line of its first call (``model.py:12 in
+    # forward``).
     source: str = field(default="", compare=False)
 
     @property

@@ -27,7 +27,7 @@ class WorkDelta:
     base_signature: str
     cur_signature: str
     grad_fns: tuple[str, ...] = ()  # in backward: the autograd nodes that ran it
-    source: str = ""  # with --tprof-stack: the user's source line of its first call
+    source: str = ""  # with --tprof-collect=stack: the user's source line of its first call
     cur_dtypes: tuple[str, ...] = ()  # the dtypes it read and wrote now
 
     @property

@@ -8,7 +8,7 @@ import re
 import pytest
 from tprof_testing import SMALL, small_args
 
-from pytest_tprof.options import _OPTIONS
+from pytest_tprof.options import _METAVAR, _OPTIONS, _PER_RUN
 from tprof_engine.capture.facts import torch_facts
 from tprof_engine.model.environment import Fingerprint
 from tprof_engine.store import baselines, paths
@@ -49,7 +49,7 @@ def test_the_marker_is_registered_and_warning_free(
         import pytest
         import torch
 
-        @pytest.mark.tprof(rounds=4, warmup=0, rel_floor=0.2, ignore=["aten::empty*"])
+        @pytest.mark.tprof(rounds=4, warmup=0, floor=0.2, ignore=["aten::empty*"])
         def test_marked(tprof):
             tprof(torch.relu, torch.ones(8))
         """
@@ -70,7 +70,7 @@ def test_the_marker_is_registered_and_warning_free(
         (
             "round=4",
             "@pytest.mark.tprof got an unknown keyword 'round'; "
-            "valid: abs_floor_us, ignore, rel_floor, rounds, strict, warmup, work_floor",
+            "valid: abs_floor_us, floor, ignore, rounds, strict, warmup, work_floor",
         ),
         ("rounds=1", "@pytest.mark.tprof 'rounds' must be >= 2 (got 1)"),
         ("4", "@pytest.mark.tprof takes keywords only (got (4,))"),
@@ -125,15 +125,19 @@ def test_help_lists_every_option_in_its_group_with_its_default(
     start = lines.index("op-level performance regression testing (pytest-tprof):")
     end = lines.index("", start)
     group = _squeezed(lines[start + 1 : end])
-    for opt, _, kind, _, help_text in _OPTIONS:
-        shown = opt if kind == "bool" else f"{opt}={kind.upper()}"
-        assert f"{shown} {help_text.replace('%%', '%')}" in group
-        assert "(default: " in help_text, opt
-    assert "--tprof-rounds=INT measured rounds per test (default: 20)" in group
+    for o in _OPTIONS:
+        shown = {
+            "switch": f"{o.flag}, --no-{o.flag.removeprefix('--')}",
+            "action": o.flag,
+        }.get(o.kind, f"{o.flag}={_METAVAR.get(o.kind, '')}")
+        assert f"{shown} {o.help.replace('%%', '%')}" in group
+        # a setting says its default; an action of one run, or a report's path, has none
+        assert "(default: " in o.help or o.kind == "action" or o.dest in _PER_RUN, o.flag
+    assert "--tprof-rounds=N measured rounds per test (default: 20)" in group
     ini = _squeezed(lines[end:])
     assert (
         "tprof_floor (string): fixed relative floor, e.g. 0.1 for 10% (default: learned "
-        "from the baseline's sessions; 15% with one session)"
+        "from the sessions)"
     ) in ini
 
 

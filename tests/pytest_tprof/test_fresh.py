@@ -11,7 +11,7 @@ import pytest
 # census: it would fail the planted work on its own, and these tests are about timing.
 FAST = (
     "-p", "no:cacheprovider", "--tprof-rounds=12", "--tprof-warmup=1", "--tprof-floor=1.0",
-    "--tprof-min-round-us=2000", "--tprof-no-census",
+    "--tprof-min-round-us=2000", "--no-tprof-census",
 )  # fmt: skip
 NODEID = "test_modes.py::test_matmul"
 
@@ -90,7 +90,7 @@ def test_a_slowdown_every_process_shows_fails_confirmed(suite: pytest.Pytester) 
 
 
 def test_without_confirmation_no_fresh_process_runs(suite: pytest.Pytester) -> None:
-    result, test = _run(suite, ("once.txt",), "--tprof-no-confirm")
+    result, test = _run(suite, ("once.txt",), "--no-tprof-confirm")
     result.assert_outcomes(failed=1)
     assert test["verdict"] == "regressed"
     assert not any("fresh" in n for n in test["notes"])  # type: ignore[attr-defined]

@@ -258,15 +258,9 @@ def test_case(tprof, case):
 """
 # Each marker's keywords, as source text, and the message its test errors with.
 MARKERS = {
-    "rel_floor_nan": (
-        "rel_floor=float('nan')",
-        "'rel_floor' must be a finite number >= 0 (got nan)",
-    ),
-    "rel_floor_inf": (
-        "rel_floor=float('inf')",
-        "'rel_floor' must be a finite number >= 0 (got inf)",
-    ),
-    "rel_floor_10": ("rel_floor=10", "'rel_floor' must be < 10 (got 10)"),
+    "floor_nan": ("floor=float('nan')", "'floor' must be a finite number >= 0 (got nan)"),
+    "floor_inf": ("floor=float('inf')", "'floor' must be a finite number >= 0 (got inf)"),
+    "floor_10": ("floor=10", "'floor' must be < 10 (got 10)"),
     "abs_floor_nan": (
         "abs_floor_us=float('nan')",
         "'abs_floor_us' must be a finite number >= 0 (got nan)",
@@ -365,7 +359,7 @@ def test_a_nan_infinite_or_huge_option_is_a_usage_error_naming_the_option(
 MARKER_RANGES: dict[str, tuple[float, float, bool, bool]] = {
     "rounds": (2, 10_000, True, False),
     "warmup": (0, 1_000, True, False),
-    "rel_floor": (0, 10, False, True),
+    "floor": (0, 10, False, True),
     "abs_floor_us": (0, 1e7, False, False),
     "work_floor": (0, 1, False, False),
 }
@@ -401,7 +395,7 @@ def test_fuzzed_marker_keywords_are_a_setup_error_naming_the_keyword_or_a_settin
         f"    {params},\n])\ndef test_case(tprof, case):\n    tprof(torch.relu, torch.ones(4))\n"
     )
 
-    result = run(pytester, "--tprof", "--tprof-no-census", "--tprof-rounds=2", "--tprof-warmup=0")
+    result = run(pytester, "--tprof", "--no-tprof-census", "--tprof-rounds=2", "--tprof-warmup=0")
 
     no_traceback(result)
     accepted = {i for i, (key, text) in enumerate(cases) if _accepted(key, eval(text))}

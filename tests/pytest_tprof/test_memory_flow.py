@@ -1,4 +1,5 @@
-"""--tprof-memory through pytest: stored with the baseline, failing a test that allocates more."""
+"""--tprof-collect=memory through pytest: stored with the baseline, failing a test that allocates
+more."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import pytest
 # The work census and timing hardly gate here (no census, floor 900 %): memory does.
 FAST = (
     "-p", "no:cacheprovider", "--tprof-rounds=6", "--tprof-warmup=1", "--tprof-floor=9",
-    "--tprof-min-round-us=0", "--tprof-no-census",
+    "--tprof-min-round-us=0", "--no-tprof-census",
 )  # fmt: skip
 
 MODEL = """
@@ -35,7 +36,8 @@ def test_a_layer_allocating_twice_as_much_fails_naming_the_op(
 ) -> None:
     pytester.makepyfile(test_model=MODEL)
     report = pytester.path / "report.json"
-    pytester.runpytest_subprocess(*FAST, "--tprof-save", "--tprof-memory").assert_outcomes(passed=1)
+    saving = pytester.runpytest_subprocess(*FAST, "--tprof-save", "--tprof-collect=memory")
+    saving.assert_outcomes(passed=1)
     (path,) = (pytester.path / "baselines").rglob("*.json")
     saved = json.loads(path.read_text())
     assert saved["protocol"]["profile_memory"] is True
@@ -43,7 +45,7 @@ def test_a_layer_allocating_twice_as_much_fails_naming_the_op(
 
     monkeypatch.setenv("PLANT", "wider")
     result = pytester.runpytest_subprocess(
-        *FAST, "--tprof", "--tprof-memory", f"--tprof-json={report}"
+        *FAST, "--tprof", "--tprof-collect=memory", f"--tprof-json={report}"
     )
     result.assert_outcomes(failed=1)
     (test,) = json.loads(report.read_text())["tests"]
@@ -56,15 +58,15 @@ def test_a_memory_regression_beside_a_work_one_is_named_in_the_summary_and_junit
 ) -> None:
     # With the census on, the wider layer fails on its work too: the memory cause must still
     # be named wherever a failure's causes are listed, not only in the reason text.
-    with_census = tuple(a for a in FAST if a != "--tprof-no-census")
+    with_census = tuple(a for a in FAST if a != "--no-tprof-census")
     pytester.makepyfile(test_model=MODEL)
-    saved = pytester.runpytest_subprocess(*with_census, "--tprof-save", "--tprof-memory")
+    saved = pytester.runpytest_subprocess(*with_census, "--tprof-save", "--tprof-collect=memory")
     saved.assert_outcomes(passed=1)
 
     monkeypatch.setenv("PLANT", "wider")
     junit = pytester.path / "junit.xml"
     result = pytester.runpytest_subprocess(
-        *with_census, "--tprof", "--tprof-memory", f"--junitxml={junit}"
+        *with_census, "--tprof", "--tprof-collect=memory", f"--junitxml={junit}"
     )
     result.assert_outcomes(failed=1)
     memory = "MEMORY: aten::addmm allocates 4,096 → 8,192 B per round (+4,096 B)"

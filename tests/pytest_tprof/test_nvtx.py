@@ -1,4 +1,4 @@
-"""--tprof-nvtx and --tprof-counters: what a machine without them says, once."""
+"""--tprof-collect=nvtx and --tprof-collect=counters: what a machine without them says, once."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import torch
 from tprof_engine.capture import facts, session
 
 NO_NVTX = (
-    "tprof: --tprof-nvtx: this torch has no NVTX (a build without CUDA); "
+    "tprof: --tprof-collect=nvtx: this torch has no NVTX (a build without CUDA); "
     "profiling without NVTX ranges"
 )
 
@@ -58,14 +58,14 @@ def test_the_cpu_build_has_no_nvtx_and_a_run_says_so_once(pytester: pytest.Pytes
         """
     )
     result = pytester.runpytest_subprocess(
-        "-p", "no:cacheprovider", "--tprof", "--tprof-nvtx", "--tprof-rounds=2",
-        "--tprof-warmup=0", "--tprof-min-round-us=0", "--tprof-no-census",
+        "-p", "no:cacheprovider", "--tprof", "--tprof-collect=nvtx", "--tprof-rounds=2",
+        "--tprof-warmup=0", "--tprof-min-round-us=0", "--no-tprof-census",
     )  # fmt: skip
     result.assert_outcomes(passed=2)
     assert result.outlines.count(NO_NVTX) == 1
     plain = pytester.runpytest_subprocess(
         "-p", "no:cacheprovider", "--tprof", "--tprof-rounds=2", "--tprof-warmup=0",
-        "--tprof-min-round-us=0", "--tprof-no-census",
+        "--tprof-min-round-us=0", "--no-tprof-census",
     )  # fmt: skip
     assert NO_NVTX not in plain.outlines
 
@@ -82,23 +82,24 @@ def test_counters_are_one_header_line_either_way(pytester: pytest.Pytester) -> N
         """
     )
     result = pytester.runpytest_subprocess(
-        "-p", "no:cacheprovider", "--tprof", "--tprof-counters", "--tprof-rounds=2",
-        "--tprof-warmup=0", "--tprof-min-round-us=0", "--tprof-no-census",
+        "-p", "no:cacheprovider", "--tprof", "--tprof-collect=counters", "--tprof-rounds=2",
+        "--tprof-warmup=0", "--tprof-min-round-us=0", "--no-tprof-census",
         "--tprof-json=report.json",
     )  # fmt: skip
     result.assert_outcomes(passed=1)
     notes = json.loads((pytester.path / "report.json").read_text())["tests"][0]["notes"]
     counted = [n for n in notes if n.startswith("CPU instructions per round: ")]
-    header = [line for line in result.outlines if line.startswith("tprof: --tprof-counters: ")]
+    header = [s for s in result.outlines if s.startswith("tprof: --tprof-collect=counters: ")]
     reason = unavailable_reason()
     if reason is None:
         assert header == [
-            "tprof: --tprof-counters: CPU instructions of each measured round are in each "
-            "test's notes (not gated)"
+            "tprof: --tprof-collect=counters: CPU instructions of each measured round are in "
+            "each test's notes (not gated)"
         ]
         assert len(counted) == 1
     else:
         assert header == [
-            f"tprof: --tprof-counters: no hardware counter ({reason}); running without counters"
+            f"tprof: --tprof-collect=counters: no hardware counter ({reason}); "
+            "running without counters"
         ]
         assert counted == []

@@ -194,9 +194,9 @@ def test_a_damaged_census_is_an_error_naming_the_file_and_the_key(
 def test_no_census_turns_the_work_layer_off(
     model: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    run(model, monkeypatch, "--tprof-save", "--tprof-no-census")
+    run(model, monkeypatch, "--tprof-save", "--no-tprof-census")
     assert "work" not in json.loads(baseline_file(model).read_text())["sessions"][0]
-    result, test = run(model, monkeypatch, "--tprof", "--tprof-no-census", plant="wider")
+    result, test = run(model, monkeypatch, "--tprof", "--no-tprof-census", plant="wider")
     result.assert_outcomes(passed=1)
     assert test["work"] is None
 
@@ -220,7 +220,7 @@ def test_with_stack_the_work_reasons_name_the_users_source_line(
     model: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     run(model, monkeypatch, "--tprof-save")
-    result, test = run(model, monkeypatch, "--tprof", "--tprof-stack", plant="wider")
+    result, test = run(model, monkeypatch, "--tprof", "--tprof-collect=stack", plant="wider")
     result.assert_outcomes(failed=1)
     source = (model.path / "test_model.py").read_text().splitlines()
     forward = source.index("        h = torch.relu(self.fc1(x))") + 1

@@ -39,7 +39,7 @@ def test_with_xdist_loaded_by_its_module_name_the_controller_gets_every_result(
     result = pytester.runpytest_subprocess(
         "-p", "pytest_tprof.plugin", "-p", "xdist.plugin", "-n", "2", "-p", "no:cacheprovider",
         "--tprof", "--tprof-rounds=2", "--tprof-warmup=0", "--tprof-min-round-us=0",
-        "--tprof-no-census", "--tprof-json=report.json",
+        "--no-tprof-census", "--tprof-json=report.json",
     )  # fmt: skip
     result.assert_outcomes(passed=2)
     doc = json.loads((pytester.path / "report.json").read_text())
