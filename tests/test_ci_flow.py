@@ -99,6 +99,7 @@ def ok(result: subprocess.CompletedProcess[str], code: int = 0) -> str:
     return result.stdout
 
 
+@pytest.mark.slow
 def test_baselines_travel_between_ci_runs_as_artifacts(tmp_path: Path) -> None:
     flow = Flow(tmp_path)
     assert "no main artifact yet" in ok(flow.run("main", "m1", *FAST))

@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parent.parent
 
 USER_MODULES = {
@@ -127,7 +129,6 @@ def fresh_venv(where: Path) -> str:
     return python
 
 
-@pytest.mark.slow
 def test_the_wheel_installs_the_engine_under_its_own_name_in_a_fresh_venv(tmp_path: Path) -> None:
     wheel = build_wheel(tmp_path)
     names = zipfile.ZipFile(wheel).namelist()

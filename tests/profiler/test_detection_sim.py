@@ -15,6 +15,7 @@ from types import ModuleType
 from typing import Any
 
 import numpy as np
+import pytest
 
 from tprof_engine.decide.rule import Rule
 from tprof_engine.decide.timing import compare
@@ -71,6 +72,7 @@ def test_a_trial_draws_the_same_samples_every_time_and_other_trials_other_sample
     assert not np.array_equal(draw(CENTRE, 7), draw(replace(CENTRE, cv=0.1), 7))
 
 
+@pytest.mark.slow
 def test_ten_sessions_give_no_false_failure_in_150_unchanged_trials() -> None:
     scen = replace(CENTRE, sessions=10)
     hits = sim.count_regressed(scen, [TPROF, MWU2], 150)
@@ -78,6 +80,7 @@ def test_ten_sessions_give_no_false_failure_in_150_unchanged_trials() -> None:
     assert hits["mwu2"] >= 15  # a total-only U test is sure of the drift
 
 
+@pytest.mark.slow
 def test_three_sessions_almost_never_false_fail_and_a_rule_without_floors_often() -> None:
     hits = sim.count_regressed(CENTRE, [TPROF, BROKEN, MWU2], 150)
     # The target is <= 0.1 % (the seeded default grid gives 0/2000); a broken rule is far off.
@@ -119,6 +122,7 @@ def test_shifting_the_u_test_by_more_of_the_floor_catches_fewer_10_percent_slowd
     assert hits["full"] + 5 <= hits["half"]
 
 
+@pytest.mark.slow
 def test_a_10_percent_slowdown_of_one_op_is_caught_with_three_sessions() -> None:
     # The #4 target: >= 85 % at CV 5 %, 2 % drift, n = 20 (the seeded default grid: 92 % and 88 %
     # over 200 trials).  Judging the op against the rest of its test is what gets it there.

@@ -7,6 +7,8 @@ import json
 import pytest
 from tprof_testing import SMALL
 
+pytestmark = pytest.mark.slow
+
 pytest.importorskip("pytest_benchmark")
 
 

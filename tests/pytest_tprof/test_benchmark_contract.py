@@ -12,6 +12,8 @@ from pathlib import Path
 import pytest
 from tprof_testing import small_args
 
+pytestmark = pytest.mark.slow
+
 pytest_benchmark = pytest.importorskip("pytest_benchmark")
 
 # Few rounds, iterations calibrated as by default.

@@ -70,6 +70,8 @@ def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
     return pytester.runpytest_subprocess(*FAST, report, *args)
 
 
+@pytest.mark.slow
+@pytest.mark.serial
 def test_under_pytest_cov_timings_are_reported_not_gated_and_work_still_gates(
     model: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -102,6 +104,7 @@ def test_under_pytest_cov_timings_are_reported_not_gated_and_work_still_gates(
     assert covered["differences"] == [COVERAGE]
 
 
+@pytest.mark.slow
 def test_a_save_under_coverage_run_records_nothing_and_fails_the_run(
     model: pytest.Pytester,
 ) -> None:

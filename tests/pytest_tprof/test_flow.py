@@ -129,6 +129,7 @@ def regressed_run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
     return run(pytester, "--tprof", *args)
 
 
+@pytest.mark.serial
 def test_record_pass_catch_slowdown_and_extra_op_then_re_record(suite: pytest.Pytester) -> None:
     folder = suite.path / "perf" / "baselines" / env_dir(suite).name
 
@@ -193,6 +194,7 @@ def test_record_pass_catch_slowdown_and_extra_op_then_re_record(suite: pytest.Py
     run_in(suite, "--tprof").assert_outcomes(passed=2)
 
 
+@pytest.mark.serial
 def test_the_json_report_and_the_summary_list_every_profiled_test(
     suite: pytest.Pytester,
 ) -> None:
@@ -234,6 +236,7 @@ def test_the_json_report_and_the_summary_list_every_profiled_test(
     assert [op["verdict"] for op in mm] == ["regressed"]
 
 
+@pytest.mark.serial
 def test_with_v_a_failure_lists_every_op(suite: pytest.Pytester) -> None:
     result = regressed_run(suite, "-v", "--tprof-json=report.json")
     result.assert_outcomes(failed=1, passed=1)
@@ -242,6 +245,7 @@ def test_with_v_a_failure_lists_every_op(suite: pytest.Pytester) -> None:
     assert table_ops(failure_section(result, "test_matmul")) == {o["op"] for o in ops}
 
 
+@pytest.mark.serial
 def test_junit_xml_carries_the_verdict_top_op_and_trace(suite: pytest.Pytester) -> None:
     result = regressed_run(suite, "--junitxml=junit.xml")
     result.assert_outcomes(failed=1, passed=1)

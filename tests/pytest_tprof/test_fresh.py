@@ -6,6 +6,8 @@ import json
 
 import pytest
 
+pytestmark = [pytest.mark.slow, pytest.mark.serial]
+
 # As in test_flow: 8x the matmul work against a 100 % floor, so the machine's own swings
 # can't pass for the slowdown, and rounds long enough that preemption can't either.  No work
 # census: it would fail the planted work on its own, and these tests are about timing.

@@ -42,6 +42,7 @@ def test_the_controller_header_gives_the_plan_or_one_warning() -> None:
     assert device_header(2, {}, lambda: 0) == []
 
 
+@pytest.mark.slow
 def test_under_xdist_each_worker_reports_the_device_it_was_given(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -240,6 +240,7 @@ def pytest_sessionfinish(session):
 """
 
 
+@pytest.mark.slow
 def test_two_runs_saving_one_baseline_at_once_both_keep_their_session(suite: Suite) -> None:
     suite.pytester.makepyfile(test_one=ONE_TEST)
     suite.run("--tprof-save", "--tprof-window=10").assert_outcomes(passed=1)

@@ -12,6 +12,7 @@ from tprof_testing import small_args
 from tprof_engine.capture import kineto, session
 
 
+@pytest.mark.slow
 def test_torch_prints_usdt_lines_at_start_and_stop() -> None:
     # What is filtered must exist: without the filter, one line at start and one at stop.
     code = (
@@ -46,6 +47,7 @@ def test_a_capture_prints_nothing_but_what_the_body_writes(
     assert capfd.readouterr().err == "from the body\n" * 2
 
 
+@pytest.mark.slow
 def test_a_failing_tprof_test_shows_no_usdt_line(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(
         """

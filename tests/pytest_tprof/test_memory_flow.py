@@ -8,6 +8,8 @@ from xml.etree import ElementTree
 
 import pytest
 
+pytestmark = pytest.mark.slow
+
 # The work census and timing hardly gate here (no census, floor 900 %): memory does.
 FAST = (
     "-p", "no:cacheprovider", "--tprof-rounds=6", "--tprof-warmup=1", "--tprof-floor=9",

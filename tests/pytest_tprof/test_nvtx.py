@@ -43,6 +43,7 @@ def test_without_a_label_no_range_is_pushed(monkeypatch: pytest.MonkeyPatch) -> 
     session.capture(torch.relu, (torch.ones(4),), rounds=2, warmup=0, probe=False, use_cuda=False)
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(torch.cuda.is_available(), reason="the CPU build's behaviour")
 def test_the_cpu_build_has_no_nvtx_and_a_run_says_so_once(pytester: pytest.Pytester) -> None:
     assert not facts.nvtx_available()
@@ -70,6 +71,7 @@ def test_the_cpu_build_has_no_nvtx_and_a_run_says_so_once(pytester: pytest.Pytes
     assert NO_NVTX not in plain.outlines
 
 
+@pytest.mark.slow
 def test_counters_are_one_header_line_either_way(pytester: pytest.Pytester) -> None:
     from tprof_engine.capture.counters import unavailable_reason
 

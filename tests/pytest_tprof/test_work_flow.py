@@ -9,6 +9,8 @@ import pytest
 
 from tprof_engine.store import schema as store
 
+pytestmark = pytest.mark.slow
+
 # Timing hardly gates these tests (floor 900 %): what fails them is the work the ops do.
 FAST = (
     "-p", "no:cacheprovider", "--tprof-rounds=6", "--tprof-warmup=1", "--tprof-floor=9",

@@ -21,6 +21,7 @@ def test_the_fresh_process_loads_the_plugins_and_ini_overrides_its_parent_was_gi
     assert passed_on(["--tprof"]) == []
 
 
+@pytest.mark.slow
 def test_with_xdist_loaded_by_its_module_name_the_controller_gets_every_result(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -12,6 +12,8 @@ from tprof_engine.capture.facts import torch_facts
 from tprof_engine.model.environment import Fingerprint
 from tprof_engine.store import baselines, paths
 
+pytestmark = pytest.mark.slow
+
 pytest.importorskip("xdist")
 
 NODEIDS = [f"test_spread.py::test_op[{op}]" for op in ("relu", "sigmoid", "tanh", "exp")] + [
