@@ -24,7 +24,7 @@ three-session baseline (``--tprof-save`` in three fresh pytest processes), then 
    keys);
 4. the cost of the compile bookkeeping of the reduction, in this process (after the pytest
    runs, with an inductor cache of its own): real profiles of the suite's two compiled bodies,
-   made as ``tprof_engine.capture.capture`` makes them (``capture._profile_rounds``: warm-up +
+   made as ``tprof_engine.capture.capture`` makes them (``session._profile_rounds``: warm-up +
    measured rounds, ``ProfilerStep#N`` rounds with the drift probe, the baseline's iterations
    per round), in three states: ``cold`` (compiled inside round 0 with an empty cache: what a
    cold run's warm-up holds), ``warm`` (``torch._dynamo.reset()`` first, compiled inside round 0
@@ -612,10 +612,8 @@ def overhead(folder: Path, iterations: dict[str, int], repeat: int) -> list[Cost
         return body
 
     def profile(body: Callable[[], Any], iters: int) -> Any:
-        prof, wall_us, _ = session._profile_rounds(
-            body, (), {}, rounds=WARMUP + ROUNDS, setup=None, iterations=iters, cuda=False,
-            drift_probe=session.Probe(False), record_shapes=False, metadata={},
-        )  # fmt: skip
+        spec = session.RoundSpec(rounds=ROUNDS, warmup=WARMUP, iterations=iters)
+        prof, wall_us, _, _ = session._profile_rounds(session.Call(fn=body), spec)
         return kineto.events_from_kineto(prof), wall_us
 
     costs = []

@@ -32,7 +32,7 @@ from tprof_engine.sources import (
     pair_sources,
     recorded_in,
 )
-from tprof_engine.store import baselines, files, merge, paths, schema
+from tprof_engine.store import baselines, files, merge, paths, reading, schema
 
 EXIT_OK = 0
 EXIT_REGRESSED = 1
@@ -227,7 +227,7 @@ def _cmd_report(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
 
 def _write(path: Path, text: str, what: str) -> None:
-    schema.check_not_baseline(path)
+    reading.check_not_baseline(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         files.write_atomic(path, text)

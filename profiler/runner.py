@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import shutil
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from tprof_engine.capture import counters  # ctypes only; the rest of capture loads torch
-from tprof_engine.decide import judge
+from tprof_engine.config import Body, RunConfig
+from tprof_engine.decide import judge, policy
 from tprof_engine.decide.busy import busy_of
 from tprof_engine.decide.rule import Rule
 from tprof_engine.model.environment import Fingerprint, differences, line_tracer
@@ -24,45 +25,6 @@ from tprof_engine.model.verdicts import ERROR, INCOMPARABLE, NO_BASELINE, SAVED,
 from tprof_engine.model.work import WorkTable
 from tprof_engine.store import baselines, paths, schema
 from tprof_engine.store.files import atomic_path
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class RunConfig:
-    """Everything a run needs to know; built once from options by the glue."""
-
-    rounds: int = 20
-    warmup: int = 3
-    baseline_dir: Path = Path("baselines")
-    trace_dir: Path | None = Path(".tprof/traces")
-    save: bool = False
-    reset: bool = False  # a save starts each test's window afresh from this run
-    window: int = baselines.DEFAULT_WINDOW
-    rule: Rule = field(default_factory=Rule)
-    confirm: bool = True
-    min_round_us: float = 1000.0
-    record_shapes: bool = False
-    require_baseline: bool = False
-    probe: bool = True
-    threads: int = 1  # intra-op threads while profiling; 0 keeps torch's setting
-    save_trace: bool = False  # keep the saved run's trace next to its baseline
-    census: bool = True  # take the work census of each test (one unprofiled pass, two rounds)
-    stack: bool = False  # the census keeps the user's source line of each op's first call
-    nvtx: bool = False  # NVTX ranges per test and round, for Nsight (CUDA builds only)
-    counters: bool = False  # CPU instructions per measured round from a hardware counter
-    profile_memory: bool = False  # allocations per op and the round's peak (docs/design.md §10)
-    # On a busy machine: captures of the same rounds taken again, at most, while too few of
-    # the rounds were undisturbed (docs/design.md §16, "A busy machine").
-    busy_retries: int = 2
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Body:
-    """The callable a test profiles, with how each round calls it."""
-
-    fn: Callable[..., Any]
-    args: tuple[Any, ...] = ()
-    kwargs: Mapping[str, Any] = field(default_factory=dict)
-    setup: Callable[[], Any] | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -100,7 +62,7 @@ class Runner:
                 "--tprof-collect=nvtx: this torch has no NVTX (a build without CUDA); "
                 "profiling without NVTX ranges",
             )
-        self.counter, counter_note = _instruction_counter(config.counters)
+        self.counter, counter_note = counters.instruction_counter(config.counters)
         self.environment_notes += (counter_note,) if counter_note else ()
 
     @property
@@ -187,65 +149,89 @@ class Runner:
         rule: Rule | None,
     ) -> tuple[Any, ProfiledTest]:
         cfg = self.config
-        rounds = cfg.rounds if rounds is None else rounds
-        warmup = cfg.warmup if warmup is None else warmup
         baseline, error = self.load(nodeid)
-        iterations = self._iterations(body, baseline)
-        protocol = self.protocol(rounds=rounds, warmup=warmup, iterations=iterations)
+        spec = self._round_spec(nodeid, body, baseline, rounds=rounds, warmup=warmup)
+        protocol = self.protocol(rounds=spec.rounds, warmup=spec.warmup, iterations=spec.iterations)
         tracer = line_tracer()  # per test: pytest-cov's no_cover marker pauses coverage
-
         counts: list[int] = []  # instructions per call of the body, with counters collected
-        fn = (
-            body.fn
-            if self.counter is None
-            else counters.counting_calls(body.fn, self.counter, counts)
-        )
+        fn = body.fn
+        if self.counter is not None:
+            fn = counters.counting_calls(body.fn, self.counter, counts)
+        call = self._session.Call(fn=fn, args=body.args, kwargs=dict(body.kwargs), setup=body.setup)
 
         def run() -> Any:
-            return self._session.capture(
-                fn, body.args, body.kwargs, rounds=rounds, warmup=warmup, setup=body.setup,
-                iterations=iterations, trace_path=self.trace_path(nodeid),
-                record_shapes=cfg.record_shapes, probe=cfg.probe,
-                trace_metadata={"nodeid": nodeid},
-                nvtx_label=f"tprof:{nodeid}" if self.nvtx else None,
-                profile_memory=cfg.profile_memory,
-            )  # fmt: skip
+            return self._session.capture_rounds(call, spec)
 
         judged_by = rule or cfg.rule
         # A session keeps the protocol's rounds (judging leaves out its disturbed ones); more
         # rounds on a busy machine only help a test that has a baseline to be judged against.
         judged = not cfg.save and baseline is not None
         result = self._quiet_enough(run, judged_by) if judged else run()
-        work, census_note = self._census(body)
-        census_note += (result.trace_problem,) if result.trace_problem else ()
-        census_note += _instructions(counts, rounds=rounds, iterations=result.iterations)
+        work, notes = self._census(body)
+        notes += (result.trace_problem,) if result.trace_problem else ()
+        notes += counters.instructions_of(counts, rounds=spec.rounds, iterations=result.iterations)
         test = replace(self._tested(nodeid, result, protocol), work=work, tracer=tracer)
         if cfg.save:
             note = ("the damaged file will be replaced",) if error else ()
             verdict = TestVerdict(
-                verdict=SAVED, reason="recorded for the baseline", notes=(*note, *census_note)
+                verdict=SAVED, reason="recorded for the baseline", notes=(*note, *notes)
             )
             return result.value, replace(test, verdict=verdict)
-        found = _Found(baseline=baseline, error=error)
         current = judge.Recorded(
             tables=(result.table,), fingerprint=self.fingerprint, protocol=protocol,
             work=test.work, hosts=(self.fingerprint.soft.get("host"),), tracer=tracer,
         )  # fmt: skip
-        verdict = self.judge(nodeid, found, current, rule or cfg.rule)
+        found = _Found(baseline=baseline, error=error)
+        test = self._confirmed(
+            test, found, current, judged_by, lambda: self._quiet_enough(run, judged_by)
+        )
+        test = replace(test, verdict=test.verdict.with_notes(*notes))
+        return result.value, self.side_by_side(test) if test.verdict.regressed else test
+
+    def _round_spec(
+        self,
+        nodeid: str,
+        body: Body,
+        baseline: schema.Baseline | None,
+        *,
+        rounds: int | None,
+        warmup: int | None,
+    ) -> Any:
+        """What this test's rounds are: the marker's or the run's counts, the baseline's (or a
+        calibrated) iterations, and what each round records."""
+        cfg = self.config
+        return self._session.RoundSpec(
+            rounds=cfg.rounds if rounds is None else rounds,
+            warmup=cfg.warmup if warmup is None else warmup,
+            iterations=self._iterations(body, baseline),
+            cuda=bool(self.facts["cuda_available"]), probe=cfg.probe,
+            record_shapes=cfg.record_shapes, profile_memory=cfg.profile_memory,
+            nvtx_label=f"tprof:{nodeid}" if self.nvtx else None,
+            trace_path=self.trace_path(nodeid), trace_metadata={"nodeid": nodeid},
+        )  # fmt: skip
+
+    def _confirmed(
+        self,
+        test: ProfiledTest,
+        found: _Found,
+        current: judge.Recorded,
+        rule: Rule,
+        again: Callable[[], Any],
+    ) -> ProfiledTest:
+        """The test judged, and judged once more on a second capture when the confirmation
+        policy asks for it (``again`` takes it)."""
+        verdict = self.judge(test.nodeid, found, current, rule)
         if verdict.timing_regressed and verdict.work_regressed:
             verdict = verdict.with_notes(
                 "timing not re-measured: the work census already fails the test"
             )
-        if judge.next_step(verdict, confirm=cfg.confirm) == judge.REMEASURE:
-            second = self._quiet_enough(run, judged_by)
+        if policy.next_step(verdict, confirm=self.config.confirm) == policy.REMEASURE:
+            second = again()
             current = replace(current, tables=(second.table,))
-            again = self.judge(nodeid, found, current, rule or cfg.rule)
+            repeat = self.judge(test.nodeid, found, current, rule)
             test = replace(test, table=second.table, confirmed=True)
-            verdict = judge.after_remeasurement(again)
-        test = replace(test, verdict=verdict.with_notes(*census_note))
-        if verdict.regressed:
-            test = self.side_by_side(test)
-        return result.value, test
+            verdict = policy.after_remeasurement(repeat)
+        return replace(test, verdict=verdict)
 
     def _quiet_enough(self, run: Callable[[], Any], rule: Rule) -> Any:
         """A capture with enough undisturbed rounds to judge timing: on a busy machine the
@@ -469,32 +455,6 @@ def _quiet(tables: list[OpTable], rule: Rule) -> int:
         busy = busy_of(t, rule)
         found += t.rounds if busy is None else busy.quiet
     return found
-
-
-def _instructions(counts: list[int], *, rounds: int, iterations: int) -> tuple[str, ...]:
-    """The note on the measured rounds' instruction counts; none when nothing was counted."""
-    if not counts:
-        return ()
-    return (
-        counters.instructions_note(
-            counters.per_round(counts, rounds=rounds, iterations=iterations)
-        ),
-    )
-
-
-def _instruction_counter(wanted: bool) -> tuple[counters.InstructionCounter | None, str]:
-    """This thread's instruction counter when asked for, and the header's note on it."""
-    if not wanted:
-        return None, ""
-    try:
-        return counters.InstructionCounter(), (
-            "--tprof-collect=counters: CPU instructions of each measured round are in each "
-            "test's notes (not gated)"
-        )
-    except counters.CounterUnavailable as exc:
-        return None, (
-            f"--tprof-collect=counters: no hardware counter ({exc}); running without counters"
-        )
 
 
 def _copy_atomic(src: Path, dst: Path) -> None:

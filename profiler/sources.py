@@ -14,7 +14,7 @@ from tprof_engine.decide import judge as judging
 from tprof_engine.model.errors import TprofError
 from tprof_engine.model.limits import is_count
 from tprof_engine.model.results import Source
-from tprof_engine.store import baselines, files, paths, schema
+from tprof_engine.store import baselines, files, paths, reading
 
 # How far into a ``.json`` file to look for the marks of a Chrome trace.
 _SNIFF_BYTES = 65536
@@ -149,7 +149,7 @@ REPORT_FIX = "pass the file written by pytest --tprof-json=PATH or tprof diff --
 def load_report(path: Path) -> dict[str, Any]:
     """Read and check a ``--tprof-json`` report; problems are errors naming the file."""
     try:  # a regular file only: a FIFO would block
-        text = files.read_regular(Path(path), limit=schema.MAX_BASELINE_BYTES).decode("utf-8")
+        text = files.read_regular(Path(path), limit=reading.MAX_BASELINE_BYTES).decode("utf-8")
     except FileNotFoundError:
         raise TprofError(f"{path}: no such report file; {REPORT_FIX}") from None
     except UnicodeDecodeError as exc:

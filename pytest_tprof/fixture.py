@@ -7,10 +7,10 @@ from typing import Any, Protocol
 
 import pytest
 
+from tprof_engine.config import Body
 from tprof_engine.model.errors import CaptureError, ConfigError, TprofError
 from tprof_engine.model.limits import ROUNDS_LIMIT, WARMUP_LIMIT, number_problem
 from tprof_engine.model.results import ProfiledTest
-from tprof_engine.runner import Body
 
 RESULT_KEY = pytest.StashKey[ProfiledTest]()
 

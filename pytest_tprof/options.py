@@ -14,10 +14,10 @@ from typing import Any
 
 import pytest
 
+from tprof_engine.config import RunConfig
 from tprof_engine.decide.rule import Rule
 from tprof_engine.model.errors import ConfigError
 from tprof_engine.model.limits import ROUNDS_LIMIT, WARMUP_LIMIT, number_problem
-from tprof_engine.runner import RunConfig
 from tprof_engine.store.baselines import DEFAULT_WINDOW
 
 

@@ -6,17 +6,15 @@ registered in ``pytest_configure`` when ``--tprof`` (or ``--tprof-save``) is giv
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from collections.abc import Generator
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from pytest_tprof import fresh, terminal
+from pytest_tprof import fresh, reports, terminal
 from pytest_tprof.fixture import RESULT_KEY, TprofFixture
 from pytest_tprof.options import (
     MARKER_HELP,
@@ -28,10 +26,11 @@ from pytest_tprof.options import (
 )
 from pytest_tprof.xdist import assign_worker_gpu, device_header
 from tprof_engine.capture import load
-from tprof_engine.decide import busy, judge
+from tprof_engine.config import Body
+from tprof_engine.decide import busy, policy
 from tprof_engine.decide.rule import Rule
 from tprof_engine.model.environment import line_tracer
-from tprof_engine.model.errors import BaselineError, ConfigError, TprofError
+from tprof_engine.model.errors import BaselineError, ConfigError
 from tprof_engine.model.results import ProfiledTest
 from tprof_engine.model.verdicts import (
     ERROR,
@@ -43,10 +42,8 @@ from tprof_engine.model.verdicts import (
 )
 from tprof_engine.render import report as rpt
 from tprof_engine.render import rows
-from tprof_engine.render.markdown import markdown_summary
-from tprof_engine.runner import Body, Runner
-from tprof_engine.store import paths, schema
-from tprof_engine.store.files import file_in_the_way, write_atomic
+from tprof_engine.runner import Runner
+from tprof_engine.store import paths, reading
 
 PLUGIN_KEY = pytest.StashKey["TprofPlugin"]()
 PROPERTY = "tprof_verdict"
@@ -185,17 +182,17 @@ class TprofPlugin:
         """The verdict once the confirmation policy's next step is taken (under xdist: left
         pending, to be confirmed alone once the workers finish), and the one pending."""
         pending = None
-        step = judge.next_step(
+        step = policy.next_step(
             verdict,
             confirm=self.settings.run.confirm,
             remeasured=True,
             in_fresh_process=fresh.in_child(),
             workers=self.workers,
         )
-        if step == judge.AFTER_WORKERS:
+        if step == policy.AFTER_WORKERS:
             pending = verdict
-            verdict = judge.awaiting_serial_confirmation(verdict, self.workers)
-        elif step == judge.FRESH_PROCESS:
+            verdict = policy.awaiting_serial_confirmation(verdict, self.workers)
+        elif step == policy.FRESH_PROCESS:
             self._progress("[tprof: slower; confirming in a fresh process]")
             child, why = fresh.verdict_in_fresh_process(
                 self.config,
@@ -203,8 +200,8 @@ class TprofPlugin:
                 item.nodeid,
                 timeout=60.0 + 5.0 * (time.monotonic() - started),
             )
-            verdict = judge.after_fresh_process(verdict, child, why)
-        return judge.under_xdist(verdict, self.workers), pending
+            verdict = policy.after_fresh_process(verdict, child, why)
+        return policy.under_xdist(verdict, self.workers), pending
 
     # ------------------------------------------------------------------ hooks
 
@@ -353,7 +350,7 @@ class TprofPlugin:
             child, why = fresh.verdict_in_fresh_process(
                 self.config, self.settings, nodeid, timeout=_SERIAL_TIMEOUT_S
             )
-            r = replace(r, verdict=judge.after_serial_confirmation(r.pending, child, why))
+            r = replace(r, verdict=policy.after_serial_confirmation(r.pending, child, why))
             r = replace(r, pending=None)
             if r.verdict.failing and r.outcome == "passed":
                 r = r.with_outcome("failed")
@@ -411,7 +408,7 @@ class TprofPlugin:
         for path in paths.iter_baselines(env_dir):
             if path.stem in known_slugs:
                 continue
-            nodeid = schema.read_nodeid(path)
+            nodeid = reading.read_nodeid(path)
             if nodeid is None:
                 continue
             test_file = nodeid.split("::", 1)[0]
@@ -423,37 +420,10 @@ class TprofPlugin:
         """Write the reports asked for; False when one couldn't be (its message says why)."""
         tests = list(self.results.values())
         env = self.runner.fingerprint.to_dict() if self._runner or tests else {}
-        written = True
-        if self.settings.json_path is not None:
-            doc = rpt.json_report(
-                tests, environment=env, extra={"reduction": self.runner.reduction}
-            )
-            text = json.dumps(doc, indent=2, sort_keys=True) + "\n"
-            written &= self._write_report(_JSON, self.settings.json_path, text)
-        md_target = self.settings.markdown_path
-        step_summary = self.settings.step_summary
-        if md_target is not None or (step_summary and tests):
-            text = markdown_summary(tests)
-            if md_target is not None:
-                written &= self._write_report(_MARKDOWN, md_target, text)
-            if step_summary and tests:
-                written &= self._write_report(_STEP_SUMMARY, step_summary, text, append=True)
+        extra = {"reduction": self.runner.reduction} if self.settings.json_path else {}
+        messages, written = reports.write_reports(self.settings, tests, env, extra)
+        self.messages += messages
         return written
-
-    def _write_report(
-        self, report: tuple[str, str], path: Path, text: str, *, append: bool = False
-    ) -> bool:
-        what, option = report
-        try:
-            _write_text(
-                path, text, option, baseline_dir=self.settings.run.baseline_dir, append=append
-            )
-        except TprofError as exc:
-            self.messages.append(f"{what} not written: {exc}")
-            return False
-        if not append:
-            self.messages.append(f"{what}: {path}")
-        return True
 
 
 def _has_xdist(config: pytest.Config) -> bool:
@@ -471,38 +441,7 @@ def _xdist_workers(config: pytest.Config) -> int:
 
 
 _OUTCOME = {"failed": "failed", "skipped": "was skipped"}
-# Each report: what the summary calls it, and where its path comes from.
-_JSON = ("JSON report", "--tprof-json")
-_MARKDOWN = ("Markdown summary", "--tprof-markdown")
-_STEP_SUMMARY = ("GitHub step summary", "GITHUB_STEP_SUMMARY")
-
-
 _SERIAL_TIMEOUT_S = 600.0  # one test re-run alone after the workers: generous, it runs once
-
-
-def _write_text(path: Path, text: str, option: str, *, baseline_dir: Path, append: bool) -> None:
-    """Write (or append to) a report; never over a baseline, never with a traceback."""
-    schema.check_not_baseline(path, baseline_dir)
-    blocking = file_in_the_way(path.parent)
-    if blocking is not None:
-        raise TprofError(
-            f"{path}: {blocking} is a file, not a folder; point {option} at a path in a folder"
-        )
-    if path.is_dir():
-        raise TprofError(f"{path}: is a folder; point {option} at a file")
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        if append:  # non-blocking: a FIFO with no reader is an error, not a hang
-            flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_NONBLOCK", 0)
-            with os.fdopen(os.open(path, flags, 0o666), "a", encoding="utf-8") as f:
-                f.write(text)
-        else:
-            write_atomic(path, text)
-    except OSError as exc:
-        raise TprofError(
-            f"{path}: can't write it ({exc.strerror}); free space on or fix the permissions of "
-            f"{path.parent}, or point {option} elsewhere"
-        ) from None
 
 
 def _coverage_line(tracer: str | None, *, pytest_cov: bool, save: bool) -> str | None:

@@ -110,3 +110,25 @@ def instructions_note(per_round_counts: list[int]) -> str:
         f"CPU instructions per round: {median:,} (median of {len(ordered)}; "
         f"range {spread:.2f}% of it; not gated)"
     )
+
+
+def instructions_of(counts: list[int], *, rounds: int, iterations: int) -> tuple[str, ...]:
+    """The note on the measured rounds' instruction counts; none when nothing was counted."""
+    if not counts:
+        return ()
+    return (instructions_note(per_round(counts, rounds=rounds, iterations=iterations)),)
+
+
+def instruction_counter(wanted: bool) -> tuple[InstructionCounter | None, str]:
+    """This thread's instruction counter when asked for, and the header's note on it."""
+    if not wanted:
+        return None, ""
+    try:
+        return InstructionCounter(), (
+            "--tprof-collect=counters: CPU instructions of each measured round are in each "
+            "test's notes (not gated)"
+        )
+    except CounterUnavailable as exc:
+        return None, (
+            f"--tprof-collect=counters: no hardware counter ({exc}); running without counters"
+        )

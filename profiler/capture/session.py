@@ -116,6 +116,53 @@ def calibrate_iterations(
     return int(min(max_iterations, math.ceil(min_round_us / max(best, 0.01))))
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Call:
+    """The body as each round calls it: ``setup`` runs before each round, outside it, and may
+    return ``(args, kwargs)`` for that round."""
+
+    fn: Callable[..., Any]
+    args: tuple[Any, ...] = ()
+    kwargs: Mapping[str, Any] = field(default_factory=dict)
+    setup: Callable[[], Any] | None = None
+
+    def arguments(self) -> tuple[tuple[Any, ...], Mapping[str, Any]]:
+        if self.setup is not None:
+            prepared = self.setup()
+            if prepared is not None:
+                return split_setup(prepared)
+        return self.args, self.kwargs
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RoundSpec:
+    """What a capture's rounds are, in one place: how many, what each holds and records, and
+    where the trace goes."""
+
+    rounds: int
+    warmup: int
+    iterations: int = 1  # calls of the body per round
+    cuda: bool = False  # profile the device too, and synchronize at each round's end
+    probe: bool = True  # the drift probe at each round's start
+    record_shapes: bool = False
+    profile_memory: bool = False
+    nvtx_label: str | None = None  # an NVTX range per capture and round, for Nsight
+    trace_path: Path | None = None
+    trace_metadata: Mapping[str, Any] = field(default_factory=dict)
+
+    def check(self) -> None:
+        """A ConfigError naming the first count out of range."""
+        for key, value, low, high in (
+            ("rounds", self.rounds, 2, ROUNDS_LIMIT),
+            ("warmup", self.warmup, 0, WARMUP_LIMIT),
+        ):
+            problem = number_problem(value, minimum=low, maximum=high, integer=True)
+            if problem is not None:
+                raise ConfigError(f"'{key}' {problem}")
+        if self.iterations < 1:
+            raise ConfigError(f"'iterations' must be >= 1 (got {self.iterations})")
+
+
 def capture(
     fn: Callable[..., Any],
     args: tuple[Any, ...] = (),
@@ -144,31 +191,28 @@ def capture(
     an NVTX range of that name and each round one named ``<label>:round<N>`` (warm-up rounds
     ``<label>:warmup<N>``), for Nsight; see :func:`nvtx_available`.
     """
-    for key, value, low, high in (
-        ("rounds", rounds, 2, ROUNDS_LIMIT),
-        ("warmup", warmup, 0, WARMUP_LIMIT),
-    ):
-        if (problem := number_problem(value, minimum=low, maximum=high, integer=True)) is not None:
-            raise ConfigError(f"'{key}' {problem}")
-    if iterations < 1:
-        raise ConfigError(f"'iterations' must be >= 1 (got {iterations})")
+    spec = RoundSpec(
+        rounds=rounds, warmup=warmup, iterations=iterations,
+        cuda=cuda_available() if use_cuda is None else use_cuda, probe=probe,
+        record_shapes=record_shapes, profile_memory=profile_memory, nvtx_label=nvtx_label,
+        trace_path=trace_path, trace_metadata=dict(trace_metadata or {}),
+    )  # fmt: skip
+    return capture_rounds(Call(fn=fn, args=args, kwargs=dict(kwargs or {}), setup=setup), spec)
+
+
+def capture_rounds(call: Call, spec: RoundSpec) -> CaptureResult:
+    """:func:`capture` of a call and a spec: warm-up extended while the ops still change."""
+    spec.check()
     if profiler_active():
         raise CaptureError(
             "a torch profiler is already running; tprof opens its own profiler session, "
             "so call tprof outside any torch.profiler.profile() block"
         )
-    cuda = cuda_available() if use_cuda is None else use_cuda
-    kwargs = dict(kwargs or {})
-    warm = warmup
+    warm = spec.warmup
     while True:
-        with _nvtx_range(nvtx_label):
-            result = _capture_once(
-                fn, args, kwargs, rounds=rounds, warmup=warm, setup=setup,
-                iterations=iterations, trace_path=trace_path, record_shapes=record_shapes,
-                cuda=cuda, probe=probe, trace_metadata=trace_metadata, nvtx_label=nvtx_label,
-                profile_memory=profile_memory,
-            )  # fmt: skip
-        if result.warmup_settled or warm >= MAX_WARMUP or (warm == 0 and warmup == 0):
+        with _nvtx_range(spec.nvtx_label):
+            result = _capture_once(call, replace(spec, warmup=warm))
+        if result.warmup_settled or warm >= MAX_WARMUP or (warm == 0 and spec.warmup == 0):
             break
         warm = min(MAX_WARMUP, max(2 * warm, warm + 2))
     if not result.table.calls.any():  # nothing to judge: every later run would read unchanged
@@ -193,32 +237,9 @@ def _why_no_ops(value: Any) -> str:
     return "; profile a function that runs torch code"
 
 
-def _capture_once(
-    fn: Callable[..., Any],
-    args: tuple[Any, ...],
-    kwargs: dict[str, Any],
-    *,
-    rounds: int,
-    warmup: int,
-    setup: Callable[[], Any] | None,
-    iterations: int,
-    trace_path: Path | None,
-    record_shapes: bool,
-    cuda: bool,
-    probe: bool,
-    trace_metadata: Mapping[str, Any] | None,
-    nvtx_label: str | None = None,
-    profile_memory: bool = False,
-) -> CaptureResult:
-    drift_probe = Probe(cuda) if probe else None
-    metadata = metadata_for_trace(warmup, rounds, iterations, trace_metadata)
+def _capture_once(call: Call, spec: RoundSpec) -> CaptureResult:
     t_start = time.perf_counter()
-    prof, wall_us, (load, starts_ns), value = _profile_rounds(
-        fn, args, kwargs, rounds=warmup + rounds, setup=setup, iterations=iterations, cuda=cuda,
-        drift_probe=drift_probe, record_shapes=record_shapes, metadata=metadata,
-        nvtx_rounds=_nvtx_round_names(nvtx_label, warmup, rounds),
-        profile_memory=profile_memory,
-    )  # fmt: skip
+    prof, wall_us, (load, starts_ns), value = _profile_rounds(call, spec)
     capture_s = time.perf_counter() - t_start
 
     t_reduce = time.perf_counter()
@@ -227,74 +248,47 @@ def _capture_once(
     else:
         table = table_from_function_events(prof, wall_us=wall_us)
     table = replace(table, load=load)
-    settled = warmup_settled(table, warmup)
-    table = drop_leading_rounds(table, warmup)
+    settled = warmup_settled(table, spec.warmup)
+    table = drop_leading_rounds(table, spec.warmup)
     reduce_s = time.perf_counter() - t_reduce
 
     counters = round_counters(starts_ns, wall_us, load)
-    written, problem = (
-        (None, "") if trace_path is None else write_trace(prof, Path(trace_path), counters)
-    )
+    path = spec.trace_path
+    written, problem = (None, "") if path is None else write_trace(prof, Path(path), counters)
     return CaptureResult(
         table=table,
         value=value,
-        warmup_used=warmup,
-        iterations=iterations,
+        warmup_used=spec.warmup,
+        iterations=spec.iterations,
         trace_path=written,
         trace_problem=problem,
         reduction=REDUCTION_PATH,
         capture_s=capture_s,
         reduce_s=reduce_s,
-        cuda=cuda,
+        cuda=spec.cuda,
         warmup_settled=settled,
         meta={"events": table.meta.get("events", 0)},
     )
 
 
 def _profile_rounds(
-    fn: Callable[..., Any],
-    args: tuple[Any, ...],
-    kwargs: dict[str, Any],
-    *,
-    rounds: int,
-    setup: Callable[[], Any] | None,
-    iterations: int,
-    cuda: bool,
-    drift_probe: Probe | None,
-    record_shapes: bool,
-    metadata: Mapping[str, Any],
-    nvtx_rounds: tuple[str, ...] = (),
-    profile_memory: bool = False,
+    call: Call, spec: RoundSpec
 ) -> tuple[profile, FloatArray, tuple[RoundLoad, list[int]], Any]:
-    """Run ``rounds`` rounds in one profiler session.
+    """Run the spec's warm-up and measured rounds in one profiler session.
 
     Returns the session, each round's wall time in µs, what the machine let each round run
-    (with each round's start on the wall clock), and the body's last value; ``metadata``
-    goes into the session's trace, one JSON value per key, and so do the rounds' readings
-    (``tprof_rounds``).
+    (with each round's start on the wall clock), and the body's last value; the spec's trace
+    metadata goes into the session's trace, one JSON value per key, and so do the rounds'
+    readings (``tprof_rounds``).
     """
-    activities = [ProfilerActivity.CPU]
-    if cuda:
-        activities.append(ProfilerActivity.CUDA)
+    rounds = spec.warmup + spec.rounds
+    drift_probe = Probe(spec.cuda) if spec.probe else None
+    nvtx_rounds = _nvtx_round_names(spec.nvtx_label, spec.warmup, spec.rounds)
     wall_us = np.zeros(rounds)
     value: Any = None
-    with (
-        LoadMeter() as meter,
-        started_quietly(
-            profile(
-                activities=activities,
-                record_shapes=record_shapes,
-                profile_memory=profile_memory,
-                experimental_config=device_config(cuda),
-            )
-        ) as prof,
-    ):
+    with LoadMeter() as meter, started_quietly(_session(spec)) as prof:
         for r in range(rounds):
-            call_args, call_kwargs = args, kwargs
-            if setup is not None:
-                prepared = setup()
-                if prepared is not None:
-                    call_args, call_kwargs = split_setup(prepared)
+            args, kwargs = call.arguments()
             with (
                 _nvtx_range(nvtx_rounds[r] if nvtx_rounds else None),
                 record_function(f"{ROUND_PREFIX}{r}"),
@@ -302,18 +296,31 @@ def _profile_rounds(
                 if drift_probe is not None:
                     with record_function(f"{PROBE_PREFIX}{r}"):
                         drift_probe()
-                        sync(cuda)
+                        sync(spec.cuda)
                 meter.before()
                 t0 = time.perf_counter_ns()
-                for _ in range(iterations):
-                    value = fn(*call_args, **call_kwargs)
-                sync(cuda)
+                for _ in range(spec.iterations):
+                    value = call.fn(*args, **kwargs)
+                sync(spec.cuda)
                 wall_us[r] = (time.perf_counter_ns() - t0) / 1000.0
                 meter.after()
         load = meter.result()
+        metadata = metadata_for_trace(
+            spec.warmup, spec.rounds, spec.iterations, spec.trace_metadata
+        )
         for key, val in {**metadata, "tprof_rounds": round_readings(wall_us, load)}.items():
             prof.add_metadata_json(key, json.dumps(val, sort_keys=True))
     return prof, wall_us, (load, meter.starts_ns), value
+
+
+def _session(spec: RoundSpec) -> profile:
+    activities = [ProfilerActivity.CPU, *([ProfilerActivity.CUDA] if spec.cuda else [])]
+    return profile(
+        activities=activities,
+        record_shapes=spec.record_shapes,
+        profile_memory=spec.profile_memory,
+        experimental_config=device_config(spec.cuda),
+    )
 
 
 def round_counters(

@@ -1,7 +1,8 @@
 """Decide: the verdicts, from two sides' tables and a :class:`~.rule.Rule`.
 
-- :mod:`.judge`: the one judging path (comparability → timing → exact gates → too-noisy) and
-  the confirmation policy as data (:func:`.judge.next_step`);
+- :mod:`.judge`: the one judging path (comparability → timing → exact gates → too-noisy);
+- :mod:`.policy`: the confirmation policy as data (:func:`.policy.next_step`) and the merges of
+  each confirmation into the verdict;
 - :mod:`.timing` with :mod:`.samples` (per-op statistical tests), :mod:`.structure` (calls and
   ops that came or went), :mod:`.families` (the host and device-idle families) and
   :mod:`.device`: the timing rule;

@@ -18,13 +18,8 @@ from tprof_engine.model.errors import BaselineError
 from tprof_engine.model.records import OpTable
 from tprof_engine.model.work import WorkTable
 from tprof_engine.store.paths import is_folder, locked, temp_file_for
-from tprof_engine.store.schema import (
-    Baseline,
-    Session,
-    baseline_from_dict,
-    encoded,
-    read_baseline_data,
-)
+from tprof_engine.store.reading import encoded, read_baseline_data
+from tprof_engine.store.schema import Baseline, Session, baseline_from_dict
 
 DEFAULT_WINDOW = 5
 

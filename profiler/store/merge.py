@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from tprof_engine.model.errors import BaselineError, ConfigError
-from tprof_engine.store import baselines, paths, schema
+from tprof_engine.store import baselines, paths, reading, schema
 
 WRITTEN = "written"
 UNCHANGED = "unchanged"
@@ -186,7 +186,7 @@ def _read_copies(
 
 def _read_copy(folder: Path, rel: Path, order: int, window: int) -> _Copy:
     path = folder / rel
-    data = schema.read_baseline_data(path)
+    data = reading.read_baseline_data(path)
     baseline = schema.baseline_from_dict(data, path=path, keep=window)
     return _Copy(path=path, order=order, data=data, baseline=baseline)
 

@@ -24,7 +24,7 @@ from tprof_engine.decide.rule import Rule
 from tprof_engine.model.errors import BaselineError
 from tprof_engine.model.records import OpTable, RoundLoad, concat_rounds
 from tprof_engine.model.verdicts import CHANGED, INCONCLUSIVE, REGRESSED, UNCHANGED
-from tprof_engine.store import baselines, schema
+from tprof_engine.store import baselines, reading, schema
 
 OPS = {"aten::addmm": (800.0, 6), "aten::relu": (120.0, 3), "aten::copy_": (60.0, 4)}
 linux_only = pytest.mark.skipif(
@@ -156,7 +156,7 @@ def test_a_baseline_with_a_malformed_load_is_an_error_naming_it(tmp_path: object
     )  # fmt: skip
     data = updated.to_dict()
     data["sessions"][0]["load"]["queued_us"] = [1.0]
-    path.write_text(schema.dumps(data))
+    path.write_text(reading.dumps(data))
     with pytest.raises(BaselineError, match=r"'sessions\[0\]\.load': 'queued_us' must hold one"):
         baselines.load_baseline(path)
 
@@ -285,7 +285,7 @@ def test_each_round_carries_its_readings_into_the_table_and_the_trace(tmp_path: 
 
 
 def test_a_confirmation_on_a_busy_machine_confirms_nothing() -> None:
-    from tprof_engine.decide.judge import after_fresh_process, after_remeasurement
+    from tprof_engine.decide.policy import after_fresh_process, after_remeasurement
 
     slower = verdict_of(loaded(table({**OPS, "aten::addmm": (1600.0, 6)}, seed=1), []))
     assert slower.verdict == REGRESSED and slower.timing_regressed
@@ -348,7 +348,8 @@ class _Captured:  # the part of a capture's result the runner's retries look at
 
 
 def _runner() -> object:
-    from tprof_engine.runner import RunConfig, Runner
+    from tprof_engine.config import RunConfig
+    from tprof_engine.runner import Runner
 
     return Runner(RunConfig(trace_dir=None, census=False))
 

@@ -12,7 +12,8 @@ from tprof_engine.capture.counters import (
     per_round,
     unavailable_reason,
 )
-from tprof_engine.runner import Body, RunConfig, Runner
+from tprof_engine.config import Body, RunConfig
+from tprof_engine.runner import Runner
 
 
 def test_per_round_sums_each_rounds_calls_of_the_last_capture() -> None:

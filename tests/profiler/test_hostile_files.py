@@ -21,7 +21,7 @@ from tprof_engine.cli import main
 from tprof_engine.model.environment import Fingerprint
 from tprof_engine.model.errors import BaselineError, ConfigError, TraceError
 from tprof_engine.model.records import OpTable
-from tprof_engine.store import baselines, files, paths, schema, traces
+from tprof_engine.store import baselines, files, paths, reading, schema, traces
 
 FIX = "restore it from git or re-record it with --tprof-save"
 NODEID = "tests/test_m.py::test_a"
@@ -74,7 +74,7 @@ def test_a_fifo_named_like_a_baseline_is_an_error_not_a_hang(tmp_path: Path) -> 
         f"{path}: is a FIFO, not a baseline file; move it away or re-record with --tprof-save"
     )
     with deadline(20):
-        assert schema.read_nodeid(path) is None
+        assert reading.read_nodeid(path) is None
 
 
 @needs_fifo
@@ -85,7 +85,7 @@ def test_the_stale_listing_and_tprof_show_pass_a_fifo_in_the_baseline_folder(
     bad = fifo(tmp_path / "env" / "stray.json")
     assert list(paths.iter_baselines(tmp_path)) == [good, bad]
     with deadline(30):
-        assert [schema.read_nodeid(p) for p in paths.iter_baselines(tmp_path)] == [NODEID, None]
+        assert [reading.read_nodeid(p) for p in paths.iter_baselines(tmp_path)] == [NODEID, None]
         code = main(["show", str(tmp_path)])
     captured = capsys.readouterr()
     assert code == 2
@@ -131,7 +131,7 @@ def test_a_baseline_over_the_size_limit_is_an_error_naming_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     path = baselines.save_baseline(tmp_path / "b.json", make_baseline())
-    monkeypatch.setattr(schema, "MAX_BASELINE_BYTES", 2**20 - 1)
+    monkeypatch.setattr(reading, "MAX_BASELINE_BYTES", 2**20 - 1)
     path.write_bytes(b" " * 2**20)
     with pytest.raises(BaselineError) as info:
         baselines.load_baseline(path)
@@ -240,7 +240,7 @@ SAVER = textwrap.dedent(
     """
     import os, sys, time
     from pathlib import Path
-    from tprof_engine.store import files
+    from tprof_engine.store import files, reading
 
     path, name, n = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3])
     go = path.parent / "go"
@@ -345,20 +345,20 @@ def test_a_report_never_replaces_a_baseline(tmp_path: Path) -> None:
     moved = tmp_path / "copy.json"
     moved.write_bytes(inside.read_bytes())
     with pytest.raises(ConfigError) as info:
-        schema.check_not_baseline(inside, root)
+        reading.check_not_baseline(inside, root)
     assert str(info.value) == (
         f"{inside}: is inside the baseline folder {root}, and only --tprof-save writes "
         "baselines; write the report elsewhere"
     )
     with pytest.raises(ConfigError) as info:
-        schema.check_not_baseline(moved, root)
+        reading.check_not_baseline(moved, root)
     assert str(info.value) == (
         f"{moved}: is a pytest-tprof baseline, and only --tprof-save writes baselines; "
         "write the report elsewhere"
     )
-    schema.check_not_baseline(tmp_path / "report.json", root)  # new files are fine
+    reading.check_not_baseline(tmp_path / "report.json", root)  # new files are fine
     (tmp_path / "old.json").write_text('{"tests": []}', encoding="utf-8")
-    schema.check_not_baseline(tmp_path / "old.json", root)  # so are old reports
+    reading.check_not_baseline(tmp_path / "old.json", root)  # so are old reports
 
 
 def test_tprof_diff_json_refuses_to_overwrite_a_baseline(

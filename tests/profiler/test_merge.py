@@ -15,7 +15,7 @@ from tprof_engine.model.environment import Fingerprint
 from tprof_engine.model.errors import BaselineError, ConfigError
 from tprof_engine.model.records import OpTable
 from tprof_engine.model.work import WorkRow, WorkTable
-from tprof_engine.store import baselines, merge, paths, schema
+from tprof_engine.store import baselines, merge, paths, reading, schema
 
 NODEID = "tests/test_m.py::test_a"
 ENV = "linux-x86_64-cpu-torch2.13.0-py3.11"
@@ -73,7 +73,7 @@ def document(sessions: list[dict[str, Any]], **hard: Any) -> dict[str, Any]:
 def folder(root: Path, *sessions: dict[str, Any], **hard: Any) -> Path:
     path = root / REL
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(schema.dumps(document(list(sessions), **hard)), encoding="utf-8")
+    path.write_text(reading.dumps(document(list(sessions), **hard)), encoding="utf-8")
     return root
 
 
@@ -114,7 +114,7 @@ def test_sessions_and_the_file_keep_fields_this_version_does_not_know(tmp_path: 
     b = folder(tmp_path / "b", session(2, host="runner-b", later={"x": [1, 2]}))
     data = stored(b)
     data["future_key"] = {"kept": True}
-    (b / REL).write_text(schema.dumps(data), encoding="utf-8")
+    (b / REL).write_text(reading.dumps(data), encoding="utf-8")
     merge.merge_folders([a, b], tmp_path / "out")
     out = stored(tmp_path / "out")
     assert out["sessions"] == [session(1, host="runner-a"), stored(b)["sessions"][0]]
@@ -185,7 +185,7 @@ def test_a_session_of_another_probe_restarts_the_window(tmp_path: Path) -> None:
     b = folder(tmp_path / "b", session(2))
     data = stored(b)
     data["protocol"]["probe"] = "p2"
-    (b / REL).write_text(schema.dumps(data), encoding="utf-8")
+    (b / REL).write_text(reading.dumps(data), encoding="utf-8")
     (result,) = merge.merge_folders([a, b], tmp_path / "out")
     assert dict(result.dropped) == {"older than a restart of the window (protocol changed)": 1}
     assert stored(tmp_path / "out")["protocol"]["probe"] == "p2"
@@ -196,7 +196,7 @@ def test_a_schema_1_session_joins_a_schema_2_window_as_a_save_would(tmp_path: Pa
     a = folder(tmp_path / "a", old)
     data = stored(a)
     data["schema_version"] = 1
-    (a / REL).write_text(schema.dumps(data), encoding="utf-8")
+    (a / REL).write_text(reading.dumps(data), encoding="utf-8")
     b = folder(tmp_path / "b", session(2))
     merge.merge_folders([b, a], tmp_path / "out")
     out = stored(tmp_path / "out")
@@ -228,7 +228,7 @@ def test_a_newer_schema_is_refused_and_nothing_is_written(tmp_path: Path) -> Non
     b = folder(tmp_path / "b", session(2))
     data = stored(b)
     data["schema_version"] = 99
-    (b / REL).write_text(schema.dumps(data), encoding="utf-8")
+    (b / REL).write_text(reading.dumps(data), encoding="utf-8")
     with pytest.raises(BaselineError, match=r"written by a newer pytest-tprof \(schema_version 99"):
         merge.merge_folders([a, b], a)
     assert times(a) == ["10:01"]
@@ -248,7 +248,7 @@ def test_copies_of_one_file_name_holding_other_tests_are_refused(tmp_path: Path)
     b = folder(tmp_path / "b", session(2))
     data = stored(b)
     data["nodeid"] = "tests/test_m.py::test_b"
-    (b / REL).write_text(schema.dumps(data), encoding="utf-8")
+    (b / REL).write_text(reading.dumps(data), encoding="utf-8")
     with pytest.raises(BaselineError, match="under the same file name"):
         merge.merge_folders([a, b], tmp_path / "out")
 

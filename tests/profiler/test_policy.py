@@ -1,4 +1,4 @@
-"""The confirmation policy as data (decide.judge.next_step), and the typed causes it reads."""
+"""The confirmation policy as data (decide.policy.next_step), and the typed causes it reads."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from dataclasses import replace
 import pytest
 from tprof_testing import table
 
-from tprof_engine.decide import judge
+from tprof_engine.decide import judge, policy
 from tprof_engine.decide.judge import Recorded
 from tprof_engine.decide.rule import Rule
 from tprof_engine.model.verdicts import (
@@ -37,24 +37,24 @@ def slower() -> TestVerdict:
 def test_a_timing_regression_is_measured_again_then_run_in_a_fresh_process(
     slower: TestVerdict,
 ) -> None:
-    assert judge.next_step(slower) == judge.REMEASURE
-    assert judge.next_step(slower, remeasured=True) == judge.FRESH_PROCESS
-    assert judge.next_step(slower, remeasured=True, workers=4) == judge.AFTER_WORKERS
+    assert policy.next_step(slower) == policy.REMEASURE
+    assert policy.next_step(slower, remeasured=True) == policy.FRESH_PROCESS
+    assert policy.next_step(slower, remeasured=True, workers=4) == policy.AFTER_WORKERS
 
 
 def test_a_fresh_process_confirms_nothing_further_and_no_confirm_takes_the_verdict_as_is(
     slower: TestVerdict,
 ) -> None:
-    assert judge.next_step(slower, remeasured=True, in_fresh_process=True) == judge.DONE
-    assert judge.next_step(slower, confirm=False) == judge.DONE
-    assert judge.next_step(slower, confirm=False, remeasured=True) == judge.DONE
+    assert policy.next_step(slower, remeasured=True, in_fresh_process=True) == policy.DONE
+    assert policy.next_step(slower, confirm=False) == policy.DONE
+    assert policy.next_step(slower, confirm=False, remeasured=True) == policy.DONE
 
 
 def test_an_unchanged_verdict_needs_no_step() -> None:
     same = verdict_on(OPS)
     assert same.verdict == UNCHANGED
-    assert judge.next_step(same) == judge.DONE
-    assert judge.next_step(same, remeasured=True) == judge.DONE
+    assert policy.next_step(same) == policy.DONE
+    assert policy.next_step(same, remeasured=True) == policy.DONE
 
 
 def test_a_fresh_process_that_found_the_machine_busy_confirms_nothing(
@@ -62,7 +62,7 @@ def test_a_fresh_process_that_found_the_machine_busy_confirms_nothing(
 ) -> None:
     busy = Cause(kind=BUSY, text="machine busy: 20 of 20 rounds waited for a CPU")
     child = TestVerdict(verdict=INCONCLUSIVE, reason="whatever it says", causes=(busy,))
-    merged = judge.after_fresh_process(slower, child)
+    merged = policy.after_fresh_process(slower, child)
     assert merged.verdict == INCONCLUSIVE
     assert merged.busy == busy
     assert "the fresh process found the machine busy: 20 of 20" in merged.reason

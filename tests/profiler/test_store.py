@@ -18,7 +18,7 @@ import pytest
 from tprof_engine.model.environment import Fingerprint
 from tprof_engine.model.errors import BaselineError
 from tprof_engine.model.records import OpTable
-from tprof_engine.store import baselines, paths, schema
+from tprof_engine.store import baselines, paths, reading, schema
 
 FIX = "restore it from git or re-record it with --tprof-save"
 NODEID = "tests/test_m.py::test_a"
@@ -348,7 +348,7 @@ def test_a_file_cut_inside_a_string_is_called_truncated(tmp_path: Path) -> None:
 
 
 def test_a_real_baseline_cut_in_half_is_truncated(tmp_path: Path) -> None:
-    text = schema.dumps(valid_dict())
+    text = reading.dumps(valid_dict())
     cut = text[: text.index("[", text.index('"wall_us"')) + 1]
     path = write(tmp_path / "b.json", cut)
     line = cut.count("\n") + 1
@@ -365,7 +365,7 @@ def test_broken_json_in_the_middle_names_the_problem_and_position(tmp_path: Path
 
 
 def test_git_conflict_markers_are_an_error_naming_the_line(tmp_path: Path) -> None:
-    lines = schema.dumps(valid_dict()).splitlines(keepends=True)
+    lines = reading.dumps(valid_dict()).splitlines(keepends=True)
     ours, theirs = lines[6], lines[6].replace("2", "3")
     merged = [
         *lines[:6],
@@ -384,14 +384,14 @@ def test_git_conflict_markers_are_an_error_naming_the_line(tmp_path: Path) -> No
 
 
 def test_a_diff3_base_marker_alone_is_found_too(tmp_path: Path) -> None:
-    lines = schema.dumps(valid_dict()).splitlines(keepends=True)
+    lines = reading.dumps(valid_dict()).splitlines(keepends=True)
     path = write(tmp_path / "b.json", "".join([*lines[:3], "||||||| merged common ancestors\n"]))
     assert load_error(path).startswith(f"{path}: git conflict marker at line 4;")
 
 
 @pytest.mark.parametrize("token", ["NaN", "Infinity", "-Infinity"])
 def test_nan_and_infinity_are_errors_naming_their_position(tmp_path: Path, token: str) -> None:
-    text = schema.dumps(valid_dict())
+    text = reading.dumps(valid_dict())
     start = text.index("[", text.index('"wall_us"')) + 1
     end = text.index(",", start)
     damaged = text[:start] + token + text[end:]
@@ -404,7 +404,7 @@ def test_nan_and_infinity_are_errors_naming_their_position(tmp_path: Path, token
 
 
 def test_an_overflowing_number_is_an_infinite_time(tmp_path: Path) -> None:
-    text = schema.dumps(valid_dict())
+    text = reading.dumps(valid_dict())
     start = text.index("[", text.index('"wall_us"')) + 1
     path = write(tmp_path / "b.json", text[:start] + "1e999" + text[text.index(",", start) :])
     message = f"'sessions[0].wall_us' holds inf; times must be finite; {FIX}"
@@ -752,7 +752,7 @@ def _mutated(rng: random.Random) -> str | dict[str, Any]:
         target = rng.choice(["environment", "protocol", "sessions", "sessions[0]", "nodeid"])
         _set(target, rng.choice([None, 3, "s", [] if target != "sessions" else {}]))(data)
     else:
-        text = schema.dumps(data)
+        text = reading.dumps(data)
         how = rng.randrange(3)
         if how == 0:
             return text[: rng.randrange(len(text.rstrip()))]
@@ -780,7 +780,7 @@ def test_fuzzed_files_are_each_a_baseline_error_naming_the_file(tmp_path: Path) 
     for i in range(50):
         value = _random_json(rng)
         if i % 2 and isinstance(value, dict):
-            value.update(schema=schema.SCHEMA, schema_version=schema.SCHEMA_VERSION, nodeid=NODEID)
+            value.update(schema=reading.SCHEMA, schema_version=schema.SCHEMA_VERSION, nodeid=NODEID)
         cases.append(json.dumps(value).encode())
     for _ in range(80):
         m = _mutated(rng)
@@ -804,7 +804,7 @@ def test_fuzzed_files_are_each_a_baseline_error_naming_the_file(tmp_path: Path) 
 
 def test_random_byte_flips_load_or_fail_cleanly_never_crash(tmp_path: Path) -> None:
     rng = random.Random(5)
-    text = bytearray(schema.dumps(valid_dict()).encode())
+    text = bytearray(reading.dumps(valid_dict()).encode())
     path = tmp_path / "b.json"
     outcomes = {"loaded": 0, "error": 0}
     for _ in range(60):
@@ -822,7 +822,7 @@ def test_random_byte_flips_load_or_fail_cleanly_never_crash(tmp_path: Path) -> N
 
 def test_read_nodeid_says_which_test_a_file_holds_or_none_never_raising(tmp_path: Path) -> None:
     good = baselines.save_baseline(tmp_path / "good.json", make_baseline())
-    assert schema.read_nodeid(good) == NODEID
+    assert reading.read_nodeid(good) == NODEID
     cases: list[tuple[str, str | bytes]] = [
         ("deep.json", "[" * 200_000),
         ("list.json", "[1]"),
@@ -831,8 +831,8 @@ def test_read_nodeid_says_which_test_a_file_holds_or_none_never_raising(tmp_path
         ("empty.json", ""),
     ]
     for name, content in cases:
-        assert schema.read_nodeid(write(tmp_path / name, content)) is None, name
-    assert schema.read_nodeid(tmp_path / "missing.json") is None
+        assert reading.read_nodeid(write(tmp_path / name, content)) is None, name
+    assert reading.read_nodeid(tmp_path / "missing.json") is None
 
 
 def test_an_empty_op_name_is_kept_since_a_profiler_can_record_one(tmp_path: Path) -> None:

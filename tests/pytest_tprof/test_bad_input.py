@@ -23,7 +23,7 @@ from tprof_testing import FaultyOs, Suite, enospc, line, summary
 
 from tprof_engine.model.environment import cpu_model
 from tprof_engine.model.errors import BaselineError
-from tprof_engine.store import baselines, paths, schema
+from tprof_engine.store import baselines, paths, reading
 
 FIX = "restore it from git or re-record it with --tprof-save"
 
@@ -56,7 +56,7 @@ def test_case(tprof, case):
 def _json(text: str, change: Callable[[dict[str, Any]], None]) -> bytes:
     data = json.loads(text)
     change(data)
-    return schema.dumps(data).encode()
+    return reading.dumps(data).encode()
 
 
 def _first_op(text: str) -> str:
@@ -240,7 +240,7 @@ def test_d(tprof):
 def _edit(path: Path, change: Callable[[dict[str, Any]], None]) -> None:
     data = json.loads(path.read_text(encoding="utf-8"))
     change(data)
-    path.write_text(schema.dumps(data), encoding="utf-8")
+    path.write_text(reading.dumps(data), encoding="utf-8")
 
 
 def test_a_baseline_of_another_environment_or_protocol_is_named_key_by_key(

@@ -17,7 +17,7 @@ import pytest
 import torch._inductor.config  # noqa: F401
 from tprof_testing import Suite, summary
 
-from tprof_engine.store import baselines, paths, schema
+from tprof_engine.store import baselines, paths, reading
 
 RERECORD = "re-record it with --tprof-save"
 
@@ -49,7 +49,7 @@ def baseline_path(pytester: pytest.Pytester, nodeid: str) -> Path:
 def edit(path: Path, change: Any) -> None:
     data = json.loads(path.read_text(encoding="utf-8"))
     change(data)
-    path.write_text(schema.dumps(data), encoding="utf-8")
+    path.write_text(reading.dumps(data), encoding="utf-8")
 
 
 # --------------------------------------------------------------------------- item 12: Adam
