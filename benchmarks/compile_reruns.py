@@ -630,7 +630,7 @@ def overhead(folder: Path, iterations: dict[str, int], repeat: int) -> list[Cost
             ev, wall_us = profile(body, iters)
             stable = red.with_stable_names(ev)
             cpu = red._cpu_events(stable)
-            compiling, _ = red._compile_time(stable.names, cpu)
+            compiling, _ = red.compile_time(stable.names, cpu)
             table = red.drop_leading_rounds(red.reduce_events(ev, wall_us=wall_us), WARMUP)
             whole = red.reduce_events(ev, wall_us=wall_us)  # round 0, the compile, measured
 
@@ -644,7 +644,7 @@ def overhead(folder: Path, iterations: dict[str, int], repeat: int) -> list[Cost
                 {
                     "reduce": partial(red.reduce_events, ev, wall_us=wall_us),
                     "stable": partial(red.with_stable_names, ev),
-                    "compile": partial(red._compile_time, stable.names, cpu),
+                    "compile": partial(red.compile_time, stable.names, cpu),
                     "reduce_stable": partial(red.reduce_events, stable, wall_us=wall_us),
                     "judge": partial(judged, table),
                 },

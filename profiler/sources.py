@@ -148,24 +148,7 @@ REPORT_FIX = "pass the file written by pytest --tprof-json=PATH or tprof diff --
 
 def load_report(path: Path) -> dict[str, Any]:
     """Read and check a ``--tprof-json`` report; problems are errors naming the file."""
-    try:  # a regular file only: a FIFO would block
-        text = files.read_regular(Path(path), limit=reading.MAX_BASELINE_BYTES).decode("utf-8")
-    except FileNotFoundError:
-        raise TprofError(f"{path}: no such report file; {REPORT_FIX}") from None
-    except UnicodeDecodeError as exc:
-        raise TprofError(f"{path}: not UTF-8 text (byte {exc.start}); {REPORT_FIX}") from None
-    except files.NotRegularFileError as exc:
-        raise TprofError(f"{path}: is a {exc.kind}, not a report file; {REPORT_FIX}") from None
-    except files.FileTooLargeError as exc:
-        raise TprofError(f"{path}: {exc.strerror}, not a report; {REPORT_FIX}") from None
-    except OSError as exc:
-        raise TprofError(f"{path}: can't be read ({exc.strerror}); check its permissions") from None
-    try:
-        doc = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise TprofError(
-            f"{path}: invalid JSON ({exc.msg}) at line {exc.lineno} col {exc.colno}; {REPORT_FIX}"
-        ) from None
+    doc = _report_json(Path(path))
     if not isinstance(doc, dict) or not isinstance(doc.get("tests"), list):
         raise TprofError(f"{path}: not a pytest-tprof JSON report (no 'tests' list); {REPORT_FIX}")
     from tprof_engine.render.report import JSON_SCHEMA_VERSION
@@ -181,13 +164,38 @@ def load_report(path: Path) -> dict[str, Any]:
             f"{JSON_SCHEMA_VERSION}); upgrade pytest-tprof to read it"
         )
     for i, t in enumerate(doc["tests"]):
-        where = f"tests[{i}]"
-        if not isinstance(t, dict):
-            raise TprofError(f"{path}: '{where}' must be an object; {REPORT_FIX}")
-        for key in ("nodeid", "verdict"):
-            if not isinstance(t.get(key), str):
-                raise TprofError(f"{path}: '{where}.{key}' must be a string; {REPORT_FIX}")
-        ops = t.get("ops", [])
-        if not isinstance(ops, list) or not all(isinstance(o, dict) for o in ops):
-            raise TprofError(f"{path}: '{where}.ops' must be a list of objects; {REPORT_FIX}")
+        _check_report_test(path, f"tests[{i}]", t)
     return doc
+
+
+def _report_json(path: Path) -> Any:
+    """The report file's JSON document; a file that can't be read or parsed names why."""
+    try:  # a regular file only: a FIFO would block
+        text = files.read_regular(path, limit=reading.MAX_BASELINE_BYTES).decode("utf-8")
+    except FileNotFoundError:
+        raise TprofError(f"{path}: no such report file; {REPORT_FIX}") from None
+    except UnicodeDecodeError as exc:
+        raise TprofError(f"{path}: not UTF-8 text (byte {exc.start}); {REPORT_FIX}") from None
+    except files.NotRegularFileError as exc:
+        raise TprofError(f"{path}: is a {exc.kind}, not a report file; {REPORT_FIX}") from None
+    except files.FileTooLargeError as exc:
+        raise TprofError(f"{path}: {exc.strerror}, not a report; {REPORT_FIX}") from None
+    except OSError as exc:
+        raise TprofError(f"{path}: can't be read ({exc.strerror}); check its permissions") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise TprofError(
+            f"{path}: invalid JSON ({exc.msg}) at line {exc.lineno} col {exc.colno}; {REPORT_FIX}"
+        ) from None
+
+
+def _check_report_test(path: Path, where: str, t: Any) -> None:
+    if not isinstance(t, dict):
+        raise TprofError(f"{path}: '{where}' must be an object; {REPORT_FIX}")
+    for key in ("nodeid", "verdict"):
+        if not isinstance(t.get(key), str):
+            raise TprofError(f"{path}: '{where}.{key}' must be a string; {REPORT_FIX}")
+    ops = t.get("ops", [])
+    if not isinstance(ops, list) or not all(isinstance(o, dict) for o in ops):
+        raise TprofError(f"{path}: '{where}.ops' must be a list of objects; {REPORT_FIX}")

@@ -84,11 +84,27 @@ def wrap(item: pytest.Item, tprof: Borrowing) -> None:
         return
     borrowed = tprof.borrowed_rounds(item)
 
+    def profiled(fixture: Any, method: Any, args: Any, kwargs: Any) -> Any:
+        with tprof.profiling_threads():
+            try:
+                value = method(fixture, *args, **kwargs)
+            finally:
+                borrowed.stop()
+        _record(item, fixture, tprof, borrowed)
+        return value
+
+    fixture.__class__ = _profiling_class(original, borrowed, profiled)
+
+
+def _profiling_class(original: type, borrowed: Any, profiled: Callable[..., Any]) -> type:
+    """pytest-benchmark's fixture class with its rounds under ``borrowed``'s session: it opens
+    after calibration, each kept round is one profiled round, and ``profiled`` runs the call."""
+
     class ProfilingBenchmark(original):  # type: ignore[misc, valid-type]
         def _make_stats(self, iterations: int) -> Any:
             # pytest-benchmark makes its statistics after calibrating and before any round
             # it keeps: the session opens here, so calibration runs unprofiled.
-            stats = original._make_stats(self, iterations)
+            stats = original._make_stats(self, iterations)  # type: ignore[attr-defined]
             update = stats.update
 
             def update_then_keep(duration: float) -> None:
@@ -100,7 +116,7 @@ def wrap(item: pytest.Item, tprof: Borrowing) -> None:
             return stats
 
         def _make_runner(self, fn: Callable[..., Any], args: Any, kwargs: Any) -> Any:
-            runner = original._make_runner(self, fn, args, kwargs)
+            runner = original._make_runner(self, fn, args, kwargs)  # type: ignore[attr-defined]
 
             def profiled_round(*a: Any, **k: Any) -> Any:
                 with borrowed.round():
@@ -109,21 +125,12 @@ def wrap(item: pytest.Item, tprof: Borrowing) -> None:
             return profiled_round
 
         def __call__(self, *args: Any, **kwargs: Any) -> Any:
-            return _profiled(self, original.__call__, args, kwargs)
+            return profiled(self, original.__call__, args, kwargs)
 
         def pedantic(self, *args: Any, **kwargs: Any) -> Any:
-            return _profiled(self, original.pedantic, args, kwargs)
+            return profiled(self, original.pedantic, args, kwargs)  # type: ignore[attr-defined]
 
-    def _profiled(fixture: Any, method: Any, args: Any, kwargs: Any) -> Any:
-        with tprof.profiling_threads():
-            try:
-                value = method(fixture, *args, **kwargs)
-            finally:
-                borrowed.stop()
-        _record(item, fixture, tprof, borrowed)
-        return value
-
-    fixture.__class__ = ProfilingBenchmark
+    return ProfilingBenchmark
 
 
 def _record(item: pytest.Item, fixture: Any, tprof: Borrowing, borrowed: Any) -> None:

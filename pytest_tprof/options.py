@@ -311,7 +311,6 @@ def read_settings(config: pytest.Config) -> Settings:
     given = {o.dest: _value(config, o) for o in _OPTIONS}
     _with_deprecated(config, given)
     values = _checked(given)
-    collect = set(values["tprof_collect"])
     root = Path(config.rootpath)
 
     def path(v: Any) -> Path | None:
@@ -320,17 +319,31 @@ def read_settings(config: pytest.Config) -> Settings:
         p = Path(v)
         return p if p.is_absolute() else root / p
 
-    floor = values["tprof_floor"]
-    run = RunConfig(
+    summary = os.environ.get("GITHUB_STEP_SUMMARY")
+    baselines = path(values["tprof_baseline_dir"]) or root / "baselines"
+    return Settings(
+        enabled=bool(values["tprof"] or values["tprof_save"]),
+        run=_run_config(values, baselines, path(values["tprof_trace_dir"])),
+        json_path=path(values["tprof_json"]),
+        markdown_path=path(values["tprof_markdown"]),
+        rootdir=root,
+        pytest_cov=_pytest_cov_on(config),
+        step_summary=Path(summary) if summary else None,
+    )
+
+
+def _run_config(values: Mapping[str, Any], baseline_dir: Path, trace_dir: Path | None) -> RunConfig:
+    collect = set(values["tprof_collect"])
+    return RunConfig(
         rounds=values["tprof_rounds"],
         warmup=values["tprof_warmup"],
-        baseline_dir=path(values["tprof_baseline_dir"]) or root / "baselines",
-        trace_dir=path(values["tprof_trace_dir"]),
+        baseline_dir=baseline_dir,
+        trace_dir=trace_dir,
         save=values["tprof_save"],
         reset=values["tprof_reset"],
         window=values["tprof_window"],
         rule=Rule(
-            rel_floor=floor,
+            rel_floor=values["tprof_floor"],
             strict_calls=values["tprof_strict"],
             siblings=own_load(os.environ, values["tprof_threads"]),
         ),
@@ -344,17 +357,6 @@ def read_settings(config: pytest.Config) -> Settings:
         nvtx="nvtx" in collect,
         counters="counters" in collect,
         profile_memory="memory" in collect,
-    )
-    return Settings(
-        enabled=bool(values["tprof"] or values["tprof_save"]),
-        run=run,
-        json_path=path(values["tprof_json"]),
-        markdown_path=path(values["tprof_markdown"]),
-        rootdir=root,
-        pytest_cov=_pytest_cov_on(config),
-        step_summary=Path(os.environ["GITHUB_STEP_SUMMARY"])
-        if os.environ.get("GITHUB_STEP_SUMMARY")
-        else None,
     )
 
 

@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 from scipy import stats as _st
 
-from tprof_engine.decide import families as _compare_module
+from tprof_engine.decide import families, samples, structure, timing
 from tprof_engine.decide import rule as _rule_module
 from tprof_engine.decide.rule import Rule
 from tprof_engine.decide.timing import compare
@@ -407,15 +407,20 @@ def variant_grid() -> list[Scenario]:
     ]
 
 
+RULE_MODULES = (timing, samples, structure, families, _rule_module)
+
+
 def rule_version() -> str:
-    """Which decision code ran: a hash of compare.py and rule.py (they change under this script)."""
+    """Which decision code ran: a hash of the timing rule's modules (they change under this
+    script)."""
     digest = hashlib.sha256()
-    for module in (_compare_module, _rule_module):
+    for module in RULE_MODULES:
         path = inspect.getsourcefile(module)
         if path is None:
             return f"{module.__name__} (source not found)"
         digest.update(Path(path).read_bytes())
-    return f"profiler/compare.py + rule.py sha256 {digest.hexdigest()[:12]}; {Rule()!r}"
+    names = " + ".join(m.__name__.rpartition(".")[2] for m in RULE_MODULES)
+    return f"decide/{{{names}}}.py sha256 {digest.hexdigest()[:12]}; {Rule()!r}"
 
 
 def measure_cost(ops: int, sessions: int = 3, calls: int = 20) -> float:

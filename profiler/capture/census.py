@@ -335,16 +335,10 @@ class _Census(TorchDispatchMode):
         read = _gather(args, kwargs, facts.inputs)
         tracker = self._tracker
         key = (facts.name, tracker.innermost(), "backward" if tracker.is_bw else "forward")
-        tally = self._round.rows.get(key)
-        if tally is None:
-            tally = self._round.rows[key] = _Tally(signature=_signature(facts, args, kwargs))
-            if self._stack:
-                tally.source = user_line()
+        tally = self._round.rows.get(key) or self._new_tally(key, facts, args, kwargs)
         tally.calls += 1
         if tracker.is_bw:
-            node = torch._C._current_autograd_node()
-            if node is not None and not node.name().startswith("torch::autograd::"):
-                tally.grad_fns.add(node.name())
+            _note_grad_fn(tally)
         if facts.flop_formula is not None:
             tally.flops += int(facts.flop_formula(*args, **kwargs, out_val=out))
         tally.dtypes.update([t.dtype for t in read])
@@ -361,6 +355,14 @@ class _Census(TorchDispatchMode):
         tally.bytes_written += sum(map(_nbytes, written))
         if written:
             self._note_copy(key, read, written)
+
+    def _new_tally(
+        self, key: RowKey, facts: _OpFacts, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> _Tally:
+        tally = self._round.rows[key] = _Tally(signature=_signature(facts, args, kwargs))
+        if self._stack:
+            tally.source = user_line()
+        return tally
 
     def _note_sync(self, key: RowKey, read: list[torch.Tensor]) -> None:
         device = read[0].device.type if read else "cpu"
@@ -384,6 +386,13 @@ class _Census(TorchDispatchMode):
         tally = self._round.copies.setdefault((*key, direction), [0, 0])
         tally[0] += 1
         tally[1] += moved
+
+
+def _note_grad_fn(tally: _Tally) -> None:
+    """The autograd node a backward op runs for (``AddmmBackward0``), torch's own excepted."""
+    node = torch._C._current_autograd_node()
+    if node is not None and not node.name().startswith("torch::autograd::"):
+        tally.grad_fns.add(node.name())
 
 
 def _gather(

@@ -91,19 +91,14 @@ def events_from_kineto(prof: profile) -> EventArrays:
     events = prof.profiler.kineto_results.events()  # type: ignore[union-attr]
     n = len(events)
     if n == 0:
-        empty = np.zeros(0, dtype=np.int64)
-        return EventArrays(names=(), name_idx=empty, start_ns=empty, end_ns=empty, thread=empty,
-                           kind=np.zeros(0, dtype=np.int8), corr=empty, link=empty)  # fmt: skip
+        return _no_events()
     ke = type(events[0])
 
     def col(getter: Callable[[Any], Any], dtype: Any) -> Any:
         return np.fromiter(map(getter, events), dtype=dtype, count=n)
 
-    raw_names = list(map(ke.name, events))
-    index = {nm: i for i, nm in enumerate(dict.fromkeys(raw_names))}
-    names = tuple(index)
-    name_idx = np.fromiter(map(index.__getitem__, raw_names), dtype=np.int64, count=n)
-    is_cpu = col(ke.device_type, object) == _CPU
+    index, name_idx = _name_index(list(map(ke.name, events)))
+    names, is_cpu = tuple(index), col(ke.device_type, object) == _CPU
     thread = col(ke.start_thread_id, np.int64)
     kind = _kineto_kinds(
         names,
@@ -113,8 +108,7 @@ def events_from_kineto(prof: profile) -> EventArrays:
         is_annotation=col(ke.is_user_annotation, bool),
         is_hidden=col(ke.is_hidden_event, bool) if hasattr(ke, "is_hidden_event") else None,
     )
-    corr = np.zeros(n, dtype=np.int64)
-    link = corr
+    corr = link = np.zeros(n, dtype=np.int64)
     start_ns = col(ke.start_ns, np.int64)
     device: _DeviceColumns | None = None
     if not is_cpu.all():  # correlation ids only matter when there is device work
@@ -122,9 +116,8 @@ def events_from_kineto(prof: profile) -> EventArrays:
         link = col(ke.linked_correlation_id, np.int64)
         device = _device_columns(events, ke, is_cpu=is_cpu, corr=corr, link=link, start_ns=start_ns)
         kind[device.is_sync] = KIND_SYNC
-        thread = np.where(
-            is_cpu | (name_idx == index.get(_MEMORY_EVENT, -1)), thread, device.stream
-        )
+        on_host = is_cpu | (name_idx == index.get(_MEMORY_EVENT, -1))
+        thread = np.where(on_host, thread, device.stream)
         corr = np.where(link > 0, 0, corr)  # runtime calls link to their op; only ops own kernels
     nbytes = _memory_bytes(events, names, name_idx, kind, None if device is None else device.nbytes)
     return EventArrays(
@@ -139,6 +132,19 @@ def events_from_kineto(prof: profile) -> EventArrays:
         nbytes=nbytes,
         launch_ns=None if device is None else device.launch_ns,
     )
+
+
+def _no_events() -> EventArrays:
+    empty = np.zeros(0, dtype=np.int64)
+    return EventArrays(names=(), name_idx=empty, start_ns=empty, end_ns=empty, thread=empty,
+                       kind=np.zeros(0, dtype=np.int8), corr=empty, link=empty)  # fmt: skip
+
+
+def _name_index(raw_names: list[str]) -> tuple[dict[str, int], IntArray]:
+    """Each distinct name's index, in first-seen order, and each event's name index."""
+    index = {nm: i for i, nm in enumerate(dict.fromkeys(raw_names))}
+    count = len(raw_names)
+    return index, np.fromiter(map(index.__getitem__, raw_names), dtype=np.int64, count=count)
 
 
 _MEMORY_EVENT = "[memory]"  # profile_memory's allocation (nbytes > 0) and free (< 0) events

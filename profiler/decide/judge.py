@@ -36,7 +36,7 @@ from tprof_engine.model.verdicts import (
     worst,
 )
 from tprof_engine.model.work import WorkTable
-from tprof_engine.reduce.ops import COMPILE_OP, GRAPH_KEY
+from tprof_engine.reduce.compiled import COMPILE_OP, GRAPH_KEY
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

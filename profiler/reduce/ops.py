@@ -9,9 +9,7 @@ total device time adds its descendants'.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -28,6 +26,7 @@ from tprof_engine.model.records import (
     EventArrays,
     OpTable,
 )
+from tprof_engine.reduce.compiled import compile_time, with_compiles, with_stable_names
 from tprof_engine.reduce.device import device_table
 from tprof_engine.reduce.memory import innermost, memory_rows, memory_table
 
@@ -48,24 +47,6 @@ FILTERED_NAMES = frozenset(
 
 ROUND_PREFIX = "ProfilerStep#"  # torch.profiler's own step annotation: trace tools see iterations
 PROBE_PREFIX = "tprof::probe#"
-
-
-# torch.compile: a compiled region and the compiled graph it calls carry process-global frame
-# and compile ids and a content hash.  Keyed by their order of first appearance in the session
-# instead, a slower graph compares with the graph it replaced (docs/design.md §9).
-_REGION = re.compile(r"^Torch-Compiled Region: (\d+)/\d+$")
-_GRAPH = re.compile(r"^## Call CompiledFxGraph (\S+) ##$")
-REGION_KEY = "Torch-Compiled Region #{}"
-GRAPH_KEY = "## Call CompiledFxGraph #{} ##"
-
-
-# Compilation (Dynamo tracing, AOT, Inductor) as the profiler sees it: these ranges and all
-# they hold are compile time, never op rows; one that starts in a measured round is counted
-# as a call of COMPILE_OP (a recompilation while measuring is itself a finding).
-_COMPILE_ROOTS = frozenset({"dynamo", "entire_frame_compile", "entire_backward_compile"})
-_COMPILE_SUFFIX = " (dynamo_timed)"
-_COMPILE_MARK = "compile_id="  # the ``…_data: fn_name=…, compile_id=0/0`` companions
-COMPILE_OP = "tprof::compile"
 
 
 def _names_starting(names: Sequence[str], prefix: str) -> npt.NDArray[np.bool_]:
@@ -145,6 +126,68 @@ def reduce_events(
     A trace without step annotations is one round spanning every event.
     """
     ev = with_stable_names(ev)
+    p = _placed(ev)
+    op_names, cells = _op_cells(p.names, p.cpu_names[p.counted], p.c_round[p.counted], p.n_rounds)
+    shape = (len(op_names), p.n_rounds)
+    cpu, counted = p.cpu, p.counted
+    gaps = _gaps_before(cpu, counted, p.c_round, p.is_round_name, p.rounds)
+    device = None
+    if p.has_device:  # each device event goes to the op that kept its launching op's time
+        owner = np.where(p.dev_owner >= 0, p.kept_as[np.maximum(p.dev_owner, 0)], -1)
+        dev_round = np.where((owner >= 0) & counted[owner], p.c_round[owner], -1)
+        device = device_table(ev, p.dev_rows, p.cpu_names[owner], dev_round, p.names, p.n_rounds)
+    mem_rows = memory_rows(ev)
+    memory = (
+        _memory(ev, cpu, mem_rows, p.kept_as, counted, p.c_round, p.cpu_names, p.names, p.rounds)
+        if mem_rows.size
+        else None
+    )
+    info = dict(meta or {})
+    info.setdefault("events", len(ev))
+    info["whole_trace_as_round"] = p.rounds.whole_trace
+
+    def per_op(weights: Any) -> Any:  # ns summed per op and round, in µs
+        return _summed(cells, weights[counted], shape) / 1000.0
+
+    return OpTable(
+        names=op_names,
+        calls=_summed(cells, None, shape).astype(np.int64),
+        self_cpu_us=per_op(p.self_cpu),
+        total_cpu_us=per_op(cpu.dur),
+        self_device_us=per_op(p.self_dev),
+        total_device_us=per_op(p.total_dev),
+        wall_us=_wall_us(wall_us, p.rounds),
+        host_before_us=per_op(gaps),
+        probe_cpu_us=p.probe_cpu / 1000.0,
+        probe_device_us=p.probe_dev / 1000.0,
+        has_device=p.has_device, meta=info, device=device, memory=memory,
+    )  # fmt: skip
+
+
+class _Placed(NamedTuple):
+    """Each CPU event placed: in which round, whether it counts for its op, its self times;
+    the device events' owners; the rounds' probe times."""
+
+    rounds: _Rounds
+    n_rounds: int
+    is_round_name: Any
+    cpu: _CpuEvents
+    dev_rows: IntArray
+    dev_owner: IntArray
+    has_device: bool
+    self_cpu: Any
+    self_dev: Any
+    total_dev: Any
+    kept_as: IntArray
+    c_round: IntArray
+    counted: Any
+    probe_cpu: Any
+    probe_dev: Any
+    names: tuple[str, ...]  # the op names, tprof::compile added when a round compiled
+    cpu_names: IntArray  # each CPU event's index into names
+
+
+def _placed(ev: EventArrays) -> _Placed:
     is_round_name = _names_starting(ev.names, ROUND_PREFIX)
     is_probe_name = _names_starting(ev.names, PROBE_PREFIX)
     rounds = _rounds(ev, is_round_name, is_probe_name)
@@ -154,53 +197,32 @@ def reduce_events(
     dev_owner = _owners(ev, cpu, dev_rows)
     self_dev, total_dev, has_device = _device_times(ev, cpu, dev_rows, dev_owner)
     dup, self_cpu, self_dev, kept_as = _merge_duplicates(cpu, self_dev, has_device)
-    compiling, compile_root = _compile_time(ev.names, cpu)
-
+    compiling, compile_root = compile_time(ev.names, cpu)
     c_round = _locate(rounds.starts, rounds.ends, cpu.start)
     in_probe = _locate(rounds.probe_starts, rounds.probe_ends, cpu.start) >= 0
     marker = (is_round_name | is_probe_name)[cpu.name]
     counted = (c_round >= 0) & ~marker & ~in_probe & ~dup & ~compiling
-    probe_ev = (c_round >= 0) & in_probe & ~marker & ~dup
-    probe_cpu = np.bincount(c_round[probe_ev], weights=self_cpu[probe_ev], minlength=n_rounds)
-    probe_dev = np.bincount(c_round[probe_ev], weights=self_dev[probe_ev], minlength=n_rounds)
+    probe = (c_round >= 0) & in_probe & ~marker & ~dup
+    probe_cpu, probe_dev = _probe_times(c_round, probe, self_cpu, self_dev, n_rounds)
+    names, cpu_names, counted, self_cpu = with_compiles(
+        ev.names, cpu, compile_root, counted, c_round, self_cpu
+    )
+    return _Placed(
+        rounds=rounds, n_rounds=n_rounds, is_round_name=is_round_name, cpu=cpu,
+        dev_rows=dev_rows, dev_owner=dev_owner, has_device=has_device, self_cpu=self_cpu,
+        self_dev=self_dev, total_dev=total_dev, kept_as=kept_as, c_round=c_round,
+        counted=counted, probe_cpu=probe_cpu, probe_dev=probe_dev, names=names,
+        cpu_names=cpu_names,
+    )  # fmt: skip
 
-    names, cpu_names = ev.names, cpu.name
-    if compile_root.any():  # compilations in rounds: one COMPILE_OP call each, their time
-        names = (*names, COMPILE_OP)
-        cpu_names = np.where(compile_root, len(names) - 1, cpu_names)
-        counted |= compile_root & (c_round >= 0)
-        self_cpu = np.where(compile_root, cpu.dur, self_cpu)
-    op_names, cells = _op_cells(names, cpu_names[counted], c_round[counted], n_rounds)
-    shape = (len(op_names), n_rounds)
-    gaps = _gaps_before(cpu, counted, c_round, is_round_name, rounds)
-    device = None
-    if has_device:  # each device event goes to the op that kept its launching op's time
-        owner = np.where(dev_owner >= 0, kept_as[np.maximum(dev_owner, 0)], -1)
-        owned = owner >= 0
-        dev_round = np.where(owned & counted[owner], c_round[owner], -1)
-        device = device_table(ev, dev_rows, cpu_names[owner], dev_round, names, n_rounds)
-    memory = None
-    mem_rows = memory_rows(ev)
-    if mem_rows.size:
-        memory = _memory(ev, cpu, mem_rows, kept_as, counted, c_round, cpu_names, names, rounds)
-    info = dict(meta or {})
-    info.setdefault("events", len(ev))
-    info["whole_trace_as_round"] = rounds.whole_trace
-    return OpTable(
-        names=op_names,
-        calls=_summed(cells, None, shape).astype(np.int64),
-        self_cpu_us=_summed(cells, self_cpu[counted], shape) / 1000.0,
-        total_cpu_us=_summed(cells, cpu.dur[counted], shape) / 1000.0,
-        self_device_us=_summed(cells, self_dev[counted], shape) / 1000.0,
-        total_device_us=_summed(cells, total_dev[counted], shape) / 1000.0,
-        wall_us=_wall_us(wall_us, rounds),
-        host_before_us=_summed(cells, gaps[counted], shape) / 1000.0,
-        probe_cpu_us=probe_cpu / 1000.0,
-        probe_device_us=probe_dev / 1000.0,
-        has_device=has_device,
-        meta=info,
-        device=device,
-        memory=memory,
+
+def _probe_times(
+    c_round: IntArray, at: Any, self_cpu: Any, self_dev: Any, n_rounds: int
+) -> tuple[Any, Any]:
+    """Each round's drift-probe CPU and device ns: the self times of its probe's events."""
+    return (
+        np.bincount(c_round[at], weights=self_cpu[at], minlength=n_rounds),
+        np.bincount(c_round[at], weights=self_dev[at], minlength=n_rounds),
     )
 
 
@@ -226,53 +248,6 @@ def _memory(
     in_round[_locate(rounds.probe_starts, rounds.probe_ends, at) >= 0] = -1
     op_idx = cpu_names[np.maximum(owner, 0)]
     return memory_table(ev, rows, op_idx, own_round, in_round, names, int(rounds.starts.size))
-
-
-def with_stable_names(ev: EventArrays) -> EventArrays:
-    """``ev`` with compiled regions keyed by frame and compiled graphs by their order of first
-    appearance (``Torch-Compiled Region #1``, ``## Call CompiledFxGraph #1 ##``)."""
-    firsts = _first_starts(ev)
-    regions: dict[str, int] = {}
-    graphs: dict[str, int] = {}
-    stable = list(ev.names)
-    for i in sorted(range(len(ev.names)), key=lambda k: (firsts[k], k)):
-        if (m := _REGION.match(stable[i])) is not None:
-            stable[i] = REGION_KEY.format(regions.setdefault(m.group(1), len(regions) + 1))
-        elif (m := _GRAPH.match(stable[i])) is not None:
-            stable[i] = GRAPH_KEY.format(graphs.setdefault(m.group(1), len(graphs) + 1))
-    if not regions and not graphs:
-        return ev
-    names = tuple(dict.fromkeys(stable))
-    position = {n: k for k, n in enumerate(names)}
-    remap = np.asarray([position[n] for n in stable], dtype=np.int64)
-    return replace(ev, names=names, name_idx=remap[ev.name_idx])
-
-
-def _first_starts(ev: EventArrays) -> list[int]:
-    """Each name's earliest start (ns); names no event uses come last."""
-    first = np.full(len(ev.names), np.iinfo(np.int64).max, dtype=np.int64)
-    np.minimum.at(first, ev.name_idx, ev.start_ns)
-    return [int(v) for v in first]
-
-
-def _compile_time(
-    names: Sequence[str], cpu: _CpuEvents
-) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.bool_]]:
-    """Which CPU events are compile time, and which of them are outermost (one per compile)."""
-    is_compile_name = np.fromiter(
-        (n in _COMPILE_ROOTS or n.endswith(_COMPILE_SUFFIX) or _COMPILE_MARK in n for n in names),
-        dtype=bool,
-        count=len(names),
-    )
-    compiling = is_compile_name[cpu.name]
-    if not compiling.any():
-        return compiling, compiling
-    for d in range(1, int(cpu.depth.max(initial=0)) + 1):  # descendants of a compile range
-        at = np.flatnonzero((cpu.depth == d) & cpu.has_parent)
-        compiling[at] |= compiling[cpu.parent[at]]
-    root = compiling.copy()
-    root[cpu.has_parent] &= ~compiling[cpu.parent[cpu.has_parent]]
-    return compiling, root
 
 
 class _Rounds(NamedTuple):

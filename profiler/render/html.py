@@ -290,44 +290,51 @@ def _delta_chart(ops: Sequence[Mapping[str, Any]], totals: Mapping[str, float], 
     axes = fig.subplots(1, len(panels), squeeze=False)[0]
     used: dict[str, str] = {}
     for ax, (fam, rows) in zip(axes, panels, strict=True):
-        deltas = [fmt.num(o.get("delta_us")) or 0.0 for o in rows]
-        colours = []
-        for o in rows:
-            v = str(o.get("verdict", ""))
-            colour = COLOURS.get(v, OTHER)
-            used[v if v in COLOURS else "other"] = colour
-            colours.append(colour)
-        y = list(range(len(rows)))
-        ax.barh(y, deltas, color=colours, height=0.7)
-        ax.set_yticks(y, [_label(str(o.get("op"))) for o in rows])
-        ax.invert_yaxis()
-        ax.axvline(0.0, color="#424242", linewidth=0.8)
-        ax.set_xlabel("Δ self time per round (µs), current − baseline")
-        ax.set_title(f"{fmt.FAMILY[fam]}: per-op deltas")
-        span = max(max(abs(d) for d in deltas), 0.05 * totals.get(fam, 0.0)) or 1.0
-        for yi, d, o in zip(y, deltas, rows, strict=True):
-            text = fmt.pct(o.get("delta_pct"), str(o.get("verdict", "")))
-            ax.text(
-                d + (0.02 * span if d >= 0 else -0.02 * span),
-                yi,
-                text,
-                va="center",
-                ha="left" if d >= 0 else "right",
-                fontsize=8,
-                color="#212121",
-            )
-        lo = min(0.0, *deltas)
-        hi = max(0.0, *deltas)
-        left = lo - 0.22 * span if lo < 0 else -0.05 * span
-        right = max(hi, span if hi > 0 else 0.0) + 0.22 * span
-        ax.set_xlim(left, right)
-        ax.grid(axis="x", color="#e0e0e0", linewidth=0.6)
-        ax.set_axisbelow(True)
-        for side in ("top", "right"):
-            ax.spines[side].set_visible(False)
+        _delta_panel(ax, fam, rows, totals.get(fam, 0.0), used)
     handles = [Patch(color=c, label=v) for v, c in used.items()]
     fig.legend(handles=handles, loc="outside lower center", ncols=len(handles), frameon=False)
     return _img(fig, f"per-op deltas of {title}")
+
+
+def _delta_panel(
+    ax: Any, fam: str, rows: Sequence[Mapping[str, Any]], total: float, used: dict[str, str]
+) -> None:
+    """One family's bars, labelled with each op's change; ``used`` gathers the legend."""
+    deltas = [fmt.num(o.get("delta_us")) or 0.0 for o in rows]
+    colours = []
+    for o in rows:
+        v = str(o.get("verdict", ""))
+        colour = COLOURS.get(v, OTHER)
+        used[v if v in COLOURS else "other"] = colour
+        colours.append(colour)
+    y = list(range(len(rows)))
+    ax.barh(y, deltas, color=colours, height=0.7)
+    ax.set_yticks(y, [_label(str(o.get("op"))) for o in rows])
+    ax.invert_yaxis()
+    ax.axvline(0.0, color="#424242", linewidth=0.8)
+    ax.set_xlabel("Δ self time per round (µs), current − baseline")
+    ax.set_title(f"{fmt.FAMILY[fam]}: per-op deltas")
+    span = max(max(abs(d) for d in deltas), 0.05 * total) or 1.0
+    for yi, d, o in zip(y, deltas, rows, strict=True):
+        text = fmt.pct(o.get("delta_pct"), str(o.get("verdict", "")))
+        ax.text(
+            d + (0.02 * span if d >= 0 else -0.02 * span),
+            yi,
+            text,
+            va="center",
+            ha="left" if d >= 0 else "right",
+            fontsize=8,
+            color="#212121",
+        )
+    lo = min(0.0, *deltas)
+    hi = max(0.0, *deltas)
+    left = lo - 0.22 * span if lo < 0 else -0.05 * span
+    right = max(hi, span if hi > 0 else 0.0) + 0.22 * span
+    ax.set_xlim(left, right)
+    ax.grid(axis="x", color="#e0e0e0", linewidth=0.6)
+    ax.set_axisbelow(True)
+    for side in ("top", "right"):
+        ax.spines[side].set_visible(False)
 
 
 def _medians_chart(flagged: Sequence[Mapping[str, Any]]) -> str:

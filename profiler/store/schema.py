@@ -227,16 +227,7 @@ def _session(s: Any, i: int, fail: _Fail) -> Session:
     at = f"sessions[{i}]"
     if not isinstance(s, dict):
         raise fail(f"'{at}' must be an object (got a JSON {_jtype(s)})")
-    wall = s.get("wall_us")
-    n = _check_times(wall, f"{at}.wall_us", None, fail)
-    if n < 2:
-        raise fail(f"'{at}.wall_us' must hold one time per round, >= 2 rounds (got {n})")
-    _check_times(s.get("probe_cpu_us", [0.0] * n), f"{at}.probe_cpu_us", n, fail)
-    has_device = s.get("has_device", False)
-    if not isinstance(has_device, bool):
-        raise fail(f"'{at}.has_device' must be true or false (got {_short(has_device)})")
-    if has_device or "probe_device_us" in s:
-        _check_times(s.get("probe_device_us", [0.0] * n), f"{at}.probe_device_us", n, fail)
+    n, has_device = _checked_rounds(s, at, fail)
     ops = s.get("ops")
     if not isinstance(ops, dict):
         raise fail(f"'{at}.ops' must be an object of op name → arrays")
@@ -246,15 +237,7 @@ def _session(s: Any, i: int, fail: _Fail) -> Session:
     if not is_count(warm, minimum=0):
         raise fail(f"'{at}.warmup_used' must be an integer >= 0 (got {_short(warm)})")
     soft = s.get("soft", {})
-    if s.get("load") is not None:
-        try:
-            RoundLoad.from_dict(s["load"], n)
-        except ValueError as exc:
-            raise fail(f"'{at}.load': {exc}") from None
-    try:
-        host_before_from_dict(s.get("host_before_us"), tuple(ops), n)
-    except ValueError as exc:
-        raise fail(f"'{at}.host_before_us': {exc}") from None
+    _check_round_extras(s, at, tuple(ops), n, fail)
     try:
         table = OpTable.from_dict(s)
     except ValueError as exc:  # only the device part is checked there
@@ -267,6 +250,36 @@ def _session(s: Any, i: int, fail: _Fail) -> Session:
         soft=soft if isinstance(soft, dict) else {},
         work=_checked_work(s, at, fail),
     )
+
+
+def _checked_rounds(s: Mapping[str, Any], at: str, fail: _Fail) -> tuple[int, bool]:
+    """A session's round count (from its wall times, at least 2) and whether it has device
+    times, once its per-round wall and probe times are checked."""
+    n = _check_times(s.get("wall_us"), f"{at}.wall_us", None, fail)
+    if n < 2:
+        raise fail(f"'{at}.wall_us' must hold one time per round, >= 2 rounds (got {n})")
+    _check_times(s.get("probe_cpu_us", [0.0] * n), f"{at}.probe_cpu_us", n, fail)
+    has_device = s.get("has_device", False)
+    if not isinstance(has_device, bool):
+        raise fail(f"'{at}.has_device' must be true or false (got {_short(has_device)})")
+    if has_device or "probe_device_us" in s:
+        _check_times(s.get("probe_device_us", [0.0] * n), f"{at}.probe_device_us", n, fail)
+    return n, has_device
+
+
+def _check_round_extras(
+    s: Mapping[str, Any], at: str, ops: tuple[str, ...], n: int, fail: _Fail
+) -> None:
+    """The session's per-round load readings and time outside ops, when it has them."""
+    if s.get("load") is not None:
+        try:
+            RoundLoad.from_dict(s["load"], n)
+        except ValueError as exc:
+            raise fail(f"'{at}.load': {exc}") from None
+    try:
+        host_before_from_dict(s.get("host_before_us"), ops, n)
+    except ValueError as exc:
+        raise fail(f"'{at}.host_before_us': {exc}") from None
 
 
 def _check_comparable(table: OpTable, at: str, fail: _Fail) -> None:

@@ -7,7 +7,8 @@ from test_reduce_synthetic import Ev, arrays, step
 
 from tprof_engine.decide.judge import compile_notes, compiled_graphs, with_compile_structure
 from tprof_engine.model.verdicts import IMPROVED, REGRESSED, UNCHANGED, TestVerdict
-from tprof_engine.reduce.ops import COMPILE_OP, reduce_events
+from tprof_engine.reduce.compiled import COMPILE_OP
+from tprof_engine.reduce.ops import reduce_events
 
 GRAPH_A = "## Call CompiledFxGraph fkexlqocdhcs56pvngphn4spenxw4kbiswlohj2xvftchlqrrsdr ##"
 GRAPH_B = "## Call CompiledFxGraph fbf6qdygmhx77kulwxiuono2assaej62vdxy4czdejtvvnxhcsa7 ##"
