@@ -4,7 +4,7 @@ Run from the repository root::
 
     .venv/bin/python benchmarks/device_reduce.py [--repeat 7]
 
-For each kineto trace in ``../shared/data/gpu-traces/`` (recorded on A100 / V100), the trace is
+For each kineto trace in ``tests/data/gpu-traces/`` (recorded on A100 / V100), the trace is
 read once and ``reduce_events`` timed ``--repeat`` times on its events; the table gives the
 median and fastest seconds and the device table's rows.  Run it with ``PYTHONPATH`` at another
 checkout to time that checkout's reduction on the same traces (a checkout without device tables
@@ -21,7 +21,7 @@ from pathlib import Path
 from tprof_engine.reduce.ops import reduce_events
 from tprof_engine.store.traces import read_trace
 
-TRACES = Path(__file__).resolve().parents[2] / "shared" / "data" / "gpu-traces"
+TRACES = Path(__file__).resolve().parents[1] / "tests" / "data" / "gpu-traces"
 
 
 def _times(fn: object, repeat: int) -> list[float]:
