@@ -72,7 +72,7 @@ only this suite takes (and the plants above only ``--suite models``):
 ``--pythonpath DIR`` puts DIR first on the ``PYTHONPATH`` of the pytest processes, so the same
 benchmark runs another checkout of the project (a git worktree of an older commit): the plugin
 is loaded through the installed ``pytest_tprof.plugin`` entry point, and ``PYTHONPATH`` makes
-that checkout's ``pytest_tprof`` and ``profiler`` the ones imported.  The checkout that ran is
+that checkout's ``pytest_tprof`` and engine the ones imported.  The checkout that ran is
 printed.  ``--folder DIR`` works in DIR and keeps it (baselines, traces, each run's JSON report
 in ``reports/`` and pytest output in ``logs/``); with ``--sessions 0`` it reuses the baselines
 already there.  ``--out FILE`` writes every tally as JSON.
@@ -587,8 +587,12 @@ class Suite:
     def checkout(self) -> str:
         """Where the pytest processes import the plugin from, and that checkout's commit."""
         code = (
-            "import os, profiler, pytest_tprof.plugin\n"
-            "for m in (pytest_tprof, profiler):\n"
+            "import importlib, os, pytest_tprof.plugin\n"
+            "try:\n"
+            "    engine = importlib.import_module('tprof_engine')\n"
+            "except ImportError:  # a checkout from before the engine's own name\n"
+            "    engine = importlib.import_module('profiler')\n"
+            "for m in (pytest_tprof, engine):\n"
             "    print(os.path.dirname(os.path.dirname(os.path.abspath(m.__file__))))\n"
         )
         done = subprocess.run(
@@ -599,7 +603,7 @@ class Suite:
             sys.exit(f"the plugin does not import:\n{done.stderr[-2000:]}")
         roots = sorted(set(done.stdout.split()))
         if len(roots) != 1:
-            return f"mixed: pytest_tprof and profiler from {roots}"
+            return f"mixed: pytest_tprof and the engine from {roots}"
         root = roots[0]
         git = ["git", "-C", root]
         head = subprocess.run(

@@ -269,7 +269,7 @@ def check_cli(suite: Suite) -> tuple[bool, str]:
     files = sorted(suite.folder.glob("baselines/*/*.json"))
     if not files:
         return False, "no baseline file was saved"
-    done = subprocess.run([sys.executable, "-m", "profiler", "show", str(files[0])],
+    done = subprocess.run([sys.executable, "-m", "tprof_engine", "show", str(files[0])],
                           env=working_tree_env(), capture_output=True, text=True)  # fmt: skip
     first = (done.stdout.strip().splitlines() or [done.stderr.strip()[-200:]])[0]
     return done.returncode == 0, f"exit {done.returncode}: {first[:70]}"
