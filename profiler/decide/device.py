@@ -34,14 +34,6 @@ def idle_growth(baseline: Sequence[DeviceTable], current: DeviceTable) -> list[t
     return sorted(grown, key=lambda x: -x[1])
 
 
-def idle_ranking(table: DeviceTable) -> list[tuple[str, float]]:
-    """Ops by the device idle time that ended at their activities (median µs per round),
-    largest first; ops with none are left out."""
-    medians = np.median(table.idle_before_us, axis=1) if table.idle_ops else np.zeros(0)
-    ranked = sorted(zip(table.idle_ops, medians.tolist(), strict=True), key=lambda x: -x[1])
-    return [(op, us) for op, us in ranked if us > 0]
-
-
 @dataclass(frozen=True, slots=True, kw_only=True)
 class HostWait:
     """A change in how often an op makes the host wait for the device (a DtoH copy, a sync).

@@ -48,15 +48,6 @@ def min_attainable_p(n_current: int, n_baseline: int) -> float:
     return 1.0 / math.comb(n_current + n_baseline, n_current)
 
 
-def log_spread(values: FloatArray) -> float:
-    """Robust standard deviation of log values (≈ the coefficient of variation when small)."""
-    v = values[values > 0]
-    if v.size < 2:
-        return 0.0
-    logs = np.log(v)
-    return float(MAD_TO_SD * np.median(np.abs(logs - np.median(logs))))
-
-
 def pooled_log_spread(a: FloatArray, b: FloatArray) -> float:
     """Spread of log values within each sample, pooled: a shift between them doesn't count."""
     la, lb = np.log(a[a > 0]), np.log(b[b > 0])

