@@ -6,7 +6,14 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from tprof_engine.model.results import ProfiledTest
-from tprof_engine.model.verdicts import EXPLAINED, NO_BASELINE, NOT_SAVED, SAVED, TestVerdict
+from tprof_engine.model.verdicts import (
+    EXPLAINED,
+    NO_BASELINE,
+    NOT_SAVED,
+    REGRESSED,
+    SAVED,
+    TestVerdict,
+)
 from tprof_engine.model.work_verdict import WorkDelta, WorkVerdict
 from tprof_engine.render import fmt, rows
 from tprof_engine.render.rows import NUMERIC_COLUMNS, OP_COLUMNS, OpRow
@@ -43,7 +50,28 @@ def failure_text(test: ProfiledTest, *, verbose: bool = False) -> str:
         lines.extend("  " + line for line in work_lines(v.work, verbose=verbose))
     lines.append("")
     lines.extend("  " + line for line in details(test))
+    steps = next_steps(test)
+    if steps:
+        lines += ["", "  next:", *("    " + line for line in steps)]
     return "\n".join(lines)
+
+
+def next_steps(test: ProfiledTest) -> list[str]:
+    """What to do about a regression: accept it if it was meant, else find where it is."""
+    v = test.verdict
+    if v.verdict != REGRESSED:
+        return []
+    out = [
+        "meant it? record it as the new baseline: "
+        f'pytest --tprof-save --tprof-reset "{test.nodeid}"'
+    ]
+    moved = [] if v.work is None else [r for r in v.work.rows if r.status != "unchanged"]
+    if v.work_regressed and not any(r.source for r in moved):
+        out.append("which line of your code: re-run with --tprof --tprof-collect=stack")
+    trace = test.side_by_side or test.trace
+    if trace and (v.timing_regressed or v.structure_regressed):
+        out.append(f"see the ops in time: open {trace} in https://ui.perfetto.dev")
+    return out
 
 
 def device_row_lines(rows: Sequence[Mapping[str, Any]]) -> list[str]:

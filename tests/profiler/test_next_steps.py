@@ -1,0 +1,42 @@
+"""A failure ends with what to do next: accept the change if it was meant, else where to look."""
+
+from __future__ import annotations
+
+from tprof_testing import table
+
+from tprof_engine.decide.judge import Recorded, judge
+from tprof_engine.decide.rule import Rule
+from tprof_engine.model.results import ProfiledTest
+from tprof_engine.model.verdicts import REGRESSED, UNCHANGED
+from tprof_engine.render.report import failure_text, next_steps
+
+OPS = {"aten::addmm": (800.0, 6), "aten::relu": (120.0, 3)}
+SESSIONS = tuple(table(OPS, seed=s) for s in (10, 11, 12))
+NODE = "tests/test_model.py::test_step[cpu]"
+
+
+def profiled(ops: dict[str, tuple[float, int]]) -> ProfiledTest:
+    verdict = judge(Recorded(tables=SESSIONS), Recorded(tables=(table(ops, seed=1),)), Rule())
+    return ProfiledTest(nodeid=NODE, verdict=verdict, trace="/runs/t.pt.trace.json.gz")
+
+
+def test_a_timing_regression_says_how_to_accept_it_and_where_its_trace_opens() -> None:
+    test = profiled({**OPS, "aten::addmm": (1600.0, 6)})
+    assert test.verdict.verdict == REGRESSED
+    assert next_steps(test) == [
+        "meant it? record it as the new baseline: "
+        'pytest --tprof-save --tprof-reset "tests/test_model.py::test_step[cpu]"',
+        "see the ops in time: open /runs/t.pt.trace.json.gz in https://ui.perfetto.dev",
+    ]
+    assert failure_text(test).endswith(
+        "\n  next:\n    meant it? record it as the new baseline: "
+        'pytest --tprof-save --tprof-reset "tests/test_model.py::test_step[cpu]"\n'
+        "    see the ops in time: open /runs/t.pt.trace.json.gz in https://ui.perfetto.dev"
+    )
+
+
+def test_a_test_that_passes_has_no_next_steps() -> None:
+    test = profiled(OPS)
+    assert test.verdict.verdict == UNCHANGED
+    assert next_steps(test) == []
+    assert "next:" not in failure_text(test)
