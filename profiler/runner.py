@@ -43,12 +43,9 @@ class Runner:
         from tprof_engine.capture import borrowed, census, facts, session
 
         self.config = config
-        self._borrowed, self._census_of, self._facts, self._session = (
-            borrowed,
-            census,
-            facts,
-            session,
-        )
+        # The capture stage's modules, held so nothing else in this module imports torch.
+        self._borrowed, self._census_of = borrowed, census
+        self._facts, self._session = facts, session
         self.facts = facts.torch_facts()
         if config.threads > 0:
             self.facts["threads"] = config.threads

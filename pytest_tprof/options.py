@@ -255,13 +255,10 @@ def _with_deprecated(config: pytest.Config, given: dict[str, tuple[Any, str]]) -
             continue
         _warn(config, f"{d.name} is deprecated and will be removed: use {d.instead}")
         value, name = given[d.dest]
-        if config.getoption(d.dest) is not None:
-            continue
-        if d.dest == "tprof_collect":
-            value = (*value, d.value)
-        else:
-            value = used if d.value is None else d.value
-        given[d.dest] = value, name
+        if d.dest == "tprof_collect":  # what to collect adds up, whichever spelling asked
+            given[d.dest] = tuple(dict.fromkeys((*value, d.value))), name
+        elif config.getoption(d.dest) is None:  # the command line's new spelling wins
+            given[d.dest] = (used if d.value is None else d.value), name
     for ini, flag in _NOT_READ_FROM_INI.items():
         if _ini(config, ini, f"ini option '{ini}'"):
             _warn(config, f"ini option '{ini}' is not read: give {flag} to the run that should")

@@ -56,6 +56,8 @@ def test_collect_names_what_else_to_collect(pytester: pytest.Pytester) -> None:
     assert (run.profile_memory, run.nvtx, run.stack, run.counters) == (True, True, False, False)
     run = settings_of(pytester, "tprof_collect = stack,counters").run
     assert (run.stack, run.counters, run.profile_memory) == (True, True, False)
+    run = settings_of(pytester, "", "--tprof-collect=stack", "--tprof-memory").run
+    assert (run.stack, run.profile_memory) == (True, True)  # the old flag adds, with a warning
     with pytest.raises(pytest.UsageError, match="'--tprof-collect' got 'memroy'; valid: memory"):
         settings_of(pytester, "", "--tprof-collect=memroy")
 
