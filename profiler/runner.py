@@ -15,7 +15,7 @@ from typing import Any
 from tprof_engine.capture import counters  # ctypes only; the rest of capture loads torch
 from tprof_engine.config import Body, RunConfig
 from tprof_engine.decide import judge, policy
-from tprof_engine.decide.busy import busy_of
+from tprof_engine.decide.busy import busy_of, quietest
 from tprof_engine.decide.rule import Rule
 from tprof_engine.model.environment import Fingerprint, differences, line_tracer
 from tprof_engine.model.errors import BaselineError, TprofError
@@ -160,10 +160,14 @@ class Runner:
             return self._session.capture_rounds(call, spec)
 
         judged_by = rule or cfg.rule
-        # A session keeps the protocol's rounds (judging leaves out its disturbed ones); more
-        # rounds on a busy machine only help a test that has a baseline to be judged against.
-        judged = not cfg.save and baseline is not None
-        result = self._quiet_enough(run, judged_by) if judged else run()
+        # On a busy machine the rounds are captured again: a judged run keeps them all, a
+        # recording keeps the protocol's count, undisturbed ones first, so that a session later
+        # runs are judged against holds enough rounds for the rule.
+        if cfg.save:
+            result = self._quiet_enough(run, judged_by)
+            result = replace(result, table=quietest(result.table, judged_by, spec.rounds))
+        else:
+            result = self._quiet_enough(run, judged_by) if baseline is not None else run()
         work, notes = self._census(body)
         notes += (result.trace_problem,) if result.trace_problem else ()
         notes += counters.instructions_of(counts, rounds=spec.rounds, iterations=result.iterations)

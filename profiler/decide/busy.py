@@ -151,6 +151,16 @@ def quiet_table(table: OpTable, rule: Disturbance) -> OpTable:
     return table.with_rounds(np.flatnonzero(~mask))
 
 
+def quietest(table: OpTable, rule: Disturbance, rounds: int) -> OpTable:
+    """``rounds`` of the table's rounds, undisturbed ones first, in the order they ran: what a
+    recording keeps of captures taken again on a busy machine (the protocol's count)."""
+    if table.rounds <= rounds:
+        return table
+    mask = disturbed_rounds(table, rule)
+    order = np.arange(table.rounds) if mask is None else np.argsort(mask, kind="stable")
+    return table.with_rounds(np.sort(order[:rounds]))
+
+
 def run_summary(
     tables: Sequence[tuple[str, OpTable]], rule: Disturbance, *, worst: int = 3
 ) -> str | None:

@@ -371,6 +371,20 @@ def test_a_busy_capture_is_taken_again_up_to_twice_and_its_rounds_joined() -> No
     assert stays_busy.table.rounds == 3 * ROUNDS  # at most 3x the rounds
 
 
+def test_a_recording_keeps_the_protocols_rounds_undisturbed_first_in_the_order_they_ran() -> None:
+    # Two captures of 20 rounds, 5 and 12 of them quiet: the recording keeps 17 quiet rounds
+    # and the 3 earliest disturbed ones, so a session judged against later has 17 to offer.
+    first = loaded(table(OPS, seed=1), list(range(15)))
+    second = loaded(table(OPS, seed=2), [0, 3, 5, 7, 9, 11, 13, 15])
+    kept = busy.quietest(concat_rounds([first, second]), Rule(), ROUNDS)
+    assert kept.rounds == ROUNDS
+    assert kept.load is not None and kept.load.queued_us is not None
+    assert int((kept.load.queued_us > 0).sum()) == 3
+    assert np.array_equal(kept.wall_us[:3], first.wall_us[:3])  # the disturbed ones, in order
+    assert np.array_equal(kept.wall_us[3:8], first.wall_us[15:])
+    assert busy.quietest(first, Rule(), ROUNDS) is first
+
+
 def test_a_quiet_run_of_few_rounds_is_not_captured_again() -> None:
     runs = []
 
