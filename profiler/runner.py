@@ -160,14 +160,7 @@ class Runner:
             return self._session.capture_rounds(call, spec)
 
         judged_by = rule or cfg.rule
-        # On a busy machine the rounds are captured again: a judged run keeps them all, a
-        # recording keeps the protocol's count, undisturbed ones first, so that a session later
-        # runs are judged against holds enough rounds for the rule.
-        if cfg.save:
-            result = self._quiet_enough(run, judged_by)
-            result = replace(result, table=quietest(result.table, judged_by, spec.rounds))
-        else:
-            result = self._quiet_enough(run, judged_by) if baseline is not None else run()
+        result = self._captured(run, judged_by, spec.rounds, judged=baseline is not None)
         work, notes = self._census(body)
         notes += (result.trace_problem,) if result.trace_problem else ()
         notes += counters.instructions_of(counts, rounds=spec.rounds, iterations=result.iterations)
@@ -233,6 +226,15 @@ class Runner:
             test = replace(test, table=second.table, confirmed=True)
             verdict = policy.after_remeasurement(repeat)
         return replace(test, verdict=verdict)
+
+    def _captured(self, run: Callable[[], Any], rule: Rule, rounds: int, *, judged: bool) -> Any:
+        """The test's capture.  On a busy machine the rounds are captured again: a judged run
+        keeps them all, a recording keeps ``rounds`` of them, undisturbed ones first, so that
+        a session later runs are judged against holds enough rounds for the rule."""
+        if self.config.save:
+            result = self._quiet_enough(run, rule)
+            return replace(result, table=quietest(result.table, rule, rounds))
+        return self._quiet_enough(run, rule) if judged else run()
 
     def _quiet_enough(self, run: Callable[[], Any], rule: Rule) -> Any:
         """A capture with enough undisturbed rounds to judge timing: on a busy machine the

@@ -16,17 +16,21 @@ from typing import Any, Final
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
-from torch.utils.flop_counter import flop_registry
 
+from tprof_engine.capture.flops import formula_for
 from tprof_engine.capture.modules import (
     Tracker,
     compiled_code_runs_eagerly,
+    hooks_charged_to_their_module,
     module_names,
+    module_objects,
+    optimizer_steps,
     user_line,
 )
 from tprof_engine.capture.session import split_setup
 from tprof_engine.model.errors import CaptureError, ConfigError
 from tprof_engine.model.tensors import (
+    ARG,
     copy_direction,
     distinct_elements,
     format_tensor,
@@ -38,7 +42,6 @@ from tprof_engine.model.work import (
     VALUE_READS,
     DeviceCopy,
     HostSync,
-    Phase,
     RowKey,
     WorkRow,
     WorkTable,
@@ -108,11 +111,11 @@ def take_census(
     if rounds < 1:
         raise ConfigError(f"'rounds' must be >= 1 (got {rounds})")
     kwargs = dict(kwargs or {})
-    names = module_names(fn, args, kwargs)
+    where = _Where(names=module_names(fn, args, kwargs), modules=module_objects(fn, args, kwargs))
     start = time.perf_counter_ns()
     try:
         taken = [
-            _round(fn, args, kwargs, setup, iterations, names, stack=stack) for _ in range(rounds)
+            _round(fn, args, kwargs, setup, iterations, where, stack=stack) for _ in range(rounds)
         ]
     except ConfigError:
         raise
@@ -150,7 +153,7 @@ class _Tally:
         return WorkRow(
             op=op,
             module=module,
-            phase=_phase(phase),
+            phase=phase,
             calls=self.calls,
             flops=self.flops,
             bytes_read=self.bytes_read,
@@ -161,6 +164,14 @@ class _Tally:
             grad_fns=tuple(sorted(self.grad_fns)),
             source=self.source,
         )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Where:
+    """The test's modules: their paths and the modules themselves, by ``id``."""
+
+    names: Mapping[int, str]
+    modules: Mapping[int, Any]
 
 
 @dataclass(slots=True, kw_only=True)
@@ -177,7 +188,7 @@ def _round(
     kwargs: dict[str, Any],
     setup: Callable[[], Any] | None,
     iterations: int,
-    names: Mapping[int, str],
+    where: _Where,
     *,
     stack: bool = False,
 ) -> _Round:
@@ -187,7 +198,7 @@ def _round(
         if prepared is not None:
             call_args, call_kwargs = split_setup(prepared)
     result = _Round()
-    tracker = Tracker(names)
+    tracker = Tracker(where.names)
     with warnings.catch_warnings():
         # ModuleTracker's global hooks make torch warn when a compiled module runs; the census
         # expects that (Tracker names both alike) and must not fail a warnings-as-errors run.
@@ -195,6 +206,8 @@ def _round(
         with (
             compiled_code_runs_eagerly() as compiled,
             tracker,
+            hooks_charged_to_their_module(tracker, where.modules, where.names),
+            optimizer_steps(tracker),
             _Census(tracker, result, stack=stack),
         ):
             for _ in range(iterations):
@@ -211,11 +224,11 @@ def _table(taken: list[_Round], *, iterations: int, census_us: float) -> WorkTab
         latest.update(r.rows)
     rows = [tally.row(key, varies=_varies(key, taken)) for key, tally in latest.items()]
     copies = [
-        DeviceCopy(op=op, module=module, phase=_phase(phase), direction=direction, calls=n, bytes=b)
+        DeviceCopy(op=op, module=module, phase=phase, direction=direction, calls=n, bytes=b)
         for (op, module, phase, direction), (n, b) in last.copies.items()
     ]
     syncs = [
-        HostSync(op=op, module=module, phase=_phase(phase), device=device, calls=n)
+        HostSync(op=op, module=module, phase=phase, device=device, calls=n)
         for (op, module, phase, device), n in last.syncs.items()
     ]
     return WorkTable(
@@ -231,10 +244,6 @@ def _table(taken: list[_Round], *, iterations: int, census_us: float) -> WorkTab
 def _varies(key: RowKey, taken: list[_Round]) -> bool:
     """Whether a row's work (or its absence) differs between census rounds."""
     return len({r.rows[key].work() if key in r.rows else () for r in taken}) > 1
-
-
-def _phase(text: str) -> Phase:
-    return "backward" if text == "backward" else "forward"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -257,7 +266,7 @@ class _OpFacts:
     def of(cls, func: torch._ops.OpOverload) -> _OpFacts:
         schema = func._schema
         name = schema.name
-        formula = flop_registry.get(func._overloadpacket)
+        formula = formula_for(func)
         view = name in _UNANNOTATED_VIEWS or any(
             r.alias_info is not None and not r.alias_info.is_write for r in schema.returns
         )
@@ -334,13 +343,13 @@ class _Census(TorchDispatchMode):
         # Runs for every op of the body: kept to plain loops, views skip the byte work.
         read = _gather(args, kwargs, facts.inputs)
         tracker = self._tracker
-        key = (facts.name, tracker.innermost(), "backward" if tracker.is_bw else "forward")
+        key = (facts.name, *tracker.place())
         tally = self._round.rows.get(key) or self._new_tally(key, facts, args, kwargs)
         tally.calls += 1
         if tracker.is_bw:
             _note_grad_fn(tally)
         if facts.flop_formula is not None:
-            tally.flops += int(facts.flop_formula(*args, **kwargs, out_val=out))
+            tally.flops += _flops(facts.flop_formula, args, kwargs, out)
         tally.dtypes.update([t.dtype for t in read])
         if facts.maybe_sync:
             self._note_sync(key, read)
@@ -386,6 +395,17 @@ class _Census(TorchDispatchMode):
         tally = self._round.copies.setdefault((*key, direction), [0, 0])
         tally[0] += 1
         tally[1] += moved
+
+
+def _flops(
+    formula: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], out: Any
+) -> int:
+    """The call's FLOPs; 0 where its tensors have no plain shape (nested, sparse), which the
+    census reports as FLOPs unknown for the op."""
+    try:
+        return int(formula(*args, **kwargs, out_val=out))
+    except (RuntimeError, AssertionError, ValueError, TypeError, IndexError, KeyError):
+        return 0
 
 
 def _note_grad_fn(tally: _Tally) -> None:
@@ -435,15 +455,18 @@ def _dtype_name(dtype: torch.dtype) -> str:
 
 
 def _signature(facts: _OpFacts, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> str:
-    """The readable tensor inputs of a call: ``f32[4, 8], f32[8, 16]ᵀ``."""
+    """The readable tensor inputs of a call, named by their arguments when there are several:
+    ``f32[4, 8]``, ``self=f32[16], mat1=f32[4, 8], mat2=f32[8, 16]ᵀ``."""
     items = []
     for pos, name in facts.inputs:
         value = args[pos] if pos < len(args) else kwargs.get(name)
         if isinstance(value, torch.Tensor):
-            items.append(_tensor_text(value))
+            items.append((name, _tensor_text(value)))
         elif isinstance(value, (list, tuple)):
-            items.append(format_tensor_list([_tensor_text(t) for t in _tensors(value)]))
-    return ", ".join(items)
+            items.append((name, format_tensor_list([_tensor_text(t) for t in _tensors(value)])))
+    if len(items) == 1:
+        return items[0][1]
+    return ", ".join(f"{name}{ARG}{text}" for name, text in items)
 
 
 def _tensor_text(t: torch.Tensor) -> str:

@@ -1,5 +1,6 @@
-"""Where an op runs: the module path (``ModuleTracker`` over the test's ``named_modules()``),
-calls into compiled code, and the user's source line for ``--tprof-collect=stack``.
+"""Where an op runs: the module path (``ModuleTracker`` over the test's ``named_modules()``) and
+phase (forward, backward, a module's own hooks, an optimizer's step), calls into compiled code,
+and the user's source line for ``--tprof-collect=stack``.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ from typing import Any, Final
 import torch
 from torch import nn
 from torch.utils.module_tracker import ModuleTracker
+
+from tprof_engine.model.work import BACKWARD, FORWARD, FORWARD_HOOK, FORWARD_PRE_HOOK
 
 _TOP: Final = "Global"  # ModuleTracker's name for "no module"
 
@@ -37,6 +40,12 @@ class Tracker(ModuleTracker):
         self._entered: dict[str, int] = {}
         self._clock = itertools.count()
         self._known: dict[frozenset[str], str] = {}  # innermost module by running set
+        self._running_hooks: list[
+            tuple[str, str, int]
+        ] = []  # running hooks: (module, phase, clock)
+        self.optimizer: str | None = None  # the optimizer step running: ``AdamW.step``
+        self._made_in: dict[int, str] = {}  # autograd node's sequence number → its module
+        self._last_node = -1
 
     def _get_mod_name(self, mod: Any) -> str:
         name = self._names.get(id(mod))
@@ -51,6 +60,56 @@ class Tracker(ModuleTracker):
             self._known.clear()
 
         return entered
+
+    def place(self) -> tuple[str, str]:
+        """Where an op runs now: (module path, phase).
+
+        A module's own forward hooks run after ModuleTracker has left the module and before
+        it has entered it for pre-hooks alike: their ops are charged to the module they are
+        registered on, in a phase of their own; a module the hook calls is their owner.
+        """
+        if self.is_bw:
+            return self._backward_module(), BACKWARD
+        if self._running_hooks:
+            path, phase, since = self._running_hooks[-1]
+            inner = self.innermost()
+            if not inner or self._entered.get(inner, -1) < since:
+                self._note_node(path)
+                return path, phase
+        if self.optimizer is not None:
+            return "", self.optimizer
+        path = self.innermost()
+        self._note_node(path)
+        return path, FORWARD
+
+    def _note_node(self, path: str) -> None:
+        """Remember the module a forward op ran in by the autograd node it made (the next
+        sequence number has moved past it); its backward ops are charged to that module."""
+        made = torch._C._autograd._get_sequence_nr() - 1
+        if made != self._last_node:
+            self._last_node = made
+            self._made_in.setdefault(made, path)
+
+    def _backward_module(self) -> str:
+        """The module whose forward made the autograd node running now.  ModuleTracker's own
+        backward hooks fire once every output has its gradient: a module returning a tensor
+        it also used (eager attention's weights) would have its first backward ops charged
+        to its parent."""
+        node = torch._C._current_autograd_node()
+        if node is not None:
+            found = self._made_in.get(node._sequence_nr())
+            if found is not None:
+                return found
+        return self.innermost()
+
+    @contextlib.contextmanager
+    def in_hook(self, path: str, phase: str) -> Iterator[None]:
+        """The ops of a hook of module ``path`` (``phase``: forward hook or pre-hook)."""
+        self._running_hooks.append((path, phase, next(self._clock)))
+        try:
+            yield
+        finally:
+            self._running_hooks.pop()
 
     def innermost(self) -> str:
         """The path of the innermost running module; ``""`` outside every module."""
@@ -74,15 +133,101 @@ def _descends(path: str, ancestor: str) -> bool:
 def module_names(
     fn: Callable[..., Any], args: tuple[Any, ...] = (), kwargs: Mapping[str, Any] | None = None
 ) -> dict[int, str]:
-    """Path of every module reachable from the body, by ``id``, as ``named_modules()`` has it."""
+    """Path of every module reachable from the body, by ``id``, as ``named_modules()`` has it.
+
+    Of several outermost models, each one's paths start with the variable that holds it.  A
+    module of no parameters and no submodules beside a model (its loss, an activation) is
+    named by its variable and leaves the model's paths as they are.
+    """
     roots = _roots(fn, args, kwargs or {})
+    models = {id(root) for _, root, _ in roots if _is_model(root)} or {id(r) for _, r, _ in roots}
     names: dict[int, str] = {}
     for var, root, wrapper in roots:
-        prefix = var if len(roots) > 1 else ""
+        prefix = var if len(models) > 1 or id(root) not in models else ""
         for path, module in root.named_modules():
             names.setdefault(id(module), ".".join(p for p in (prefix, path) if p))
         names[id(wrapper)] = names[id(root)]
     return names
+
+
+def _is_model(module: nn.Module) -> bool:
+    """A module with parameters or submodules, not a loss or an activation."""
+    return next(module.children(), None) is not None or next(module.parameters(), None) is not None
+
+
+def module_objects(
+    fn: Callable[..., Any], args: tuple[Any, ...] = (), kwargs: Mapping[str, Any] | None = None
+) -> dict[int, nn.Module]:
+    """Every module reachable from the body, by ``id``."""
+    return {
+        id(module): module
+        for _, root, _ in _roots(fn, args, kwargs or {})
+        for module in root.modules()
+    }
+
+
+@contextlib.contextmanager
+def hooks_charged_to_their_module(
+    tracker: Tracker, modules: Mapping[int, nn.Module], names: Mapping[int, str]
+) -> Iterator[None]:
+    """Run the modules' own forward hooks and pre-hooks inside ``tracker.in_hook``; each hook
+    is put back as it was afterwards."""
+    wrapped: list[tuple[dict[int, Any], int, Any]] = []
+    for key, module in modules.items():
+        path = names.get(key, "")
+        for hooks, phase in (
+            (module._forward_pre_hooks, FORWARD_PRE_HOOK),
+            (module._forward_hooks, FORWARD_HOOK),
+        ):
+            for handle, hook in list(hooks.items()):
+                hooks[handle] = _in_hook(tracker, hook, path, phase)
+                wrapped.append((hooks, handle, hook))
+    try:
+        yield
+    finally:
+        for hooks, handle, hook in wrapped:
+            if handle in hooks:
+                hooks[handle] = hook
+
+
+@contextlib.contextmanager
+def optimizer_steps(tracker: Tracker) -> Iterator[None]:
+    """Name the optimizer whose ``step`` runs (``AdamW.step``) in ``tracker.optimizer``."""
+    from torch.optim.optimizer import (
+        register_optimizer_step_post_hook,
+        register_optimizer_step_pre_hook,
+    )
+
+    running: list[str] = []
+
+    def started(optimizer: Any, *_: Any) -> None:
+        running.append(f"{type(optimizer).__name__}.step")
+        tracker.optimizer = running[-1]
+
+    def finished(*_: Any) -> None:
+        if running:
+            running.pop()
+        tracker.optimizer = running[-1] if running else None
+
+    handles = [
+        register_optimizer_step_pre_hook(started),
+        register_optimizer_step_post_hook(finished),
+    ]
+    try:
+        yield
+    finally:
+        for handle in handles:
+            handle.remove()
+        tracker.optimizer = None
+
+
+def _in_hook(tracker: Tracker, hook: Any, path: str, phase: str) -> Callable[..., Any]:
+    @functools.wraps(hook)
+    def charged(*args: Any, **kwargs: Any) -> Any:
+        with tracker.in_hook(path, phase):
+            return hook(*args, **kwargs)
+
+    return charged
 
 
 def _roots(

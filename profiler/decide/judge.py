@@ -239,6 +239,12 @@ def with_work(
         return verdict
     if baseline is None:
         return verdict.with_notes("no work baseline: re-record with --tprof-save")
+    if baseline.census != current.census:
+        return verdict.with_notes(
+            f"work not compared: the baseline's census counted by older rules (census "
+            f"{baseline.census}, now {current.census}: attention and RNN FLOPs, hook and "
+            "optimizer phases); record a session with --tprof-save to gate work again"
+        )
     work = judge_work(baseline, current, floor=rule.work_floor)
     word = worst([verdict.verdict, work.verdict])
     reason = verdict.reason

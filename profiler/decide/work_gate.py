@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
+from tprof_engine.decide.replacements import Replacements, subtree_work
 from tprof_engine.model.errors import ConfigError
 from tprof_engine.model.tensors import dtype_code, first_difference
 from tprof_engine.model.work import (
@@ -17,6 +18,8 @@ from tprof_engine.model.work import (
     WorkTable,
     WorkWord,
     copies_text,
+    flops_unknown,
+    flops_unknown_text,
     key_order,
     row_label,
     syncs_text,
@@ -134,38 +137,34 @@ def _delta(key: RowKey, sides: _Sides, floor: float) -> WorkDelta:
 def _net_replacements(
     rows: tuple[WorkDelta, ...], sides: _Sides, floor: float
 ) -> tuple[WorkDelta, ...]:
-    """Gate new and gone ops by their module and phase's net: a replacement is one change.
-
-    A hand-written op that replaces a library op in the same module moves work from one row
-    to others; only what the new rows add beyond what the gone rows did counts.
-    """
-    net = _replacement_nets(rows)
+    """Gate new and gone ops by their group's net: a replacement is one change
+    (:mod:`.replacements`)."""
+    reps = Replacements.of(rows)
 
     def gated(r: WorkDelta) -> bool:
         if r.status not in ("added", "deleted"):
             return r.gated
-        f, b = net[(r.module, r.phase)]
-        return abs(f) > floor * sides.base_flops or abs(b) > floor * sides.base_bytes
+        return _group_gated(reps.group_of[r.key][0], reps.net(r), sides, floor)
 
     return tuple(replace(r, gated=gated(r)) if gated(r) != r.gated else r for r in rows)
 
 
-def _replacement_nets(rows: Sequence[WorkDelta]) -> dict[tuple[str, str], tuple[int, int]]:
-    """Per module and phase: the FLOPs and bytes its new ops add net of its gone ops."""
-    net: dict[tuple[str, str], tuple[int, int]] = {}
-    for r in rows:
-        if r.status in ("added", "deleted"):
-            f, b = net.get((r.module, r.phase), (0, 0))
-            net[(r.module, r.phase)] = (f + r.flops_delta, b + r.bytes_delta)
-    return net
+# New ops also fail a test when they add more than the floor of their own module's work and
+# this share of the floor of the test's: a copy of one activation in a hook is a fraction of a
+# percent of a model's bytes but a real change, a new ``.item()`` of a scalar is not.
+NEW_WORK_SHARE = 0.1
 
 
-def _direction(r: WorkDelta, nets: Mapping[tuple[str, str], tuple[int, int]]) -> int:
-    """+1 when a gated row's work grew, -1 when it shrank; a replacement by its module's net."""
-    if r.status in ("added", "deleted"):
-        f, b = nets[(r.module, r.phase)]
-        return 1 if max(f, b) > 0 else -1
-    return 1 if max(r.flops_delta, r.bytes_delta) > 0 else -1
+def _group_gated(module: str, net: tuple[int, int], sides: _Sides, floor: float) -> bool:
+    flops, size = net
+    if abs(flops) > floor * sides.base_flops or abs(size) > floor * sides.base_bytes:
+        return True
+    own = subtree_work(sides.baseline.rows, module)
+    totals = (sides.base_flops, sides.base_bytes)
+    return any(
+        grew > floor * mine and grew > floor * NEW_WORK_SHARE * total
+        for grew, mine, total in zip(net, own, totals, strict=True)
+    )
 
 
 def _status(base: WorkRow | None, cur: WorkRow | None, varies: bool) -> RowStatus:
@@ -201,15 +200,18 @@ def _gate_lines(
         if abs(cur - base) > floor * base:
             line = f"total {measure} {_change(base, cur)} ({base:,} → {cur:,})"
             (grew if cur > base else shrank).append(line)
-    nets = _replacement_nets(rows)
-    for line, direction in _replacement_lines(rows, nets, sides, floor):
-        (grew if direction > 0 else shrank).append(line)
-    flagged = sorted((r for r in rows if r.gated), key=lambda r: -_weight(r, sides))
+    reps = Replacements.of(rows)
     named = False
+    for line, direction in _replacement_lines(rows, reps, sides, floor):
+        (grew if direction > 0 else shrank).append(line)
+        named |= direction > 0
+    flagged = sorted(
+        (r for r in rows if r.gated and not reps.replaced(r)), key=lambda r: -_weight(r, sides)
+    )
     for r in flagged:
-        direction = _direction(r, nets)
-        moved = _moved(r, sides, floor, direction)
-        if moved:  # a replacement lists the rows that moved its module's way
+        direction = reps.direction(r)
+        moved = _moved(r, sides, floor, direction) or _moved_in_module(r, sides, direction)
+        if moved:
             (grew if direction > 0 else shrank).append(_row_line(r, moved))
             named |= direction > 0
     if grew and not named:
@@ -218,31 +220,60 @@ def _gate_lines(
 
 
 def _replacement_lines(
-    rows: Sequence[WorkDelta],
-    nets: Mapping[tuple[str, str], tuple[int, int]],
-    sides: _Sides,
-    floor: float,
+    rows: Sequence[WorkDelta], reps: Replacements, sides: _Sides, floor: float
 ) -> list[tuple[str, int]]:
-    """One line per module and phase whose new ops, net of its gone ones, moved its work."""
+    """One line per replacement whose new ops, net of its gone ones, moved the work."""
     out = []
-    for (module, phase), (flops, size) in nets.items():
+    for module, phase in sorted(reps.both):
+        flops, size = reps.nets[(module, phase)]
+        if not _group_gated(module, (flops, size), sides, floor):
+            continue
         moved = [
             f"{measure} {delta:+,} net ({delta / total * 100:+.1f}% of the test's)"
             for measure, delta, total in (
                 ("FLOPs", flops, sides.base_flops),
                 ("bytes", size, sides.base_bytes),
             )
-            if total and abs(delta) > floor * total
+            if total and delta
         ]
-        group = [r for r in rows if (r.module, r.phase) == (module, phase)]
-        gone = [r.op for r in group if r.status == "deleted"]
-        new = [r.op for r in group if r.status == "added"]
-        if not moved or not gone or not new:
-            continue  # a new op alone, or one gone alone, is its own row's line
+        # Views (no FLOPs, no bytes) went and came with the ops they fed: not named.
+        group = [r for r in reps.members(rows, (module, phase)) if _does_work(r)]
+        gone = [_op_in(r, module) for r in group if r.status == "deleted"]
+        new = sorted((r for r in group if r.status == "added"), key=lambda r: -_weight(r, sides))
         where = row_label(("", module, phase)).lstrip()  # "in m (phase)" / "at top level (…)"
-        what = f"{', '.join(gone[:3])} gone, {len(new)} new op{'s' if len(new) > 1 else ''}"
+        what = (
+            f"{', '.join(gone[:3])} gone, {len(new)} new op{'s' if len(new) > 1 else ''} "
+            f"({', '.join(_op_in(r, module) for r in new[:3])}{', …' if len(new) > 3 else ''})"
+        )
         out.append((f"{where}: {what}, {', '.join(moved)}", 1 if max(flops, size) > 0 else -1))
     return out
+
+
+def _does_work(r: WorkDelta) -> bool:
+    return bool(r.base_flops or r.cur_flops or r.base_bytes or r.cur_bytes)
+
+
+def _op_in(r: WorkDelta, module: str) -> str:
+    """The op, and its module when that is a submodule of the group's."""
+    return r.op if r.module == module else f"{r.op} in {r.module}"
+
+
+def _moved_in_module(r: WorkDelta, sides: _Sides, direction: int) -> list[str]:
+    """A new row gated by its module's floor: its growth as a share of the test and of the
+    module (below the test's floor, or it would have been named already)."""
+    if r.status != "added" or direction < 0:
+        return []
+    own = subtree_work(sides.baseline.rows, r.module)
+    whose = f"{r.module}'s" if r.module else "the top level's"
+    return [
+        f"{measure} {delta:+,} ({delta / max(total, 1):.2%} of the test's, "
+        + (f"{delta / mine:.1%} of {whose})" if mine else f"{whose} first)")
+        for measure, delta, total, mine in (
+            ("FLOPs", r.flops_delta, sides.base_flops, own[0]),
+            ("bytes", r.bytes_delta, sides.base_bytes, own[1]),
+        )
+        if delta > 0
+    ]
 
 
 def _largest_growth(rows: Sequence[WorkDelta], sides: _Sides, limit: int = 3) -> list[str]:
@@ -343,7 +374,8 @@ def _calls(n: int) -> str:
 
 
 def _note_lines(rows: Sequence[WorkDelta], sides: _Sides) -> list[str]:
-    """What the verdict can't judge: rows whose work varies, and compiled code."""
+    """What the verdict can't judge: rows whose work varies, ops without a FLOP formula, and
+    compiled code."""
     notes = [
         f"{row_label(r.key, r.grad_fns)}: work varies between census rounds "
         f"(FLOPs {r.base_flops:,} → {r.cur_flops:,}, "
@@ -351,6 +383,9 @@ def _note_lines(rows: Sequence[WorkDelta], sides: _Sides) -> list[str]:
         for r in rows
         if r.status == "varies"
     ]
+    unknown = flops_unknown_text(flops_unknown(sides.current.rows))
+    if unknown:
+        notes.append(unknown)
     base, cur = sides.baseline.compiled, sides.current.compiled
     if base or cur:
         notes.append(

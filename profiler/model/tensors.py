@@ -102,22 +102,46 @@ def split_signature(signature: str) -> list[str]:
     return items
 
 
-def first_difference(sig_a: str, sig_b: str) -> str:
-    """The first input that differs between two signatures: ``input f32[4, 8] → f64[4, 8]``.
+def first_difference(sig_a: str, sig_b: str, *, limit: int = 3) -> str:
+    """The inputs that differ between two signatures, each named by its argument where the
+    signatures name them: ``mat1 f32[8, 512] → f32[8, 563], self f32[512] → f32[563]``.
 
     Empty when they are equal.
     """
     if sig_a == sig_b:
         return ""
     a, b = split_signature(sig_a), split_signature(sig_b)
-    for item_a, item_b in zip(a, b, strict=False):
-        if item_a != item_b:
-            return f"input {item_a} → {item_b}"
+    moved = list(dict.fromkeys(_item_change(x, y) for x, y in zip(a, b, strict=False) if x != y))
     if len(a) > len(b):
-        return f"input {a[len(b)]} removed"
+        moved += [f"{_named(x, 'input')} removed" for x in a[len(b) :]]
     if len(b) > len(a):
-        return f"input {b[len(a)]} added"
-    return f"signature {sig_a!r} → {sig_b!r}"
+        moved += [f"{_named(y, 'input')} added" for y in b[len(a) :]]
+    if not moved:
+        return f"signature {sig_a!r} → {sig_b!r}"
+    return ", ".join(moved[:limit]) + (
+        f" (+{len(moved) - limit} more)" if len(moved) > limit else ""
+    )
+
+
+def _item_change(a: str, b: str) -> str:
+    (name_a, value_a), (name_b, value_b) = _argument(a), _argument(b)
+    if name_a and name_a == name_b:
+        return f"{name_a} {value_a} → {value_b}"
+    return f"input {value_a} → {value_b}"
+
+
+def _named(item: str, fallback: str) -> str:
+    name, value = _argument(item)
+    return f"{name or fallback} {value}"
+
+
+def _argument(item: str) -> tuple[str, str]:
+    """(argument name, value) of a signature item; no name for an unnamed one."""
+    name, sep, value = item.partition(ARG)
+    return (name, value) if sep else ("", item)
+
+
+ARG: Final = "="  # ``mat1=f32[8, 512]``: a signature item named by its argument
 
 
 def copy_direction(read_devices: Iterable[str], written_devices: Iterable[str]) -> str | None:

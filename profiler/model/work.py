@@ -6,20 +6,34 @@ signature; plus the test's cross-device copies, host syncs and calls into compil
 
 Vocabulary.  ``module`` is the module path as ``named_modules()`` of the test's model writes it
 (``encoder.layers.0.linear1``); ``""`` is the top level: the root module's own code or no module.
-``phase`` is ``"backward"`` while autograd runs a backward pass, else ``"forward"`` (optimizer
-steps included).  Bytes count the distinct elements each tensor argument addresses times the
-element size; view ops (the schema says their output aliases an input) count none.
+``phase`` is ``"backward"`` while autograd runs a backward pass, ``"forward hook"`` or
+``"forward pre-hook"`` inside a module's own hooks (the module is the one they are registered
+on), the optimizer's step (``"AdamW.step"``) inside ``Optimizer.step``, else ``"forward"``.
+Bytes count the distinct elements each tensor argument addresses times the element size; view
+ops (the schema says their output aliases an input) count none.  ``census`` numbers the
+counting rules a table was taken under: tables taken under different rules are not compared.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import re
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
 from tprof_engine.model.errors import BaselineError
 
-Phase = Literal["forward", "backward"]
+Phase = str  # "forward", "backward", "forward hook", "forward pre-hook" or "<Optimizer>.step"
+FORWARD: Final = "forward"
+BACKWARD: Final = "backward"
+FORWARD_HOOK: Final = "forward hook"
+FORWARD_PRE_HOOK: Final = "forward pre-hook"
+_PHASES: Final = frozenset({FORWARD, BACKWARD, FORWARD_HOOK, FORWARD_PRE_HOOK})
+_OPTIMIZER_STEP: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\.step")
+# The census's counting rules.  1: FLOPs from torch's registry only, hooks' and optimizers' ops
+# in the module running and the forward phase.  2: attention, RNN and fused-layer FLOPs, hook
+# and optimizer phases, module paths without the name of the variable that holds the model.
+CENSUS: Final = 2
 WorkWord = Literal["regressed", "improved", "changed", "unchanged"]
 RowStatus = Literal["increased", "decreased", "added", "deleted", "unchanged", "changed", "varies"]
 RowKey = tuple[str, str, str]  # (op, module, phase)
@@ -120,6 +134,7 @@ class WorkTable:
     compiled: int = 0
     iterations: int = 1
     census_us: float = field(default=0.0, compare=False)
+    census: int = CENSUS  # the counting rules it was taken under
 
     def __post_init__(self) -> None:
         # One order everywhere, so that equal work is an equal table and a readable file diff.
@@ -146,6 +161,7 @@ class WorkTable:
     def to_dict(self) -> dict[str, Any]:
         """Builtin-only form for baseline files: lists in a fixed order, no floats."""
         return {
+            "census": self.census,
             "iterations": self.iterations,
             "compiled": self.compiled,
             "rows": [_row_dict(r) for r in self.rows],
@@ -158,7 +174,7 @@ class WorkTable:
         """Inverse of :meth:`to_dict`; any wrong key, type or value is a :class:`BaselineError`
         naming the key and the value (``'work.rows[3].flops' must be an integer >= 0``)."""
         obj = _object(data, where)
-        _keys(obj, where, ("iterations", "compiled", "rows", "copies", "syncs"))
+        _keys(obj, where, ("iterations", "compiled", "rows", "copies", "syncs"), ("census",))
         iterations = _count(obj, "iterations", where)
         if iterations < 1:
             raise BaselineError(f"'{where}.iterations' must be an integer >= 1 (got 0)")
@@ -178,6 +194,7 @@ class WorkTable:
             syncs=tuple(syncs),
             compiled=_count(obj, "compiled", where),
             iterations=iterations,
+            census=_count(obj, "census", where) if "census" in obj else 1,
         )
 
     def differences(self, other: WorkTable) -> tuple[str, ...]:
@@ -185,6 +202,7 @@ class WorkTable:
         lines = [
             f"{name} {mine} → {theirs}"
             for name, mine, theirs in (
+                ("census rules", self.census, other.census),
                 ("iterations", self.iterations, other.iterations),
                 ("calls into compiled code", self.compiled, other.compiled),
             )
@@ -198,6 +216,35 @@ class WorkTable:
         if self.syncs != other.syncs:
             lines.append(f"host syncs {syncs_text(self.syncs)} → {syncs_text(other.syncs)}")
         return tuple(lines)
+
+
+# Words of op names that do matrix work: such an op that counted no FLOPs has no formula.
+_MATRIX_WORDS: Final = frozenset(
+    {"mm", "bmm", "addmm", "baddbmm", "addbmm", "matmul", "mv", "addmv", "dot", "vdot", "linear",
+     "einsum", "tensordot", "attention", "rnn", "lstm", "gru", "transformer"}
+)  # fmt: skip
+_CONVOLUTION: Final = re.compile(r"conv(olution)?(\d+d)?")
+
+
+def matrix_op(op: str) -> bool:
+    """Whether an op's name says it does matrix work (``aten::mkldnn_rnn_layer``)."""
+    words = op.rpartition("::")[2].split(".")[0].strip("_").split("_")
+    return any(w in _MATRIX_WORDS or _CONVOLUTION.fullmatch(w) for w in words)
+
+
+def flops_unknown(rows: Iterable[WorkRow]) -> tuple[str, ...]:
+    """Ops that do matrix work and counted no FLOPs: neither torch nor the census has their
+    formula, so the test's FLOPs leave them out (their bytes are counted)."""
+    return tuple(sorted({r.op for r in rows if r.calls and not r.flops and matrix_op(r.op)}))
+
+
+def flops_unknown_text(ops: Sequence[str]) -> str:
+    """``FLOPs unknown for 2 ops (aten::a, aten::b): no formula; bytes counted``; "" for none."""
+    if not ops:
+        return ""
+    shown = ", ".join(ops[:3]) + (", …" if len(ops) > 3 else "")
+    plural = "s" if len(ops) > 1 else ""
+    return f"FLOPs unknown for {len(ops)} op{plural} ({shown}): no formula; bytes counted"
 
 
 def row_label(key: RowKey, grad_fns: Sequence[str] = ()) -> str:
@@ -399,11 +446,12 @@ def _flag(obj: Mapping[str, Any], key: str, where: str) -> bool:
 
 def _phase(obj: Mapping[str, Any], where: str) -> Phase:
     value = obj["phase"]
-    if value == "forward":
-        return "forward"
-    if value == "backward":
-        return "backward"
-    raise BaselineError(f"'{where}.phase' must be 'backward' or 'forward' (got {_shown(value)})")
+    if isinstance(value, str) and (value in _PHASES or _OPTIMIZER_STEP.fullmatch(value)):
+        return value
+    raise BaselineError(
+        f"'{where}.phase' must be 'forward', 'backward', 'forward hook', 'forward pre-hook' or "
+        f"an optimizer's step such as 'AdamW.step' (got {_shown(value)})"
+    )
 
 
 def _names(obj: Mapping[str, Any], key: str, where: str) -> tuple[str, ...]:

@@ -78,7 +78,7 @@ def test_a_linear_layer_is_one_addmm_of_2mnk_flops_and_its_tensor_bytes() -> Non
             bytes_read=(16 + 4 * 8 + 8 * 16) * F32,
             bytes_written=4 * 16 * F32,
             dtypes=("float32",),
-            signature="f32[16], f32[4, 8], f32[8, 16]ᵀ",
+            signature="self=f32[16], mat1=f32[4, 8], mat2=f32[8, 16]ᵀ",
         ),
         # A view: its call counts, its bytes don't.
         WorkRow(
@@ -177,8 +177,8 @@ def test_a_wider_layer_regresses_naming_the_op_module_phase_and_input() -> None:
     assert verdict.verdict == "regressed"
     assert verdict.reasons[0] == "total FLOPs +10.0% (6,400 → 7,040)"
     assert (
-        "aten::addmm in fc1 (forward): FLOPs +10.0%, bytes +8.9% — input f32[20] → f32[22]"
-        in verdict.reasons
+        "aten::addmm in fc1 (forward): FLOPs +10.0%, bytes +8.9% — "
+        "self f32[20] → f32[22], mat2 f32[8, 20]ᵀ → f32[8, 22]ᵀ" in verdict.reasons
     )
 
 
@@ -208,7 +208,7 @@ def test_a_float64_upcast_changes_dtypes_and_doubles_bytes() -> None:
         2 * single.bytes_written,
     )
     assert double.flops == single.flops
-    assert double.signature == "f64[16], f64[4, 8], f64[8, 16]ᵀ"
+    assert double.signature == "self=f64[16], mat1=f64[4, 8], mat2=f64[8, 16]ᵀ"
 
 
 def test_a_hand_written_layer_norm_replaces_the_fused_op_with_more_work() -> None:

@@ -90,8 +90,9 @@ def test_a_wider_layer_fails_on_its_work_naming_op_module_and_phase(
         "total FLOPs +25.0% (180,224 → 225,280)",
         "total bytes +23.2% (73,300 → 90,324)",
         "aten::mm in fc1 (backward of AddmmBackward0): FLOPs +25.0%, bytes +21.4% "
-        "— input f32[64, 16]ᵀ → f32[80, 16]ᵀ",
-        "aten::addmm in fc1 (forward): FLOPs +25.0%, bytes +21.5% — input f32[64] → f32[80]",
+        "— self f32[64, 16]ᵀ → f32[80, 16]ᵀ",
+        "aten::addmm in fc1 (forward): FLOPs +25.0%, bytes +21.5% — "
+        "self f32[64] → f32[80], mat2 f32[32, 64]ᵀ → f32[32, 80]ᵀ",
     ]
     assert any(
         r.startswith("aten::mm in fc2 (backward of AddmmBackward0): FLOPs +25.0%")
