@@ -7,7 +7,6 @@ from dataclasses import dataclass, replace
 
 from tprof_engine.decide.replacements import Replacements, subtree_work
 from tprof_engine.model.errors import ConfigError
-from tprof_engine.model.tensors import dtype_code, first_difference
 from tprof_engine.model.work import (
     DEFAULT_WORK_FLOOR,
     EMPTY,
@@ -319,25 +318,9 @@ def _change(base: int, cur: int) -> str:
 
 def _row_line(r: WorkDelta, measures: Sequence[str]) -> str:
     word = {"added": "new, ", "deleted": "gone, "}.get(r.status, "")
-    tail = _row_tail(r)
+    tail = r.difference()
     text = f"{row_label(r.key, r.grad_fns)}: {word}{', '.join(measures)}"
     return text + (f" — {tail}" if tail else "") + (f" [{r.source}]" if r.source else "")
-
-
-def _row_tail(r: WorkDelta) -> str:
-    """The first readable difference of the row: its input, else its calls."""
-    if r.status == "added":
-        # The dtypes name what the input alone doesn't: a copy into float64 reads f32.
-        text = f"input {r.cur_signature}" if r.cur_signature else ""
-        codes = [dtype_code(d) for d in r.cur_dtypes]
-        unseen = [c for c in codes if c not in r.cur_signature]
-        return f"{text}, writes {', '.join(unseen)}" if text and unseen else text
-    if r.status == "deleted":
-        return f"input was {r.base_signature}" if r.base_signature else ""
-    diff = first_difference(r.base_signature, r.cur_signature)
-    if diff:
-        return diff
-    return f"calls {r.base_calls:,} → {r.cur_calls:,}" if r.calls_delta else ""
 
 
 def _change_lines(rows: Sequence[WorkDelta], sides: _Sides) -> list[str]:
@@ -357,13 +340,16 @@ def _small_change(r: WorkDelta, sides: _Sides) -> str:
     parts = []
     if r.status in ("added", "deleted"):
         parts.append(f"{'new' if r.status == 'added' else 'gone'}, below the floor")
-    if r.flops_delta or r.bytes_delta:
-        parts.append(f"FLOPs {r.flops_delta:+,}, bytes {r.bytes_delta:+,}")
+    parts += [
+        f"{what} {delta:+,}"
+        for what, delta in (("FLOPs", r.flops_delta), ("bytes", r.bytes_delta))
+        if delta
+    ]
     base_types = sides.base.get(r.key, EMPTY).dtypes
     cur_types = sides.cur.get(r.key, EMPTY).dtypes
     if r.status not in ("added", "deleted") and base_types != cur_types:
         parts.append(f"dtypes {value_text(base_types)} → {value_text(cur_types)}")
-    tail = _row_tail(r)
+    tail = r.difference()
     if not parts:
         return f"{row_label(r.key, r.grad_fns)}: {tail}"
     return f"{row_label(r.key, r.grad_fns)}: {', '.join(parts)}" + (f" — {tail}" if tail else "")

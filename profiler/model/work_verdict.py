@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
+from tprof_engine.model.tensors import dtype_code, first_difference
 from tprof_engine.model.work import Phase, RowKey, RowStatus, WorkWord
 
 
@@ -45,6 +46,22 @@ class WorkDelta:
     @property
     def bytes_delta(self) -> int:
         return self.cur_bytes - self.base_bytes
+
+    def difference(self) -> str:
+        """What differs beside its amounts: a new row's inputs (and dtypes it writes that
+        they don't name), a gone row's, else the inputs that changed, else its calls."""
+        if self.status == "added":
+            # The dtypes name what the input alone doesn't: a copy into float64 reads f32.
+            text = f"input {self.cur_signature}" if self.cur_signature else ""
+            codes = [dtype_code(d) for d in self.cur_dtypes]
+            unseen = [c for c in codes if c not in self.cur_signature]
+            return f"{text}, writes {', '.join(unseen)}" if text and unseen else text
+        if self.status == "deleted":
+            return f"input was {self.base_signature}" if self.base_signature else ""
+        diff = first_difference(self.base_signature, self.cur_signature)
+        if diff:
+            return diff
+        return f"calls {self.base_calls:,} → {self.cur_calls:,}" if self.calls_delta else ""
 
     def to_dict(self) -> dict[str, Any]:
         out = {k: getattr(self, k) for k in _DELTA_FIELDS}

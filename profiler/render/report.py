@@ -14,6 +14,7 @@ from tprof_engine.model.verdicts import (
     SAVED,
     TestVerdict,
 )
+from tprof_engine.model.work import matrix_op
 from tprof_engine.model.work_verdict import WorkDelta, WorkVerdict
 from tprof_engine.render import fmt, rows
 from tprof_engine.render.rows import NUMERIC_COLUMNS, OP_COLUMNS, OpRow
@@ -140,8 +141,9 @@ def work_lines(work: WorkVerdict, *, verbose: bool = False) -> list[str]:
         f"bytes {work.base_bytes:,} → {work.cur_bytes:,}"
     )
     lines = [head, *(f"  {r}" for r in work.reasons)]
+    # Views (no FLOPs, no bytes either side) come and go with the ops they feed: -v lists them.
     moved = sorted(
-        (r for r in work.rows if r.status != "unchanged"),
+        (r for r in work.rows if r.status != "unchanged" and (verbose or _does_work(r))),
         key=lambda r: (not r.gated, -abs(r.flops_delta), -abs(r.bytes_delta)),
     )
     if moved and (verbose or work.verdict != "unchanged"):
@@ -154,8 +156,9 @@ def work_lines(work: WorkVerdict, *, verbose: bool = False) -> list[str]:
 
 
 def work_table(rows: Sequence[WorkDelta], *, limit: int | None = None) -> list[str]:
-    """Aligned rows: op, module, phase, FLOPs and bytes baseline → current, calls, status."""
-    header = ("op", "module", "phase", "FLOPs", "bytes", "calls", "status")
+    """Aligned rows: op, module, phase, FLOPs and bytes baseline → current, calls per round,
+    status, and for a row whose amounts didn't move, what did (its inputs or calls)."""
+    header = ("op", "module", "phase", "FLOPs", "bytes", "calls/round", "status", "")
     cells = [header]
     for r in rows if limit is None else rows[:limit]:
         cells.append(
@@ -163,16 +166,27 @@ def work_table(rows: Sequence[WorkDelta], *, limit: int | None = None) -> list[s
                 r.op,
                 r.module or "(top)",
                 r.phase + (f" of {r.grad_fns[0]}" if r.grad_fns else ""),
-                f"{r.base_flops:,} → {r.cur_flops:,}",
+                _flops_cell(r),
                 f"{r.base_bytes:,} → {r.cur_bytes:,}",
                 f"{r.base_calls} → {r.cur_calls}",
                 r.status,
+                r.difference() if r.status == "changed" else "",
             )
         )
     lines = aligned(cells, right=(3, 4, 5))
     if limit is not None and len(rows) > limit:
         lines.append(f"... {len(rows) - limit} more rows (-v shows all)")
     return lines
+
+
+def _flops_cell(r: WorkDelta) -> str:
+    if not (r.base_flops or r.cur_flops) and matrix_op(r.op):
+        return "unknown"  # matrix work without a FLOP formula
+    return f"{r.base_flops:,} → {r.cur_flops:,}"
+
+
+def _does_work(r: WorkDelta) -> bool:
+    return bool(r.base_flops or r.cur_flops or r.base_bytes or r.cur_bytes)
 
 
 def module_table(modules: Sequence[ModuleWork]) -> list[str]:

@@ -13,7 +13,7 @@ from tprof_engine.model.arrays import FloatArray
 from tprof_engine.model.errors import ConfigError
 from tprof_engine.model.records import OpTable
 from tprof_engine.model.results import Source
-from tprof_engine.model.work import WorkTable
+from tprof_engine.model.work import WorkTable, flops_unknown, flops_unknown_text
 from tprof_engine.render.report import aligned
 
 SORT_KEYS = ("self_cpu", "self_cuda", "calls", "name")
@@ -61,11 +61,14 @@ def _work_lines(work: WorkTable, limit: int | None) -> list[str]:
         f"{work.total_bytes:,} per round; {len(work.syncs)} host sync rows, "
         f"{len(work.copies)} device copy rows",
     ]
+    unknown = flops_unknown(work.rows)
+    if unknown:
+        lines.append(f"  {flops_unknown_text(unknown)}")
     cells = [("op", "module", "phase", "calls", "FLOPs", "bytes")]
     for r in rows if not limit else rows[:limit]:
         cells.append(
-            (r.op, r.module or "(top)", r.phase, f"{r.calls:,}", f"{r.flops:,}",
-             f"{r.bytes_total:,}")
+            (r.op, r.module or "(top)", r.phase, f"{r.calls:,}",
+             "unknown" if r.op in unknown else f"{r.flops:,}", f"{r.bytes_total:,}")
         )  # fmt: skip
     lines += ["  " + line for line in aligned(cells, right=(3, 4, 5))]
     if limit and len(rows) > limit:

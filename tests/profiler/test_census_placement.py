@@ -279,3 +279,28 @@ def test_a_new_scalar_read_at_top_level_is_a_change_not_a_regression() -> None:
 
     verdict = judge_work(take_census(without), take_census(with_item))
     assert verdict.verdict == "changed", verdict.reasons
+
+
+def test_the_work_table_says_unknown_for_no_formula_shows_what_changed_and_drops_views() -> None:
+    from tprof_engine.render.report import work_lines
+
+    def rows(calls: int, size: int) -> tuple[WorkRow, ...]:
+        return (
+            WorkRow(op="aten::_cudnn_rnn", module="rnn", phase="forward", calls=1, flops=0,
+                    bytes_read=size, bytes_written=size, signature=f"f32[{size}]"),
+            WorkRow(op="aten::t", module="rnn", phase="forward", calls=calls, flops=0,
+                    bytes_read=0, bytes_written=0),
+            WorkRow(op="aten::mm", module="head", phase="forward", calls=1, flops=10_000,
+                    bytes_read=40_000, bytes_written=40_000),
+        )  # fmt: skip
+
+    verdict = judge_work(WorkTable(rows=rows(1, 64)), WorkTable(rows=rows(2, 64)))
+    assert verdict.verdict == "changed"
+    short = "\n".join(work_lines(verdict))
+    assert "aten::t" in short  # the reason line names it
+    assert not any(line.startswith("aten::t ") for line in work_lines(verdict))
+    table = [line for line in work_lines(verdict, verbose=True) if line.startswith("aten::t ")]
+    assert table and table[0].endswith("changed  calls 1 → 2")
+    grown = judge_work(WorkTable(rows=rows(1, 64)), WorkTable(rows=rows(1, 96)))
+    rnn = [line for line in work_lines(grown) if line.startswith("aten::_cudnn_rnn")]
+    assert rnn and " unknown " in rnn[0] and "f32[64] → f32[96]" not in rnn[0]
