@@ -75,7 +75,8 @@ def with_session(
     The new session is appended while the environment's hard keys, the protocol, the op
     structure (names and calls per round) and the work census match the stored sessions;
     otherwise the window restarts with the new session alone, since older sessions measured
-    other code.
+    other code.  A census counted by other rules (an older tprof) is no sign of other code:
+    the session is appended, and its census is the one judged from then on.
     """
     if window < 1:
         raise ValueError(f"'window' must be >= 1 (got {window})")
@@ -95,13 +96,17 @@ def with_session(
     if reason:
         return _new(nodeid, fingerprint, protocol, (session,)), f"restarted ({reason})"
     kept = (*existing.sessions, session)[-window:]
-    return _new(nodeid, fingerprint, protocol, kept), f"appended ({len(kept)} sessions)"
+    what = f"appended ({len(kept)} sessions)"
+    if existing.work is not None and session.work is not None:
+        if existing.work.census != session.work.census:
+            what += "; the work census is now counted by this tprof's rules"
+    return _new(nodeid, fingerprint, protocol, kept), what
 
 
 def _work_changed(before: WorkTable | None, now: WorkTable | None) -> str:
     """Why the window restarts when the work changed: its first difference, in words."""
-    if before is None or now is None:
-        return ""
+    if before is None or now is None or before.census != now.census:
+        return ""  # counted by other rules: the same code reads differently, and is kept
     diffs = before.differences(now)
     if not diffs:
         return ""

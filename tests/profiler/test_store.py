@@ -678,6 +678,30 @@ def test_the_window_restarts_when_a_session_measured_something_else(
     assert len(updated.sessions) == 1
 
 
+def test_a_census_counted_by_older_rules_keeps_the_window_and_is_replaced() -> None:
+    from dataclasses import replace
+
+    from tprof_engine.model.work import WorkRow, WorkTable
+
+    row = WorkRow(op="aten::mm", module="", phase="forward", calls=1, flops=8, bytes_read=4,
+                  bytes_written=4)  # fmt: skip
+    old, now = WorkTable(rows=(row,), census=1), WorkTable(rows=(replace(row, flops=16),))
+    base = make_baseline()
+    base = replace(base, sessions=(*base.sessions[:-1], replace(base.sessions[-1], work=old)))
+    updated, what = baselines.with_session(
+        base,
+        nodeid=NODEID,
+        fingerprint=make_fingerprint(),
+        protocol=make_protocol(),
+        session=replace(make_session(), work=now),
+    )
+    assert what == (
+        f"appended ({len(base.sessions) + 1} sessions); "
+        "the work census is now counted by this tprof's rules"
+    )
+    assert updated.work == now
+
+
 def test_other_environments_finds_the_same_test_in_other_folders_only(tmp_path: Path) -> None:
     mine = paths.baseline_path(tmp_path, "env-a", NODEID)
     other = paths.baseline_path(tmp_path, "env-b", NODEID)
