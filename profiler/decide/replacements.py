@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from tprof_engine.model.work import RowKey, WorkRow
+from tprof_engine.model.work import FORWARD, FORWARD_HOOK, FORWARD_PRE_HOOK, RowKey, WorkRow
 from tprof_engine.model.work_verdict import WorkDelta
 
 Group = tuple[str, str]  # (module, phase)
@@ -80,9 +80,21 @@ def _group(r: WorkDelta, changed: Sequence[WorkDelta]) -> Group:
     return (r.module, r.phase)
 
 
-def subtree_work(rows: Iterable[WorkRow], module: str) -> tuple[int, int]:
-    """FLOPs and bytes of a module and its submodules, every phase (all rows for ``""``)."""
+def subtree_work(rows: Iterable[WorkRow], module: str, phase: str) -> tuple[int, int]:
+    """FLOPs and bytes of a module and its submodules (every row for ``""``) in the part of the
+    step ``phase`` belongs to: a hook's ops are weighed against its module's forward, a
+    backward op against its backward."""
+    prefix = module + "."
+    part = step_part(phase)
     inside = [
-        r for r in rows if not module or r.module == module or r.module.startswith(module + ".")
+        r
+        for r in rows
+        if (not module or r.module == module or r.module.startswith(prefix))
+        and step_part(r.phase) == part
     ]
     return sum(r.flops for r in inside), sum(r.bytes_total for r in inside)
+
+
+def step_part(phase: str) -> str:
+    """``forward`` for the forward and a module's hooks; the phase itself otherwise."""
+    return FORWARD if phase in (FORWARD, FORWARD_HOOK, FORWARD_PRE_HOOK) else phase

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from tprof_engine.decide.replacements import Replacements, subtree_work
+from tprof_engine.decide.replacements import Replacements, step_part, subtree_work
 from tprof_engine.model.errors import ConfigError
 from tprof_engine.model.work import (
     DEFAULT_WORK_FLOOR,
@@ -136,33 +136,44 @@ def _delta(key: RowKey, sides: _Sides, floor: float) -> WorkDelta:
 def _net_replacements(
     rows: tuple[WorkDelta, ...], sides: _Sides, floor: float
 ) -> tuple[WorkDelta, ...]:
-    """Gate new and gone ops by their group's net: a replacement is one change
-    (:mod:`.replacements`)."""
+    """Gate new and gone ops by their group's net (a replacement is one change,
+    :mod:`.replacements`), and a grown row also by its own module's work."""
     reps = Replacements.of(rows)
 
     def gated(r: WorkDelta) -> bool:
-        if r.status not in ("added", "deleted"):
-            return r.gated
-        return _group_gated(reps.group_of[r.key][0], reps.net(r), sides, floor)
+        if r.status in ("added", "deleted"):
+            return _group_gated(reps.group_of[r.key], reps.net(r), sides, floor)
+        if r.status in ("increased", "changed"):
+            return r.gated or _module_gated(r.key[1:], (r.flops_delta, r.bytes_delta), sides, floor)
+        return r.gated
 
     return tuple(replace(r, gated=gated(r)) if gated(r) != r.gated else r for r in rows)
 
 
-# New ops also fail a test when they add more than the floor of their own module's work and
-# this share of the floor of the test's: a copy of one activation in a hook is a fraction of a
-# percent of a model's bytes but a real change, a new ``.item()`` of a scalar is not.
-NEW_WORK_SHARE = 0.1
+# Work that grows also fails a test when it adds more than the floor of its own module's work
+# in that part of the step (the module and its submodules; forward with its hooks, or
+# backward) and this share of the floor of the test's: a copy of one activation in a hook, or
+# one BatchNorm run in float64, is a fraction of a percent of a model's bytes but doubles its
+# module's; a new ``.item()`` at the top level (whose module is the whole test) is not.
+MODULE_MIN_SHARE = 0.01
 
 
-def _group_gated(module: str, net: tuple[int, int], sides: _Sides, floor: float) -> bool:
+def _group_gated(group: tuple[str, str], net: tuple[int, int], sides: _Sides, floor: float) -> bool:
     flops, size = net
     if abs(flops) > floor * sides.base_flops or abs(size) > floor * sides.base_bytes:
         return True
-    own = subtree_work(sides.baseline.rows, module)
+    return _module_gated(group, net, sides, floor)
+
+
+def _module_gated(
+    group: tuple[str, str], grew: tuple[int, int], sides: _Sides, floor: float
+) -> bool:
+    """Whether work grew by more than the floor of its module's (and a sliver of the test's)."""
+    own = subtree_work(sides.baseline.rows, *group)
     totals = (sides.base_flops, sides.base_bytes)
     return any(
-        grew > floor * mine and grew > floor * NEW_WORK_SHARE * total
-        for grew, mine, total in zip(net, own, totals, strict=True)
+        more > floor * mine and more > floor * MODULE_MIN_SHARE * total
+        for more, mine, total in zip(grew, own, totals, strict=True)
     )
 
 
@@ -225,7 +236,7 @@ def _replacement_lines(
     out = []
     for module, phase in sorted(reps.both):
         flops, size = reps.nets[(module, phase)]
-        if not _group_gated(module, (flops, size), sides, floor):
+        if not _group_gated((module, phase), (flops, size), sides, floor):
             continue
         moved = [
             f"{measure} {delta:+,} net ({delta / total * 100:+.1f}% of the test's)"
@@ -258,21 +269,27 @@ def _op_in(r: WorkDelta, module: str) -> str:
 
 
 def _moved_in_module(r: WorkDelta, sides: _Sides, direction: int) -> list[str]:
-    """A new row gated by its module's floor: its growth as a share of the test and of the
+    """A row gated by its module's floor: its growth as a share of the test and of the
     module (below the test's floor, or it would have been named already)."""
-    if r.status != "added" or direction < 0:
+    if direction < 0:
         return []
-    own = subtree_work(sides.baseline.rows, r.module)
+    own = subtree_work(sides.baseline.rows, r.module, r.phase)
     whose = f"{r.module}'s" if r.module else "the top level's"
-    return [
-        f"{measure} {delta:+,} ({delta / max(total, 1):.2%} of the test's, "
-        + (f"{delta / mine:.1%} of {whose})" if mine else f"{whose} first)")
-        for measure, delta, total, mine in (
-            ("FLOPs", r.flops_delta, sides.base_flops, own[0]),
-            ("bytes", r.bytes_delta, sides.base_bytes, own[1]),
-        )
-        if delta > 0
-    ]
+    whose += f" {step_part(r.phase)}"
+    out = []
+    for measure, base, cur, total, mine in (
+        ("FLOPs", r.base_flops, r.cur_flops, sides.base_flops, own[0]),
+        ("bytes", r.base_bytes, r.cur_bytes, sides.base_bytes, own[1]),
+    ):
+        if cur <= base:
+            continue
+        test_share = f"{(cur - base) / max(total, 1):.2%} of the test's"
+        if base:  # a row that grew: its own change says the module's
+            out.append(f"{measure} {_change(base, cur)} ({test_share})")
+            continue
+        module_share = f"{(cur - base) / mine:.1%} of {whose}" if mine else f"{whose} had none"
+        out.append(f"{measure} {cur - base:+,} ({test_share}, {module_share})")
+    return out
 
 
 def _largest_growth(rows: Sequence[WorkDelta], sides: _Sides, limit: int = 3) -> list[str]:

@@ -548,7 +548,7 @@ def test_a_negative_floor_and_different_iterations_are_refused() -> None:
         judge_work(encoder_table(), encoder_table(iterations=2))
 
 
-def test_when_only_the_totals_pass_the_floor_the_largest_growth_is_named() -> None:
+def test_a_layer_that_grew_past_its_modules_floor_is_named_though_under_the_tests() -> None:
     # Eight layers, two 5 % wider: each moves 0.6 % of the test's FLOPs, together 1.25 %.
     layers = [row("aten::mm", module=f"layers.{i}", flops=1000) for i in range(8)]
     wider = [
@@ -558,6 +558,20 @@ def test_when_only_the_totals_pass_the_floor_the_largest_growth_is_named() -> No
     assert verdict.verdict == "regressed"
     assert verdict.reasons == (
         "total FLOPs +1.2% (8,000 → 8,100)",
-        "largest growth: aten::mm in layers.2 (forward): FLOPs +5.0%",
-        "largest growth: aten::mm in layers.5 (forward): FLOPs +5.0%",
+        "aten::mm in layers.2 (forward): FLOPs +5.0% (0.62% of the test's)",
+        "aten::mm in layers.5 (forward): FLOPs +5.0% (0.62% of the test's)",
+    )
+
+
+def test_when_only_the_totals_pass_the_floor_the_largest_growth_is_named() -> None:
+    # Eight ops at the top level (whose module is the whole test), two 5 % dearer: each moves
+    # 0.6 % of the test's FLOPs, together 1.25 %.
+    layers = [row(f"aten::op{i}", module="", flops=1000) for i in range(8)]
+    wider = [row(f"aten::op{i}", module="", flops=1050 if i in (2, 5) else 1000) for i in range(8)]
+    verdict = judge_work(WorkTable(rows=tuple(layers)), WorkTable(rows=tuple(wider)))
+    assert verdict.verdict == "regressed"
+    assert verdict.reasons == (
+        "total FLOPs +1.2% (8,000 → 8,100)",
+        "largest growth: aten::op2 at top level (forward): FLOPs +5.0%",
+        "largest growth: aten::op5 at top level (forward): FLOPs +5.0%",
     )
