@@ -58,6 +58,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import tempfile
 import time
@@ -284,8 +285,10 @@ def float64_named(work: Work) -> bool:
 
 
 def layernorm_named(work: Work) -> bool:
-    """``aten::native_layer_norm`` named gone, or new ops named in the norm's module ``1``."""
-    return any(
+    """``aten::native_layer_norm`` named gone, or new ops named in the norm's module ``1``
+    (one line for the replacement: ``in 1 (forward): aten::native_layer_norm gone, …``)."""
+    replaced = re.compile(r"in 1 \([a-z ]+\): aten::native_layer_norm\S* gone")
+    return any(replaced.match(x) for x in work.get("reasons", [])) or any(
         (r["op"].startswith("aten::native_layer_norm") and r["status"] == "deleted")
         or (r["module"] == "1" and r["status"] == "added")
         for r in _named_rows(work)
