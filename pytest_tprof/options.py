@@ -172,6 +172,7 @@ class Settings:
     rootdir: Path
     pytest_cov: bool = False  # pytest-cov measures this run (--cov given, no --no-cov)
     step_summary: Path | None = None  # $GITHUB_STEP_SUMMARY, which the Markdown is appended to
+    record_args: tuple[str, ...] = ()  # what a command recording this run's baselines repeats
 
 
 # A fresh process confirming a regression (pytest_tprof.fresh) judges under its parent's
@@ -326,7 +327,27 @@ def read_settings(config: pytest.Config) -> Settings:
         rootdir=root,
         pytest_cov=_pytest_cov_on(config),
         step_summary=Path(summary) if summary else None,
+        record_args=_record_args(config),
     )
+
+
+# Settings that say where a baseline is and what its sessions measured: a command that
+# records the run's baselines again must repeat those given on the command line.
+_RECORDED_WITH = (
+    "tprof_baseline_dir", "tprof_rounds", "tprof_warmup", "tprof_min_round_us", "tprof_threads",
+    "tprof_window", "tprof_collect",
+)  # fmt: skip
+
+
+def _record_args(config: pytest.Config) -> tuple[str, ...]:
+    """The command line's settings of ``_RECORDED_WITH``, spelled as they were given."""
+    out = []
+    for o in _OPTIONS:
+        given = config.getoption(o.dest) if o.dest in _RECORDED_WITH else None
+        if given is not None:
+            shown = ",".join(given) if isinstance(given, list | tuple) else str(given)
+            out.append(f"{o.flag}={shown}")
+    return tuple(out)
 
 
 def _run_config(values: Mapping[str, Any], baseline_dir: Path, trace_dir: Path | None) -> RunConfig:

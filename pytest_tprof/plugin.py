@@ -280,7 +280,9 @@ class TprofPlugin:
         if report.passed and v.failing and not self.settings.run.save:
             report.outcome = "failed"
             verbose = self.config.get_verbosity() > 0
-            report.longrepr = rpt.failure_text(result, verbose=verbose)
+            report.longrepr = rpt.failure_text(
+                result, verbose=verbose, record_args=self.settings.record_args
+            )
             self.results[item.nodeid] = result.with_outcome("failed")  # as the reports say
         return report
 
@@ -370,7 +372,11 @@ class TprofPlugin:
             location=(path, None, name or path),
             keywords={},
             outcome="failed",
-            longrepr=rpt.failure_text(result, verbose=self.config.get_verbosity() > 0),
+            longrepr=rpt.failure_text(
+                result,
+                verbose=self.config.get_verbosity() > 0,
+                record_args=self.settings.record_args,
+            ),
             when="call",
             user_properties=[(PROPERTY, result.verdict.verdict)],
         )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -34,8 +35,11 @@ def op_table(op_rows: Sequence[OpRow], *, limit: int | None = None) -> list[str]
     return lines
 
 
-def failure_text(test: ProfiledTest, *, verbose: bool = False) -> str:
-    """The message of a test that tprof failed: verdict, per-op table, trace path."""
+def failure_text(
+    test: ProfiledTest, *, verbose: bool = False, record_args: Sequence[str] = ()
+) -> str:
+    """The message of a test that tprof failed: verdict, per-op table, trace path, and what
+    to do next (``record_args``: what the command that records it must repeat)."""
     v = test.verdict
     lines = [f"tprof: {v.verdict} — {v.reason}"]
     shown = rows.op_rows(v.to_dict(), flagged_only=not verbose)
@@ -51,20 +55,21 @@ def failure_text(test: ProfiledTest, *, verbose: bool = False) -> str:
         lines.extend("  " + line for line in work_lines(v.work, verbose=verbose))
     lines.append("")
     lines.extend("  " + line for line in details(test))
-    steps = next_steps(test)
+    steps = next_steps(test, record_args=record_args)
     if steps:
         lines += ["", "  next:", *("    " + line for line in steps)]
     return "\n".join(lines)
 
 
-def next_steps(test: ProfiledTest) -> list[str]:
+def next_steps(test: ProfiledTest, *, record_args: Sequence[str] = ()) -> list[str]:
     """What to do about a regression: accept it if it was meant, else find where it is."""
     v = test.verdict
     if v.verdict != REGRESSED:
         return []
+    given = "".join(f" {shlex.quote(a)}" for a in record_args)
     out = [
         "meant it? record it as the new baseline: "
-        f'pytest --tprof-save --tprof-reset "{test.nodeid}"'
+        f'pytest --tprof-save --tprof-reset{given} "{test.nodeid}"'
     ]
     moved = [] if v.work is None else [r for r in v.work.rows if r.status != "unchanged"]
     if v.work_regressed and not any(r.source for r in moved):

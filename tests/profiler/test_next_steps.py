@@ -40,3 +40,12 @@ def test_a_test_that_passes_has_no_next_steps() -> None:
     assert test.verdict.verdict == UNCHANGED
     assert next_steps(test) == []
     assert "next:" not in failure_text(test)
+
+
+def test_the_record_command_repeats_what_the_run_was_given_quoted_for_a_shell() -> None:
+    test = profiled({**OPS, "aten::addmm": (1600.0, 6)})
+    steps = next_steps(test, record_args=("--tprof-rounds=8", "--tprof-baseline-dir=ci runs/b"))
+    assert steps[0] == (
+        "meant it? record it as the new baseline: pytest --tprof-save --tprof-reset "
+        "--tprof-rounds=8 '--tprof-baseline-dir=ci runs/b' \"tests/test_model.py::test_step[cpu]\""
+    )

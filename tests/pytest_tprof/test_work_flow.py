@@ -291,3 +291,25 @@ def test_a_round_trip_through_float64_names_the_dtype_it_writes(
         and r.endswith("— input f32[16, 64], writes f64")
         for r in test["work"]["reasons"]
     ), test["work"]["reasons"]
+
+
+def test_the_next_step_records_into_the_folder_and_protocol_the_run_was_given(
+    model: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    where = ("--tprof-baseline-dir=ci/base", "--tprof-rounds=5")
+    for _ in range(2):
+        run(model, monkeypatch, *where, "--tprof-save", plant="")
+    result, test = run(model, monkeypatch, *where, "--tprof", plant="wider")
+    assert test["verdict"] == "regressed"
+    command = (  # with FAST's warm-up and round length, given on the command line too
+        "pytest --tprof-save --tprof-reset --tprof-rounds=5 --tprof-warmup=1 "
+        f'--tprof-min-round-us=0.0 --tprof-baseline-dir=ci/base "{NODE}"'
+    )
+    assert f"meant it? record it as the new baseline: {command}" in result.stdout.str()
+    # The command, run as printed (the run's own -p and reports aside), accepts the change.
+    args = [a.strip('"') for a in command.split()[1:]]
+    run(model, monkeypatch, *args, plant="wider")
+    _, accepted = run(model, monkeypatch, *where, "--tprof", plant="wider")
+    assert accepted["verdict"] != "regressed"
+    (path,) = (model.path / "ci" / "base").rglob("*.json")
+    assert json.loads(path.read_text())["protocol"]["rounds"] == 5
