@@ -41,12 +41,11 @@ from tprof_engine.model.verdicts import (
     TestWord,
 )
 from tprof_engine.render import report as rpt
-from tprof_engine.render import rows
 from tprof_engine.runner import Runner
 from tprof_engine.store import paths, reading
 
 PLUGIN_KEY = pytest.StashKey["TprofPlugin"]()
-PROPERTY = "tprof_verdict"
+PROPERTY = rpt.VERDICT_PROPERTY
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -264,15 +263,7 @@ class TprofPlugin:
         result = result.with_outcome(report.outcome)
         self.results[item.nodeid] = result
         v = result.verdict
-        top = v.top_op()
-        props: list[tuple[str, str]] = [(PROPERTY, v.verdict)]
-        if top is not None:
-            props.append(("tprof_top_op", f"{top.op} {top.delta_pct:+.0f}%"))
-        why = rows.why(v.to_dict())
-        if why:
-            props.append(("tprof_why", " | ".join(why)))
-        if result.trace:
-            props.append(("tprof_trace", result.trace))
+        props = rpt.junit_properties(result)
         # The call report's for the status word; the item's because JUnit XML writes those of
         # the teardown report, which copies the item's.
         report.user_properties.extend(props)

@@ -13,6 +13,7 @@ from tprof_engine.model.verdicts import (
     NOT_SAVED,
     REGRESSED,
     SAVED,
+    UNCHANGED,
     TestVerdict,
 )
 from tprof_engine.model.work import matrix_op
@@ -59,6 +60,29 @@ def failure_text(
     if steps:
         lines += ["", "  next:", *("    " + line for line in steps)]
     return "\n".join(lines)
+
+
+VERDICT_PROPERTY = "tprof_verdict"
+
+
+def junit_properties(test: ProfiledTest) -> list[tuple[str, str]]:
+    """The test's properties in JUnit XML (docs/reports.md): its verdict; where something
+    moved, the op that moved most; why; and its trace.  An unchanged test's largest op move
+    is inside its floor, so it is left out."""
+    v = test.verdict
+    props: list[tuple[str, str]] = [(VERDICT_PROPERTY, v.verdict)]
+    top = v.top_op()
+    if top is not None and v.verdict not in _NOTHING_MOVED:
+        props.append(("tprof_top_op", f"{top.op} {top.delta_pct:+.0f}%"))
+    why = rows.why(v.to_dict())
+    if why:
+        props.append(("tprof_why", " | ".join(why)))
+    if test.trace:
+        props.append(("tprof_trace", test.trace))
+    return props
+
+
+_NOTHING_MOVED = frozenset({UNCHANGED, SAVED, NO_BASELINE})
 
 
 def next_steps(test: ProfiledTest, *, record_args: Sequence[str] = ()) -> list[str]:

@@ -49,3 +49,18 @@ def test_the_record_command_repeats_what_the_run_was_given_quoted_for_a_shell() 
         "meant it? record it as the new baseline: pytest --tprof-save --tprof-reset "
         "--tprof-rounds=8 '--tprof-baseline-dir=ci runs/b' \"tests/test_model.py::test_step[cpu]\""
     )
+
+
+def test_junit_names_the_top_op_only_of_a_test_whose_ops_moved() -> None:
+    from tprof_engine.render.report import junit_properties
+
+    unchanged = dict(junit_properties(profiled(OPS)))
+    assert unchanged == {
+        "tprof_verdict": "unchanged",
+        "tprof_why": "no op changed beyond its floor",
+        "tprof_trace": "/runs/t.pt.trace.json.gz",
+    }
+    slower = dict(junit_properties(profiled({**OPS, "aten::addmm": (1600.0, 6)})))
+    assert slower["tprof_verdict"] == "regressed"
+    assert slower["tprof_top_op"].startswith("aten::addmm +")
+    assert "aten::addmm" in slower["tprof_why"]
