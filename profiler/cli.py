@@ -20,6 +20,7 @@ from typing import Any, TextIO
 from tprof_engine.decide import judge as judging
 from tprof_engine.decide.rule import Rule
 from tprof_engine.model.errors import ConfigError, TprofError
+from tprof_engine.model.limits import FLOOR_LIMIT
 from tprof_engine.model.results import ProfiledTest, Source
 from tprof_engine.model.verdicts import CHANGED, REGRESSED, TestVerdict, verdict_rank
 from tprof_engine.render.report import failure_text, json_report, summary_line
@@ -244,9 +245,10 @@ def _floor(text: str) -> float:
         value = float(raw[:-1]) / 100.0 if raw.endswith("%") else float(raw)
     except ValueError:
         value = math.nan
-    if not math.isfinite(value) or value < 0:
+    if not math.isfinite(value) or not 0 <= value < FLOOR_LIMIT:
         raise argparse.ArgumentTypeError(
-            f"must be a fraction >= 0 such as 0.1, or a percentage such as 10% (got {text!r})"
+            f"must be a fraction >= 0 and below {FLOOR_LIMIT:g} such as 0.1, or a percentage "
+            f"such as 10% (got {text!r})"
         )
     return value
 

@@ -17,7 +17,7 @@ import pytest
 from tprof_engine.config import RunConfig
 from tprof_engine.decide.rule import Rule
 from tprof_engine.model.errors import ConfigError
-from tprof_engine.model.limits import ROUNDS_LIMIT, WARMUP_LIMIT, number_problem
+from tprof_engine.model.limits import FLOOR_LIMIT, ROUNDS_LIMIT, WARMUP_LIMIT, number_problem
 from tprof_engine.store.baselines import DEFAULT_WINDOW
 
 
@@ -112,7 +112,7 @@ _MARKER_NUMBERS: dict[str, tuple[float, float, bool, bool]] = {
     "rounds": (2, ROUNDS_LIMIT, True, False),
     "warmup": (0, WARMUP_LIMIT, True, False),
     # A fraction (0.1 = 10 %), bounded as --tprof-floor: +1000 % is no floor but "never".
-    "floor": (0.0, 10.0, False, True),
+    "floor": (0.0, FLOOR_LIMIT, False, True),
     # The smallest slowdown of a round worth failing; rounds run 20+ times per test, so no
     # profiled round is long enough for a 10 s floor to be one.  'ignore' leaves ops out.
     "abs_floor_us": (0.0, 1e7, False, False),
@@ -282,7 +282,7 @@ def _checked(given: dict[str, tuple[Any, str]]) -> dict[str, Any]:
             "give it with --tprof-save"
         )
     floor, name = given["tprof_floor"]
-    if floor is not None and not 0 <= floor < 10:
+    if floor is not None and not 0 <= floor < FLOOR_LIMIT:
         raise pytest.UsageError(f"{name} must be a fraction like 0.1 (got {floor})")
     return {ini: value for ini, (value, _) in given.items()}
 

@@ -26,6 +26,11 @@ ROUNDS_LIMIT = 10_000
 WARMUP_LIMIT = 1_000
 
 
+# A fixed relative floor: 10 is +1,000 %; a floor at or above it (``50`` meant as 50 %) is a
+# typo.  The command line, the ini file, the marker and ``tprof diff`` share it.
+FLOOR_LIMIT = 10.0
+
+
 def number_problem(
     value: object,
     *,

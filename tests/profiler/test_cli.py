@@ -264,13 +264,15 @@ def test_a_fixed_floor_above_the_slowdown_lets_it_pass(
     assert "floor 50% configured" in out
 
 
-def test_a_floor_that_is_not_a_number_is_a_usage_error(
-    suite: dict[str, Path], capsys: pytest.CaptureFixture[str]
+@pytest.mark.parametrize("floor", ["ten", "50", "-0.1"])
+def test_a_floor_that_is_not_a_number_or_out_of_bounds_is_a_usage_error(
+    suite: dict[str, Path], capsys: pytest.CaptureFixture[str], floor: str
 ) -> None:
-    assert main(["diff", str(suite["A"]), str(suite["B"]), "--floor", "ten"]) == 2
+    # 50 (meant as 50 %) is refused as --tprof-floor=50 is: one bound for both.
+    assert main(["diff", str(suite["A"]), str(suite["B"]), "--floor", floor]) == 2
     assert stderr_lines(capsys)[-1] == (
-        "tprof diff: error: argument --floor: must be a fraction >= 0 such as 0.1, "
-        "or a percentage such as 10% (got 'ten')"
+        "tprof diff: error: argument --floor: must be a fraction >= 0 and below 10 such as "
+        f"0.1, or a percentage such as 10% (got '{floor}')"
     )
 
 
