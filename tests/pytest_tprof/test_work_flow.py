@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -313,3 +314,37 @@ def test_the_next_step_records_into_the_folder_and_protocol_the_run_was_given(
     assert accepted["verdict"] != "regressed"
     (path,) = (model.path / "ci" / "base").rglob("*.json")
     assert json.loads(path.read_text())["protocol"]["rounds"] == 5
+
+
+def test_git_bisect_run_finds_the_commit_that_changed_the_work(
+    model: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The README's recipe: the work census is deterministic, so each commit is judged the same
+    # way every time against the committed baseline (a fixed 900 % floor keeps timing out).
+    for key, value in {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
+                       "GIT_COMMITTER_EMAIL": "t@t"}.items():  # fmt: skip
+        monkeypatch.setenv(key, value)
+    monkeypatch.setenv("PLANT", "")
+    source = model.path / "test_model.py"
+
+    def git(*args: str) -> str:
+        done = model.run("git", *args)
+        assert done.ret == 0, done.stderr.str()
+        return done.stdout.str().strip()
+
+    git("init", "-q")
+    for _ in range(2):
+        run(model, monkeypatch, "--tprof-save")
+    (model.path / ".gitignore").write_text(".tprof/\nreport.json\n")
+    git("add", "-A")
+    git("commit", "-qm", "good")
+    good = git("rev-parse", "HEAD")
+    for n, text in enumerate(["# a comment\n", "WIDER = True\n", "# another\n"]):
+        body = source.read_text() + text
+        if text.startswith("WIDER"):
+            body = body.replace("hidden = 80 if", "hidden = 80 if WIDER or")
+        source.write_text(body)
+        git("commit", "-qam", f"change {n}")
+    git("bisect", "start", "HEAD", good)
+    done = model.run("git", "bisect", "run", sys.executable, "-m", "pytest", *FAST, "--tprof", NODE)
+    assert "change 1" in done.stdout.str() and "is the first bad commit" in done.stdout.str()
