@@ -140,9 +140,18 @@ def differences(
 def protocol_differences(base: Mapping[str, Any], current: Mapping[str, Any]) -> list[str]:
     """Protocol keys that must match for timings to compare (rounds may differ)."""
     out = []
-    for k in ("iterations", "activities", "record_shapes", "probe", "profile_memory"):
+    for k in ("iterations", "activities", "record_shapes", "probe"):
         if base.get(k) != current.get(k):
             out.append(f"{k} {_show(base.get(k))} → {_show(current.get(k))}")
+    memory = bool(base.get("profile_memory")), bool(current.get("profile_memory"))
+    if memory[0] != memory[1]:
+        out.append(
+            "the baseline was saved without --tprof-collect=memory, this run profiles memory "
+            "(which slows each op): re-save with it, or run without it"
+            if memory[1]
+            else "the baseline was saved with --tprof-collect=memory, which slows each op: run "
+            "with it, or re-save without it"
+        )
     return out
 
 

@@ -144,3 +144,19 @@ def test_the_memory_table_round_trips() -> None:
     data["memory"]["peak_bytes"] = [1]
     with pytest.raises(ValueError, match="'peak_bytes' must hold one finite number per round"):
         OpTable.from_dict(data)
+
+
+def test_memory_profiling_on_one_side_says_which_and_what_to_do() -> None:
+    from tprof_engine.model.environment import protocol_differences
+
+    plain, memory = {"iterations": 1}, {"iterations": 1, "profile_memory": True}
+    assert protocol_differences(plain, memory) == [
+        "the baseline was saved without --tprof-collect=memory, this run profiles memory "
+        "(which slows each op): re-save with it, or run without it"
+    ]
+    assert protocol_differences(memory, plain) == [
+        "the baseline was saved with --tprof-collect=memory, which slows each op: run with it, "
+        "or re-save without it"
+    ]
+    assert protocol_differences(memory, dict(memory)) == []
+    assert protocol_differences(plain, {**plain, "profile_memory": False}) == []
