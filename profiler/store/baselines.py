@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from tprof_engine.decide.work_gate import judge_work
-from tprof_engine.model.environment import Fingerprint
+from tprof_engine.model.environment import Fingerprint, differences
 from tprof_engine.model.errors import BaselineError
 from tprof_engine.model.records import OpTable
 from tprof_engine.model.work import WorkTable
@@ -84,11 +84,15 @@ def with_session(
         return _new(nodeid, fingerprint, protocol, (session,)), "recorded"
     reason = ""
     if dict(existing.fingerprint.hard) != dict(fingerprint.hard):
-        reason = "environment changed"
-    elif {k: v for k, v in existing.protocol.items() if k != "rounds"} != {
-        k: v for k, v in protocol.items() if k != "rounds"
-    }:
-        reason = "protocol changed"
+        reason = _changed("environment", differences(existing.fingerprint, fingerprint))
+    elif _without_rounds(existing.protocol) != _without_rounds(protocol):
+        before, after = _without_rounds(existing.protocol), _without_rounds(protocol)
+        moved = [
+            f"{k} {before.get(k, 'none')} → {after.get(k, 'none')}"
+            for k in sorted(before.keys() | after.keys())
+            if before.get(k) != after.get(k)
+        ]
+        reason = _changed("protocol", moved)
     elif _structure(existing.sessions[-1].table) != _structure(session.table):
         reason = "ops or calls changed"
     else:
@@ -101,6 +105,16 @@ def with_session(
         if existing.work.census != session.work.census:
             what += "; the work census is now counted by this tprof's rules"
     return _new(nodeid, fingerprint, protocol, kept), what
+
+
+def _without_rounds(protocol: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in protocol.items() if k != "rounds"}
+
+
+def _changed(what: str, moved: Sequence[str]) -> str:
+    """``protocol changed: iterations 3 → 5`` (the first two differences)."""
+    more = f" (+{len(moved) - 2} more)" if len(moved) > 2 else ""
+    return f"{what} changed: {', '.join(moved[:2])}{more}" if moved else f"{what} changed"
 
 
 def _work_changed(before: WorkTable | None, now: WorkTable | None) -> str:

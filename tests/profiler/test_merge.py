@@ -177,7 +177,10 @@ def test_a_session_from_another_environment_restarts_the_window(tmp_path: Path) 
     (result,) = merge.merge_folders([a, b], tmp_path / "out")
     assert times(tmp_path / "out") == ["10:03"]
     assert stored(tmp_path / "out")["environment"]["hard"]["cpu_model"] == "Other CPU"
-    assert dict(result.dropped) == {"older than a restart of the window (environment changed)": 2}
+    assert dict(result.dropped) == {
+        "older than a restart of the window "
+        "(environment changed: cpu_model Test CPU → Other CPU)": 2
+    }
 
 
 def test_a_session_of_another_probe_restarts_the_window(tmp_path: Path) -> None:
@@ -187,7 +190,9 @@ def test_a_session_of_another_probe_restarts_the_window(tmp_path: Path) -> None:
     data["protocol"]["probe"] = "p2"
     (b / REL).write_text(reading.dumps(data), encoding="utf-8")
     (result,) = merge.merge_folders([a, b], tmp_path / "out")
-    assert dict(result.dropped) == {"older than a restart of the window (protocol changed)": 1}
+    assert dict(result.dropped) == {
+        "older than a restart of the window (protocol changed: probe p1 → p2)": 1
+    }
     assert stored(tmp_path / "out")["protocol"]["probe"] == "p2"
 
 

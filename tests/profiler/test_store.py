@@ -654,12 +654,17 @@ def test_a_new_session_is_appended_while_environment_protocol_and_calls_match() 
 @pytest.mark.parametrize(
     ("fingerprint", "protocol", "table", "reason"),
     [
-        (make_fingerprint(torch="2.12.1"), make_protocol(), make_table(), "environment changed"),
+        (
+            make_fingerprint(torch="2.12.1"),
+            make_protocol(),
+            make_table(),
+            "environment changed: torch 2.13.0 → 2.12.1",
+        ),
         (
             make_fingerprint(),
             {**make_protocol(), "iterations": 4},
             make_table(),
-            "protocol changed",
+            "protocol changed: iterations 1 → 4",
         ),
         (make_fingerprint(), make_protocol(), make_table(calls=3), "ops or calls changed"),
     ],
