@@ -19,11 +19,11 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from tprof_engine.capture.flops import formula_for
 from tprof_engine.capture.modules import (
+    BodyModules,
     Tracker,
+    body_modules,
     compiled_code_runs_eagerly,
     hooks_charged_to_their_module,
-    module_names,
-    module_objects,
     optimizer_steps,
     user_line,
 )
@@ -111,7 +111,7 @@ def take_census(
     if rounds < 1:
         raise ConfigError(f"'rounds' must be >= 1 (got {rounds})")
     kwargs = dict(kwargs or {})
-    where = _Where(names=module_names(fn, args, kwargs), modules=module_objects(fn, args, kwargs))
+    where = body_modules(fn, args, kwargs)
     start = time.perf_counter_ns()
     try:
         taken = [
@@ -166,14 +166,6 @@ class _Tally:
         )
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class _Where:
-    """The test's modules: their paths and the modules themselves, by ``id``."""
-
-    names: Mapping[int, str]
-    modules: Mapping[int, Any]
-
-
 @dataclass(slots=True, kw_only=True)
 class _Round:
     rows: dict[RowKey, _Tally] = field(default_factory=dict)
@@ -188,7 +180,7 @@ def _round(
     kwargs: dict[str, Any],
     setup: Callable[[], Any] | None,
     iterations: int,
-    where: _Where,
+    where: BodyModules,
     *,
     stack: bool = False,
 ) -> _Round:
@@ -206,7 +198,7 @@ def _round(
         with (
             compiled_code_runs_eagerly() as compiled,
             tracker,
-            hooks_charged_to_their_module(tracker, where.modules, where.names),
+            hooks_charged_to_their_module(tracker, where),
             optimizer_steps(tracker),
             _Census(tracker, result, stack=stack),
         ):
@@ -404,7 +396,7 @@ def _flops(
     census reports as FLOPs unknown for the op."""
     try:
         return int(formula(*args, **kwargs, out_val=out))
-    except (RuntimeError, AssertionError, ValueError, TypeError, IndexError, KeyError):
+    except (RuntimeError, AssertionError, ValueError):
         return 0
 
 

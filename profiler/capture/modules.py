@@ -12,6 +12,7 @@ import os
 import sys
 import sysconfig
 from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
@@ -40,9 +41,8 @@ class Tracker(ModuleTracker):
         self._entered: dict[str, int] = {}
         self._clock = itertools.count()
         self._known: dict[frozenset[str], str] = {}  # innermost module by running set
-        self._running_hooks: list[
-            tuple[str, str, int]
-        ] = []  # running hooks: (module, phase, clock)
+        # The hooks running, innermost last: (their module, phase, clock when they started).
+        self._running_hooks: list[tuple[str, str, int]] = []
         self.optimizer: str | None = None  # the optimizer step running: ``AdamW.step``
         self._made_in: dict[int, str] = {}  # autograd node's sequence number → its module
         self._last_node = -1
@@ -64,9 +64,10 @@ class Tracker(ModuleTracker):
     def place(self) -> tuple[str, str]:
         """Where an op runs now: (module path, phase).
 
-        A module's own forward hooks run after ModuleTracker has left the module and before
-        it has entered it for pre-hooks alike: their ops are charged to the module they are
+        A module's own forward hooks run after ModuleTracker's global hook has left the
+        module: their ops, and its pre-hooks' alike, are charged to the module they are
         registered on, in a phase of their own; a module the hook calls is their owner.
+        Backward ops go to the module whose forward made their autograd node.
         """
         if self.is_bw:
             return self._backward_module(), BACKWARD
@@ -130,10 +131,18 @@ def _descends(path: str, ancestor: str) -> bool:
     return path != ancestor and (ancestor == "" or path.startswith(ancestor + "."))
 
 
-def module_names(
+@dataclass(frozen=True, slots=True)
+class BodyModules:
+    """The modules a test body reaches, by ``id``: each one's path and the module itself."""
+
+    names: dict[int, str]
+    modules: dict[int, nn.Module]
+
+
+def body_modules(
     fn: Callable[..., Any], args: tuple[Any, ...] = (), kwargs: Mapping[str, Any] | None = None
-) -> dict[int, str]:
-    """Path of every module reachable from the body, by ``id``, as ``named_modules()`` has it.
+) -> BodyModules:
+    """Every module reachable from the body, and its path as ``named_modules()`` has it.
 
     Of several outermost models, each one's paths start with the variable that holds it.  A
     module of no parameters and no submodules beside a model (its loss, an activation) is
@@ -142,12 +151,14 @@ def module_names(
     roots = _roots(fn, args, kwargs or {})
     models = {id(root) for _, root, _ in roots if _is_model(root)} or {id(r) for _, r, _ in roots}
     names: dict[int, str] = {}
+    modules: dict[int, nn.Module] = {}
     for var, root, wrapper in roots:
         prefix = var if len(models) > 1 or id(root) not in models else ""
         for path, module in root.named_modules():
             names.setdefault(id(module), ".".join(p for p in (prefix, path) if p))
+            modules[id(module)] = module
         names[id(wrapper)] = names[id(root)]
-    return names
+    return BodyModules(names=names, modules=modules)
 
 
 def _is_model(module: nn.Module) -> bool:
@@ -155,26 +166,13 @@ def _is_model(module: nn.Module) -> bool:
     return next(module.children(), None) is not None or next(module.parameters(), None) is not None
 
 
-def module_objects(
-    fn: Callable[..., Any], args: tuple[Any, ...] = (), kwargs: Mapping[str, Any] | None = None
-) -> dict[int, nn.Module]:
-    """Every module reachable from the body, by ``id``."""
-    return {
-        id(module): module
-        for _, root, _ in _roots(fn, args, kwargs or {})
-        for module in root.modules()
-    }
-
-
 @contextlib.contextmanager
-def hooks_charged_to_their_module(
-    tracker: Tracker, modules: Mapping[int, nn.Module], names: Mapping[int, str]
-) -> Iterator[None]:
+def hooks_charged_to_their_module(tracker: Tracker, body: BodyModules) -> Iterator[None]:
     """Run the modules' own forward hooks and pre-hooks inside ``tracker.in_hook``; each hook
     is put back as it was afterwards."""
     wrapped: list[tuple[dict[int, Any], int, Any]] = []
-    for key, module in modules.items():
-        path = names.get(key, "")
+    for key, module in body.modules.items():
+        path = body.names.get(key, "")
         for hooks, phase in (
             (module._forward_pre_hooks, FORWARD_PRE_HOOK),
             (module._forward_hooks, FORWARD_HOOK),

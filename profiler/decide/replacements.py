@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from tprof_engine.model.work import FORWARD, FORWARD_HOOK, FORWARD_PRE_HOOK, RowKey, WorkRow
+from tprof_engine.model.work import RowKey, WorkRow, step_part
 from tprof_engine.model.work_verdict import WorkDelta
 
 Group = tuple[str, str]  # (module, phase)
@@ -93,8 +93,3 @@ def subtree_work(rows: Iterable[WorkRow], module: str, phase: str) -> tuple[int,
         and step_part(r.phase) == part
     ]
     return sum(r.flops for r in inside), sum(r.bytes_total for r in inside)
-
-
-def step_part(phase: str) -> str:
-    """``forward`` for the forward and a module's hooks; the phase itself otherwise."""
-    return FORWARD if phase in (FORWARD, FORWARD_HOOK, FORWARD_PRE_HOOK) else phase

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from tprof_engine.decide.replacements import Replacements, step_part, subtree_work
+from tprof_engine.decide.replacements import Replacements, subtree_work
 from tprof_engine.model.errors import ConfigError
 from tprof_engine.model.work import (
     DEFAULT_WORK_FLOOR,
@@ -21,6 +21,7 @@ from tprof_engine.model.work import (
     flops_unknown_text,
     key_order,
     row_label,
+    step_part,
     syncs_text,
     value_text,
 )
@@ -144,7 +145,8 @@ def _net_replacements(
         if r.status in ("added", "deleted"):
             return _group_gated(reps.group_of[r.key], reps.net(r), sides, floor)
         if r.status in ("increased", "changed"):
-            return r.gated or _module_gated(r.key[1:], (r.flops_delta, r.bytes_delta), sides, floor)
+            grew = (r.flops_delta, r.bytes_delta)
+            return r.gated or _module_gated((r.module, r.phase), grew, sides, floor)
         return r.gated
 
     return tuple(replace(r, gated=gated(r)) if gated(r) != r.gated else r for r in rows)
@@ -247,7 +249,7 @@ def _replacement_lines(
             if total and delta
         ]
         # Views (no FLOPs, no bytes) went and came with the ops they fed: not named.
-        group = [r for r in reps.members(rows, (module, phase)) if _does_work(r)]
+        group = [r for r in reps.members(rows, (module, phase)) if r.does_work]
         gone = [_op_in(r, module) for r in group if r.status == "deleted"]
         new = sorted((r for r in group if r.status == "added"), key=lambda r: -_weight(r, sides))
         where = row_label(("", module, phase)).lstrip()  # "in m (phase)" / "at top level (…)"
@@ -257,10 +259,6 @@ def _replacement_lines(
         )
         out.append((f"{where}: {what}, {', '.join(moved)}", 1 if max(flops, size) > 0 else -1))
     return out
-
-
-def _does_work(r: WorkDelta) -> bool:
-    return bool(r.base_flops or r.cur_flops or r.base_bytes or r.cur_bytes)
 
 
 def _op_in(r: WorkDelta, module: str) -> str:

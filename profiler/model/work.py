@@ -232,10 +232,20 @@ def matrix_op(op: str) -> bool:
     return any(w in _MATRIX_WORDS or _CONVOLUTION.fullmatch(w) for w in words)
 
 
+def no_formula(op: str, flops: int) -> bool:
+    """Whether an op does matrix work yet counted no FLOPs: neither torch nor the census has
+    its formula, so the test's FLOPs leave it out (its bytes are counted)."""
+    return not flops and matrix_op(op)
+
+
 def flops_unknown(rows: Iterable[WorkRow]) -> tuple[str, ...]:
-    """Ops that do matrix work and counted no FLOPs: neither torch nor the census has their
-    formula, so the test's FLOPs leave them out (their bytes are counted)."""
-    return tuple(sorted({r.op for r in rows if r.calls and not r.flops and matrix_op(r.op)}))
+    """The ops of ``rows`` with :func:`no_formula`, sorted."""
+    return tuple(sorted({r.op for r in rows if r.calls and no_formula(r.op, r.flops)}))
+
+
+def step_part(phase: Phase) -> str:
+    """``forward`` for the forward and a module's hooks; the phase itself otherwise."""
+    return FORWARD if phase in (FORWARD, FORWARD_HOOK, FORWARD_PRE_HOOK) else phase
 
 
 def flops_unknown_text(ops: Sequence[str]) -> str:

@@ -47,6 +47,11 @@ class WorkDelta:
     def bytes_delta(self) -> int:
         return self.cur_bytes - self.base_bytes
 
+    @property
+    def does_work(self) -> bool:
+        """Whether the row moves FLOPs or bytes on either side (a view moves none)."""
+        return bool(self.base_flops or self.cur_flops or self.base_bytes or self.cur_bytes)
+
     def difference(self) -> str:
         """What differs beside its amounts: a new row's inputs (and dtypes it writes that
         they don't name), a gone row's, else the inputs that changed, else its calls."""

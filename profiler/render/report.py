@@ -16,7 +16,7 @@ from tprof_engine.model.verdicts import (
     UNCHANGED,
     TestVerdict,
 )
-from tprof_engine.model.work import matrix_op
+from tprof_engine.model.work import no_formula
 from tprof_engine.model.work_verdict import WorkDelta, WorkVerdict
 from tprof_engine.render import fmt, rows
 from tprof_engine.render.rows import NUMERIC_COLUMNS, OP_COLUMNS, OpRow
@@ -172,7 +172,7 @@ def work_lines(work: WorkVerdict, *, verbose: bool = False) -> list[str]:
     lines = [head, *(f"  {r}" for r in work.reasons)]
     # Views (no FLOPs, no bytes either side) come and go with the ops they feed: -v lists them.
     moved = sorted(
-        (r for r in work.rows if r.status != "unchanged" and (verbose or _does_work(r))),
+        (r for r in work.rows if r.status != "unchanged" and (verbose or r.does_work)),
         key=lambda r: (not r.gated, -abs(r.flops_delta), -abs(r.bytes_delta)),
     )
     if moved and (verbose or work.verdict != "unchanged"):
@@ -209,13 +209,9 @@ def work_table(rows: Sequence[WorkDelta], *, limit: int | None = None) -> list[s
 
 
 def _flops_cell(r: WorkDelta) -> str:
-    if not (r.base_flops or r.cur_flops) and matrix_op(r.op):
-        return "unknown"  # matrix work without a FLOP formula
+    if no_formula(r.op, r.base_flops + r.cur_flops):
+        return "unknown"
     return f"{r.base_flops:,} → {r.cur_flops:,}"
-
-
-def _does_work(r: WorkDelta) -> bool:
-    return bool(r.base_flops or r.cur_flops or r.base_bytes or r.cur_bytes)
 
 
 def module_table(modules: Sequence[ModuleWork]) -> list[str]:
