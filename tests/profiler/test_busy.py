@@ -315,11 +315,13 @@ def test_the_time_outside_any_op_is_charged_to_the_op_after_it() -> None:
         spin(0.3)  # 300 µs of Python between the two ops
         torch.relu(a)
 
-    t = capture.capture(body, rounds=4, warmup=1).table
+    t = capture.capture(body, rounds=6, warmup=1).table
     assert t.host_before_us is not None
     before = dict(zip(t.names, t.host_before_us, strict=True))
     assert (before["aten::relu"] > 250).all(), before
-    assert (before["aten::mm"] < 100).all(), before
+    # Another process may take the CPU inside any round and only ever adds time, so the
+    # bound above holds in every round and this one in the quietest.
+    assert before["aten::mm"].min() < 100, before
     assert (t.host_us > 250).all()
 
 
