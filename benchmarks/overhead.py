@@ -1,17 +1,28 @@
-"""What ``--tprof`` adds to each test's time, measured side by side in one run.
+"""What ``--tprof`` adds to each test's time, and where it goes, measured side by side in one run.
 
-Runs ``examples/`` (copied with its committed baselines into a temporary folder) without
-``--tprof``, with ``--tprof`` (compare), and with ``--tprof-save``, each ``--repeat`` times,
-alternating, and prints each test's median call-phase time per mode (from ``--durations``)
-and the added seconds.  A fresh-process confirmation, when one runs, costs about one more
-pytest start plus the test's profiling; it is listed separately when the run needed one.
+Writes a suite of four model kinds into a temporary folder:
 
-    python benchmarks/overhead.py [--repeat 3]
+- ``test_mlp``: a small MLP's inference (3 layers, width 64, batch 32);
+- ``test_conv``: a small conv net's training step with SGD (2 conv blocks, 8×3×32×32);
+- ``test_transformer_step``: an HF GPT-2 (2 layers, width 64) language-model step with AdamW,
+  or, without ``transformers``, a 2-layer ``nn.TransformerEncoder`` step of the same size;
+- ``test_generate``: HF Llama (2 layers) ``generate`` of 6 tokens with its KV cache (skipped
+  without ``transformers``).
+
+It records ``--sessions`` baselines with ``--tprof-save``, then runs the suite plain and with
+``--tprof`` (compare), alternating, ``--repeat`` times.  Per test it prints the median
+call-phase time of each mode (``--durations``), what ``--tprof`` added, and the plugin's own
+time per stage from the JSON report's ``costs`` (the profiled rounds are the body's; every
+other stage is the plugin's), and the same split for the last save run.  The target is the
+plugin's own time per test: median <= 0.3 s.
+
+    python benchmarks/overhead.py [--sessions 3] [--repeat 3] [--keep DIR]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import re
 import shutil
 import statistics
@@ -21,53 +32,181 @@ import tempfile
 from collections import defaultdict
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-MODES = {"plain": [], "--tprof": ["--tprof"], "--tprof-save": ["--tprof-save"]}
-_DURATION = re.compile(r"^\s*([\d.]+)s call\s+(\S+)")
+SUITE = """
+import pytest
+import torch
+from torch import nn
 
 
-def durations(folder: Path, flags: list[str], save_dir: Path) -> dict[str, float]:
-    """Call-phase seconds per test of one pytest run."""
+@pytest.fixture(autouse=True)
+def _seed():
+    torch.manual_seed(0)
+
+
+def test_mlp(tprof):
+    model = nn.Sequential(
+        nn.Linear(64, 64), nn.ReLU(), nn.Linear(64, 64), nn.ReLU(), nn.Linear(64, 10)
+    ).eval()
+    x = torch.randn(32, 64)
+    with torch.no_grad():
+        tprof(model, x)
+
+
+def test_conv(tprof):
+    model = nn.Sequential(
+        nn.Conv2d(3, 16, 3, padding=1), nn.BatchNorm2d(16), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Conv2d(16, 32, 3, padding=1), nn.BatchNorm2d(32), nn.ReLU(),
+        nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(32, 10),
+    )
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    x, y = torch.randn(8, 3, 32, 32), torch.randint(0, 10, (8,))
+
+    def step():
+        opt.zero_grad()
+        nn.functional.cross_entropy(model(x), y).backward()
+        opt.step()
+
+    tprof(step)
+
+
+def test_transformer_step(tprof):
+    try:
+        import transformers
+    except ImportError:
+        transformers = None
+    ids = torch.randint(0, 500, (2, 32))
+    if transformers is not None:
+        config = transformers.GPT2Config(
+            n_layer=2, n_embd=64, n_head=4, vocab_size=500, n_positions=64, n_inner=256
+        )
+        model = transformers.GPT2LMHeadModel(config)
+        loss = lambda: model(input_ids=ids, labels=ids).loss
+    else:
+        embed = nn.Embedding(500, 64)
+        layer = nn.TransformerEncoderLayer(64, 4, 256, batch_first=True)
+        model = nn.Sequential(embed, nn.TransformerEncoder(layer, 2), nn.Linear(64, 500))
+        loss = lambda: nn.functional.cross_entropy(model(ids).flatten(0, 1), ids.flatten())
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+
+    def step():
+        opt.zero_grad()
+        loss().backward()
+        opt.step()
+
+    tprof(step)
+
+
+def test_generate(tprof):
+    transformers = pytest.importorskip("transformers")
+    config = transformers.LlamaConfig(
+        num_hidden_layers=2, hidden_size=64, num_attention_heads=4, num_key_value_heads=2,
+        intermediate_size=128, vocab_size=500,
+    )
+    model = transformers.LlamaForCausalLM(config).eval()
+    ids = torch.randint(0, 500, (1, 8))
+    with torch.no_grad():
+        tprof(model.generate, ids, max_new_tokens=6, do_sample=False, pad_token_id=0)
+"""
+INI = "[pytest]\nfilterwarnings =\n    ignore::DeprecationWarning\n    ignore::UserWarning\n"
+STAGES = ("load", "calibrate", "profiler", "reduce", "export", "census", "judge", "save")
+TARGET_S = 0.3
+_DURATION = re.compile(r"^\s*([\d.]+)s call\s+\S+::(\S+)")
+
+
+def run(folder: Path, tag: str, flags: list[str]) -> tuple[dict[str, float], dict[str, dict]]:
+    """One pytest run: call-phase seconds per test, and each test's costs from its report."""
+    report = folder / f"{tag}.json"
     cmd = [
-        sys.executable, "-m", "pytest", "examples", "-q", "-p", "no:cacheprovider",
+        sys.executable, "-m", "pytest", "test_suite.py", "-q", "-p", "no:cacheprovider",
         "--durations=0", "--durations-min=0", *flags,
     ]  # fmt: skip
-    if "--tprof-save" in flags:  # a save must not touch the baselines the compare runs use
-        cmd.append(f"--tprof-baseline-dir={save_dir}")
+    if flags:
+        cmd += [f"--tprof-json={report}", "--no-tprof-confirm"]
     done = subprocess.run(cmd, cwd=folder, capture_output=True, text=True, check=False)
-    out = {}
-    for line in done.stdout.splitlines():
-        m = _DURATION.match(line)
-        if m:
-            out[m.group(2)] = float(m.group(1))
-    if not out:
-        raise SystemExit(f"no durations from {' '.join(flags) or 'plain'}: {done.stdout[-500:]}")
-    return out
+    seconds = {
+        m.group(2): float(m.group(1)) for m in map(_DURATION.match, done.stdout.splitlines()) if m
+    }
+    if done.returncode not in (0, 1) or not seconds:
+        raise SystemExit(
+            f"{tag}: pytest exit {done.returncode}\n{done.stdout[-2000:]}{done.stderr[-1000:]}"
+        )
+    costs = {}
+    if report.exists():
+        for t in json.loads(report.read_text())["tests"]:
+            costs[t["nodeid"].split("::")[-1]] = t.get("costs") or {}
+    return seconds, costs
+
+
+def plugin_s(costs: dict[str, float]) -> float:
+    return sum(s for stage, s in costs.items() if stage != "rounds")
+
+
+def med(values: list[float]) -> float:
+    return statistics.median(values) if values else float("nan")
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--sessions", type=int, default=3)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument(
+        "--keep", type=Path, help="a folder to keep the suite, reports and baselines in"
+    )
     args = parser.parse_args()
-    seen: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
-    with tempfile.TemporaryDirectory(prefix="tprof-overhead-") as tmp:
-        folder = Path(tmp)
-        shutil.copytree(ROOT / "examples", folder / "examples")
-        shutil.copytree(ROOT / "baselines", folder / "baselines")
-        (folder / "pyproject.toml").write_text("[tool.pytest.ini_options]\n")
-        for _ in range(args.repeat):
-            for mode, flags in MODES.items():
-                for test, s in durations(folder, flags, folder / "saved").items():
-                    seen[test][mode].append(s)
-    print(f"{'test':<48} {'plain s':>8} {'--tprof s':>10} {'--tprof-save s':>15} {'added s':>8}")
-    for test in sorted(seen):
-        med = {m: statistics.median(seen[test][m]) if seen[test][m] else 0.0 for m in MODES}
-        added = med["--tprof"] - med["plain"]
+    folder = args.keep or Path(tempfile.mkdtemp(prefix="tprof-overhead-"))
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "test_suite.py").write_text(SUITE)
+    (folder / "pytest.ini").write_text(INI)
+    shutil.rmtree(folder / "baselines", ignore_errors=True)
+    saved: dict[str, dict] = {}
+    for i in range(args.sessions):
+        _, saved = run(folder, f"save{i}", ["--tprof-save"])
+    calls: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    split: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    for i in range(args.repeat):
+        for test, s in run(folder, f"plain{i}", [])[0].items():
+            calls[test]["plain"].append(s)
+        seconds, costs = run(folder, f"tprof{i}", ["--tprof"])
+        for test, s in seconds.items():
+            calls[test]["tprof"].append(s)
+        for test, c in costs.items():
+            for stage in (*STAGES, "rounds"):
+                split[test][stage].append(c.get(stage, 0.0))
+            split[test]["plugin"].append(plugin_s(c))
+    print_tables(calls, split, saved)
+    plugin = [med(split[t]["plugin"]) for t in split]
+    if not args.keep:
+        shutil.rmtree(folder, ignore_errors=True)
+    worst = med(plugin)
+    print(
+        f"\nplugin's own time per test, median over tests: {worst:.3f} s (target <= {TARGET_S} s)"
+    )
+    return 0 if worst <= TARGET_S else 1
+
+
+def print_tables(calls: dict, split: dict, saved: dict[str, dict]) -> None:
+    print(
+        f"{'test':<24} {'plain s':>8} {'--tprof s':>10} {'added s':>8} "
+        f"{'rounds s':>9} {'plugin s':>9}"
+    )
+    for test in sorted(calls):
+        plain, tprof = med(calls[test]["plain"]), med(calls[test]["tprof"])
+        rounds = med(split[test]["rounds"])
         print(
-            f"{test.split('/')[-1]:<48} {med['plain']:>8.2f} {med['--tprof']:>10.2f} "
-            f"{med['--tprof-save']:>15.2f} {added:>+8.2f}"
+            f"{test:<24} {plain:>8.2f} {tprof:>10.2f} {tprof - plain:>+8.2f} {rounds:>9.3f} "
+            f"{med(split[test]['plugin']):>9.3f}"
         )
-    return 0
+    print("\n--tprof, the plugin's stages (s, medians):")
+    print(f"{'test':<24} " + " ".join(f"{s:>9}" for s in STAGES))
+    for test in sorted(split):
+        print(f"{test:<24} " + " ".join(f"{med(split[test][s]):>9.3f}" for s in STAGES))
+    print("\n--tprof-save, the last session's stages (s):")
+    print(f"{'test':<24} " + " ".join(f"{s:>9}" for s in (*STAGES, "rounds")))
+    for test in sorted(saved):
+        print(
+            f"{test:<24} "
+            + " ".join(f"{saved[test].get(s, 0.0):>9.3f}" for s in (*STAGES, "rounds"))
+        )
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ from tprof_engine.config import Body, RunConfig
 from tprof_engine.decide import judge, policy
 from tprof_engine.decide.busy import busy_of, quietest
 from tprof_engine.decide.rule import Rule
+from tprof_engine.model.costs import Stopwatch
 from tprof_engine.model.environment import Fingerprint, differences, line_tracer
 from tprof_engine.model.errors import BaselineError, TprofError
 from tprof_engine.model.records import OpTable, concat_rounds
@@ -146,22 +147,25 @@ class Runner:
         rule: Rule | None,
     ) -> tuple[Any, ProfiledTest]:
         cfg = self.config
-        baseline, error = self.load(nodeid)
-        spec = self._round_spec(nodeid, body, baseline, rounds=rounds, warmup=warmup)
+        watch = Stopwatch()
+        with watch.stage("load"):
+            baseline, error = self.load(nodeid)
+        with watch.stage("calibrate"):
+            spec = self._round_spec(nodeid, body, baseline, rounds=rounds, warmup=warmup)
         protocol = self.protocol(rounds=spec.rounds, warmup=spec.warmup, iterations=spec.iterations)
         tracer = line_tracer()  # per test: pytest-cov's no_cover marker pauses coverage
         counts: list[int] = []  # instructions per call of the body, with counters collected
-        fn = body.fn
-        if self.counter is not None:
-            fn = counters.counting_calls(body.fn, self.counter, counts)
-        call = self._session.Call(fn=fn, args=body.args, kwargs=dict(body.kwargs), setup=body.setup)
+        call = self._call(body, counts)
 
         def run() -> Any:
-            return self._session.capture_rounds(call, spec)
+            result = self._session.capture_rounds(call, spec)
+            watch.merge(result.costs)
+            return result
 
         judged_by = rule or cfg.rule
         result = self._captured(run, judged_by, spec.rounds, judged=baseline is not None)
-        work, notes = self._census(body)
+        with watch.stage("census"):
+            work, notes = self._census(body)
         notes += (result.trace_problem,) if result.trace_problem else ()
         notes += counters.instructions_of(counts, rounds=spec.rounds, iterations=result.iterations)
         test = replace(self._tested(nodeid, result, protocol), work=work, tracer=tracer)
@@ -170,17 +174,35 @@ class Runner:
             verdict = TestVerdict(
                 verdict=SAVED, reason="recorded for the baseline", notes=(*note, *notes)
             )
-            return result.value, replace(test, verdict=verdict)
+            return result.value, replace(test, verdict=verdict, costs=watch.costs())
         current = judge.Recorded(
             tables=(result.table,), fingerprint=self.fingerprint, protocol=protocol,
             work=test.work, hosts=(self.fingerprint.soft.get("host"),), tracer=tracer,
         )  # fmt: skip
         found = _Found(baseline=baseline, error=error)
         test = self._confirmed(
-            test, found, current, judged_by, lambda: self._quiet_enough(run, judged_by)
+            test, found, current, judged_by, lambda: self._quiet_enough(run, judged_by), watch
         )
+        return result.value, self._finished(test, notes, watch)
+
+    def _finished(
+        self, test: ProfiledTest, notes: tuple[str, ...], watch: Stopwatch
+    ) -> ProfiledTest:
+        """The judged test with its notes, its side-by-side trace when it regressed, and what
+        its stages cost."""
         test = replace(test, verdict=test.verdict.with_notes(*notes))
-        return result.value, self.side_by_side(test) if test.verdict.regressed else test
+        if test.verdict.regressed:
+            with watch.stage("judge"):
+                test = self.side_by_side(test)
+        return replace(test, costs=watch.costs())
+
+    def _call(self, body: Body, counts: list[int]) -> Any:
+        """The body as each round calls it; with instruction counters, each call's count is
+        appended to ``counts``."""
+        fn = body.fn
+        if self.counter is not None:
+            fn = counters.counting_calls(body.fn, self.counter, counts)
+        return self._session.Call(fn=fn, args=body.args, kwargs=dict(body.kwargs), setup=body.setup)
 
     def _round_spec(
         self,
@@ -211,10 +233,12 @@ class Runner:
         current: judge.Recorded,
         rule: Rule,
         again: Callable[[], Any],
+        watch: Stopwatch,
     ) -> ProfiledTest:
         """The test judged, and judged once more on a second capture when the confirmation
         policy asks for it (``again`` takes it)."""
-        verdict = self.judge(test.nodeid, found, current, rule)
+        with watch.stage("judge"):
+            verdict = self.judge(test.nodeid, found, current, rule)
         if verdict.timing_regressed and verdict.work_regressed:
             verdict = verdict.with_notes(
                 "timing not re-measured: the work census already fails the test"
@@ -222,7 +246,8 @@ class Runner:
         if policy.next_step(verdict, confirm=self.config.confirm) == policy.REMEASURE:
             second = again()
             current = replace(current, tables=(second.table,))
-            repeat = self.judge(test.nodeid, found, current, rule)
+            with watch.stage("judge"):
+                repeat = self.judge(test.nodeid, found, current, rule)
             test = replace(test, table=second.table, confirmed=True)
             verdict = policy.after_remeasurement(repeat)
         return replace(test, verdict=verdict)
@@ -392,6 +417,13 @@ class Runner:
         """Record the test's table as a new session of its baseline (atomic write)."""
         if test.table is None:
             return test
+        watch = Stopwatch()
+        with watch.stage("save"):
+            saved = self._save(test)
+        return replace(saved, costs=saved.costs.plus(watch.costs()))
+
+    def _save(self, test: ProfiledTest) -> ProfiledTest:
+        assert test.table is not None
         path = self.baseline_path(test.nodeid)
         if test.tracer is not None:  # its slowed timings would teach every later run's floors
             raise BaselineError(

@@ -28,6 +28,7 @@ from tprof_engine.capture.session import (
     sync,
     warmup_settled,
 )
+from tprof_engine.model.costs import Stopwatch
 from tprof_engine.model.errors import CaptureError
 from tprof_engine.model.records import (
     RoundLoad,
@@ -139,15 +140,16 @@ class BorrowedRounds:
                 or f"the benchmark kept {len(self._kept)} round(s) while profiled; "
                 "tprof needs at least 2 (e.g. pedantic(rounds=2) or more)"
             )
-        t0 = time.perf_counter()
-        if REDUCTION_PATH == "raw-events":
-            table = reduce_events(events_from_kineto(self._prof), wall_us=self._walls_us)
-        else:
-            table = table_from_function_events(self._prof, wall_us=self._walls_us)
-        table = keep_rounds(replace(table, load=self._load), self._kept)
-        dropped = min(warmup, len(self._kept) - 2)
-        settled = warmup_settled(table, dropped)
-        table = drop_leading_rounds(table, dropped)
+        watch = Stopwatch()
+        with watch.stage("reduce"):
+            if REDUCTION_PATH == "raw-events":
+                table = reduce_events(events_from_kineto(self._prof), wall_us=self._walls_us)
+            else:
+                table = table_from_function_events(self._prof, wall_us=self._walls_us)
+            table = keep_rounds(replace(table, load=self._load), self._kept)
+            dropped = min(warmup, len(self._kept) - 2)
+            settled = warmup_settled(table, dropped)
+            table = drop_leading_rounds(table, dropped)
         if not table.calls.any():
             raise CaptureError("the benchmarked function ran no torch ops")
         meta = metadata_for_trace(dropped, table.rounds, self.iterations, trace_metadata)
@@ -155,18 +157,19 @@ class BorrowedRounds:
             meta["tprof_rounds"] = round_readings(self._walls_us, self._load)
         for key, val in meta.items():
             self._prof.add_metadata_json(key, json.dumps(val, sort_keys=True))
-        written, problem = (
-            (None, "")
-            if trace_path is None
-            else write_trace(
-                self._prof,
-                trace_path,
-                round_counters(self._starts_ns, self._walls_us, self._load),
+        with watch.stage("export"):
+            written, problem = (
+                (None, "")
+                if trace_path is None
+                else write_trace(
+                    self._prof,
+                    trace_path,
+                    round_counters(self._starts_ns, self._walls_us, self._load),
+                )
             )
-        )
         return CaptureResult(
             table=table, warmup_used=dropped, iterations=self.iterations, trace_path=written,
-            trace_problem=problem, reduction=REDUCTION_PATH, capture_s=0.0,
-            reduce_s=time.perf_counter() - t0, cuda=self.cuda, warmup_settled=settled,
+            trace_problem=problem, reduction=REDUCTION_PATH, costs=watch.costs(), cuda=self.cuda,
+            warmup_settled=settled,
             meta={"events": table.meta.get("events", 0)},
         )  # fmt: skip

@@ -31,6 +31,7 @@ from tprof_engine.capture.kineto import (
 )
 from tprof_engine.capture.load import LoadMeter
 from tprof_engine.model.arrays import FloatArray
+from tprof_engine.model.costs import Costs, Stopwatch
 from tprof_engine.model.errors import CaptureError, ConfigError
 from tprof_engine.model.limits import MAX_ITERATIONS, ROUNDS_LIMIT, WARMUP_LIMIT, number_problem
 from tprof_engine.model.records import (
@@ -59,8 +60,7 @@ class CaptureResult:
     trace_path: Path | None
     trace_problem: str = ""  # why the trace asked for wasn't written (trace_path is then None)
     reduction: str  # "raw-events" or "key_averages"
-    capture_s: float
-    reduce_s: float
+    costs: Costs  # rounds, profiler start and stop, reduction, export
     cuda: bool
     warmup_settled: bool  # the last warm-up round called the ops of the first measured one
     meta: Mapping[str, Any] = field(default_factory=dict)
@@ -209,9 +209,12 @@ def capture_rounds(call: Call, spec: RoundSpec) -> CaptureResult:
             "so call tprof outside any torch.profiler.profile() block"
         )
     warm = spec.warmup
+    spent = Costs()
     while True:
         with _nvtx_range(spec.nvtx_label):
             result = _capture_once(call, replace(spec, warmup=warm))
+        spent = spent.plus(result.costs)
+        result = replace(result, costs=spent)
         if result.warmup_settled or warm >= MAX_WARMUP or (warm == 0 and spec.warmup == 0):
             break
         warm = min(MAX_WARMUP, max(2 * warm, warm + 2))
@@ -238,23 +241,22 @@ def _why_no_ops(value: Any) -> str:
 
 
 def _capture_once(call: Call, spec: RoundSpec) -> CaptureResult:
-    t_start = time.perf_counter()
-    prof, wall_us, (load, starts_ns), value = _profile_rounds(call, spec)
-    capture_s = time.perf_counter() - t_start
+    watch = Stopwatch()
+    prof, wall_us, (load, starts_ns), value = _profile_rounds(call, spec, watch)
 
-    t_reduce = time.perf_counter()
-    if REDUCTION_PATH == "raw-events":
-        table = reduce_events(events_from_kineto(prof), wall_us=wall_us)
-    else:
-        table = table_from_function_events(prof, wall_us=wall_us)
-    table = replace(table, load=load)
-    settled = warmup_settled(table, spec.warmup)
-    table = drop_leading_rounds(table, spec.warmup)
-    reduce_s = time.perf_counter() - t_reduce
+    with watch.stage("reduce"):
+        if REDUCTION_PATH == "raw-events":
+            table = reduce_events(events_from_kineto(prof), wall_us=wall_us)
+        else:
+            table = table_from_function_events(prof, wall_us=wall_us)
+        table = replace(table, load=load)
+        settled = warmup_settled(table, spec.warmup)
+        table = drop_leading_rounds(table, spec.warmup)
 
     counters = round_counters(starts_ns, wall_us, load)
     path = spec.trace_path
-    written, problem = (None, "") if path is None else write_trace(prof, Path(path), counters)
+    with watch.stage("export"):
+        written, problem = (None, "") if path is None else write_trace(prof, Path(path), counters)
     return CaptureResult(
         table=table,
         value=value,
@@ -263,8 +265,7 @@ def _capture_once(call: Call, spec: RoundSpec) -> CaptureResult:
         trace_path=written,
         trace_problem=problem,
         reduction=REDUCTION_PATH,
-        capture_s=capture_s,
-        reduce_s=reduce_s,
+        costs=watch.costs(),
         cuda=spec.cuda,
         warmup_settled=settled,
         meta={"events": table.meta.get("events", 0)},
@@ -272,21 +273,24 @@ def _capture_once(call: Call, spec: RoundSpec) -> CaptureResult:
 
 
 def _profile_rounds(
-    call: Call, spec: RoundSpec
+    call: Call, spec: RoundSpec, watch: Stopwatch
 ) -> tuple[profile, FloatArray, tuple[RoundLoad, list[int]], Any]:
     """Run the spec's warm-up and measured rounds in one profiler session.
 
     Returns the session, each round's wall time in µs, what the machine let each round run
     (with each round's start on the wall clock), and the body's last value; the spec's trace
     metadata goes into the session's trace, one JSON value per key, and so do the rounds'
-    readings (``tprof_rounds``).
+    readings (``tprof_rounds``).  ``watch`` gets the rounds' seconds and the profiler's
+    start and stop.
     """
     rounds = spec.warmup + spec.rounds
     drift_probe = Probe(spec.cuda) if spec.probe else None
     nvtx_rounds = _nvtx_round_names(spec.nvtx_label, spec.warmup, spec.rounds)
     wall_us = np.zeros(rounds)
     value: Any = None
+    t_start = time.perf_counter()
     with LoadMeter() as meter, started_quietly(_session(spec)) as prof:
+        t_first = time.perf_counter()
         for r in range(rounds):
             args, kwargs = call.arguments()
             with (
@@ -304,12 +308,15 @@ def _profile_rounds(
                 sync(spec.cuda)
                 wall_us[r] = (time.perf_counter_ns() - t0) / 1000.0
                 meter.after()
+        t_last = time.perf_counter()
         load = meter.result()
         metadata = metadata_for_trace(
             spec.warmup, spec.rounds, spec.iterations, spec.trace_metadata
         )
         for key, val in {**metadata, "tprof_rounds": round_readings(wall_us, load)}.items():
             prof.add_metadata_json(key, json.dumps(val, sort_keys=True))
+    watch.add("rounds", t_last - t_first)
+    watch.add("profiler", (t_first - t_start) + (time.perf_counter() - t_last))
     return prof, wall_us, (load, meter.starts_ns), value
 
 

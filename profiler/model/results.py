@@ -9,6 +9,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from tprof_engine.model.costs import Costs
 from tprof_engine.model.environment import Fingerprint
 from tprof_engine.model.records import OpTable
 from tprof_engine.model.verdicts import NOT_SAVED, TestVerdict
@@ -41,6 +42,7 @@ class ProfiledTest:
     # meanwhile says so and passes), confirmed by the controller once the workers finish.
     pending: TestVerdict | None = None
     tracer: str | None = None  # what traced every line while it was profiled (coverage)
+    costs: Costs = field(default_factory=Costs)  # where the profiling time went, per stage
 
     def with_outcome(self, outcome: str) -> ProfiledTest:
         return replace(self, outcome=outcome)
@@ -72,6 +74,7 @@ class ProfiledTest:
             "work": None if self.work is None else self.work.to_dict(),
             "pending": None if self.pending is None else self.pending.to_dict(),
             "tracer": self.tracer,
+            "costs": self.costs.to_dict(),
         }
 
     @classmethod
@@ -97,6 +100,7 @@ class ProfiledTest:
             work=None if d.get("work") is None else WorkTable.from_dict(d["work"]),
             pending=None if d.get("pending") is None else TestVerdict.from_dict(d["pending"]),
             tracer=None if d.get("tracer") is None else str(d["tracer"]),
+            costs=Costs.from_dict(d.get("costs")),
         )
 
 

@@ -329,6 +329,8 @@ def _test_json(t: ProfiledTest) -> dict[str, Any]:
         "work": _work_json(t.verdict.work),
         # device runs: each flagged op's kernels, copies and fills, largest move first
         "device_rows": v["device_rows"],
+        # seconds per stage of its profiling: the profiled rounds and what the plugin added
+        "costs": t.costs.to_dict(),
     }
 
 
