@@ -7,6 +7,6 @@
   ops that came or went), :mod:`.families` (the host and device-idle families) and
   :mod:`.device`: the timing rule;
 - :mod:`.work_gate`, :mod:`.memory_gate`: the exact gates;
-- :mod:`.busy`: which rounds the machine disturbed; :mod:`.stats`: the tests (scipy);
+- :mod:`.busy`: which rounds the machine disturbed; :mod:`.stats`: the tests (numpy);
   :mod:`.rule`: the parameters.
 """

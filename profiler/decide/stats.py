@@ -1,7 +1,14 @@
-"""Statistics for the verdicts; the only module that uses scipy."""
+"""Statistics for the verdicts, in numpy alone.
+
+The Mann-Whitney U test gives scipy's ``mannwhitneyu(..., method="auto")`` p-values (its
+exact null distribution when a sample has at most 8 values and nothing is tied, else the
+normal approximation with tie and continuity corrections) without scipy's per-call cost,
+which was most of a test's judging time (a test with 144 tests spent 1.2 s in them).
+"""
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 
@@ -10,18 +17,65 @@ import numpy as np
 from tprof_engine.model.arrays import FloatArray
 
 MAD_TO_SD = 1.4826  # scale of the median absolute deviation for a normal distribution
+EXACT_MAX_N = 8  # the exact null distribution when one sample is this small and untied
 
 
 def mwu_greater(current: FloatArray, baseline: FloatArray) -> float:
     """One-sided Mann-Whitney U p-value for "current is stochastically greater"."""
-    if current.size == 0 or baseline.size == 0:
+    n1, n2 = current.size, baseline.size
+    if n1 == 0 or n2 == 0:
         return 1.0
     if np.all(current == current[0]) and np.all(baseline == current[0]):
         return 1.0
-    from scipy import stats as _st  # imported on first use: plugin start-up stays light
+    both = np.concatenate([current, baseline]).astype(float, copy=False)
+    if np.isnan(both).any():
+        return math.nan
+    ranks, ties = _average_ranks(both)
+    u1 = float(ranks[:n1].sum()) - n1 * (n1 + 1) / 2
+    if min(n1, n2) <= EXACT_MAX_N and not (ties > 1).any():
+        p = _exact_sf(round(u1), n1, n2)
+    else:
+        n = n1 + n2
+        tie_term = float((ties.astype(float) ** 3 - ties).sum())
+        spread = math.sqrt(n1 * n2 / 12 * ((n + 1) - tie_term / (n * (n - 1))))
+        z = (u1 - n1 * n2 / 2 - 0.5) / spread  # the continuity correction
+        p = 0.5 * math.erfc(z / math.sqrt(2.0))
+    return min(max(p, 0.0), 1.0)
 
-    res = _st.mannwhitneyu(current, baseline, alternative="greater", method="auto")
-    return float(res.pvalue)
+
+def _average_ranks(values: FloatArray) -> tuple[FloatArray, np.ndarray]:
+    """1-based ranks, tied values sharing their average rank, and the size of each tie group."""
+    order = np.argsort(values, kind="mergesort")
+    ordered = values[order]
+    starts = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1], True])
+    sizes = np.diff(starts)
+    ranks = np.empty(values.size)
+    ranks[order] = np.repeat(starts[:-1] + (sizes + 1) / 2, sizes)
+    return ranks, sizes
+
+
+def _exact_sf(u: int, n1: int, n2: int) -> float:
+    """P(U >= u) under the null hypothesis, from the exact distribution of U."""
+    counts = _u_counts(min(n1, n2), max(n1, n2))
+    if u <= 0:
+        return 1.0
+    if u >= len(counts):
+        return 0.0
+    return float(sum(counts[u:]) / sum(counts))
+
+
+@functools.lru_cache(maxsize=64)
+def _u_counts(m: int, n: int) -> tuple[int, ...]:
+    """How many orderings of m + n values give each U, 0..m·n: the coefficients of the
+    Gaussian binomial coefficient [m + n choose m], built as a product of m factors
+    (1 - q^(n+i)) / (1 - q^i), in exact integers."""
+    counts = [1] + [0] * (m * n)
+    for i in range(1, m + 1):
+        for k in range(len(counts) - 1, n + i - 1, -1):  # times (1 - q^(n+i))
+            counts[k] -= counts[k - n - i]
+        for k in range(i, len(counts)):  # divided by (1 - q^i)
+            counts[k] += counts[k - i]
+    return tuple(counts)
 
 
 def mwu_less(current: FloatArray, baseline: FloatArray) -> float:

@@ -283,6 +283,22 @@ def test_the_u_test_is_scipys_one_sided_test() -> None:
     assert stats.mwu_less(b, a) == pytest.approx(expected)
 
 
+@pytest.mark.parametrize("ties", ["none", "some", "many"])
+def test_the_u_test_gives_scipys_p_exact_and_approximate(ties: str) -> None:
+    # small untied samples take the exact distribution, the rest the normal approximation
+    rng = np.random.default_rng(7)
+    digits = {"none": None, "some": 1, "many": 0}[ties]
+    for _ in range(300):
+        n1, n2 = int(rng.integers(1, 25)), int(rng.integers(1, 50))
+        a, b = rng.lognormal(0.05, 0.2, n1) * 3, rng.lognormal(0.0, 0.2, n2) * 3
+        if digits is not None:
+            a, b = np.round(a, digits), np.round(b, digits)
+        if np.all(a == a[0]) and np.all(b == a[0]):
+            continue
+        expected = st.mannwhitneyu(a, b, alternative="greater", method="auto").pvalue
+        assert stats.mwu_greater(a, b) == pytest.approx(expected, rel=1e-12, abs=1e-15)
+
+
 def test_the_smallest_p_of_an_exact_u_test() -> None:
     assert stats.min_attainable_p(5, 5) == pytest.approx(1 / 252)
     assert stats.min_attainable_p(20, 20) < 1e-10
