@@ -6,7 +6,6 @@ first capture, through :mod:`tprof_engine.capture`.
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -22,10 +21,15 @@ from tprof_engine.model.environment import Fingerprint, differences, line_tracer
 from tprof_engine.model.errors import BaselineError, TprofError
 from tprof_engine.model.records import OpTable, concat_rounds
 from tprof_engine.model.results import ProfiledTest
-from tprof_engine.model.verdicts import ERROR, INCOMPARABLE, NO_BASELINE, SAVED, TestVerdict
+from tprof_engine.model.verdicts import (
+    ERROR,
+    INCOMPARABLE,
+    NO_BASELINE,
+    SAVED,
+    TestVerdict,
+)
 from tprof_engine.model.work import WorkTable
-from tprof_engine.store import baselines, paths, schema
-from tprof_engine.store.files import atomic_path
+from tprof_engine.store import baselines, paths, schema, trace_files
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -52,6 +56,7 @@ class Runner:
             self.facts["threads"] = config.threads
         self.fingerprint = Fingerprint.collect(self.facts, extra_soft)
         self.reduction = facts.REDUCTION_PATH
+        self.run_stamp = trace_files.run_stamp()  # names this run's traces
         self.nvtx = config.nvtx and facts.nvtx_available()
         # What the run was asked for and this machine can't give: said once, never a failure.
         self.environment_notes: tuple[str, ...] = ()
@@ -78,9 +83,10 @@ class Runner:
         return self.baseline_path(nodeid).with_suffix(".pt.trace.json.gz")
 
     def trace_path(self, nodeid: str) -> Path | None:
+        """Where this run writes the test's trace, when it writes one."""
         if self.config.trace_dir is None:
             return None
-        return Path(self.config.trace_dir) / f"{paths.slug(nodeid)}.pt.trace.json.gz"
+        return trace_files.trace_path(Path(self.config.trace_dir), nodeid, self.run_stamp)
 
     def protocol(self, *, rounds: int, warmup: int, iterations: int) -> dict[str, Any]:
         # profile_memory is written only when on: baselines without it were taken without it.
@@ -157,16 +163,18 @@ class Runner:
         counts: list[int] = []  # instructions per call of the body, with counters collected
         call = self._call(body, counts)
 
+        latest: list[Any] = []  # the newest capture, whose trace is written if wanted
+
         def run() -> Any:
             result = self._session.capture_rounds(call, spec)
             watch.merge(result.costs)
+            latest[:] = [result]
             return result
 
         judged_by = rule or cfg.rule
         result = self._captured(run, judged_by, spec.rounds, judged=baseline is not None)
         with watch.stage("census"):
             work, notes = self._census(body)
-        notes += (result.trace_problem,) if result.trace_problem else ()
         notes += counters.instructions_of(counts, rounds=spec.rounds, iterations=result.iterations)
         test = replace(self._tested(nodeid, result, protocol), work=work, tracer=tracer)
         if cfg.save:
@@ -174,7 +182,8 @@ class Runner:
             verdict = TestVerdict(
                 verdict=SAVED, reason="recorded for the baseline", notes=(*note, *notes)
             )
-            return result.value, replace(test, verdict=verdict, costs=watch.costs())
+            test = self._kept_trace(replace(test, verdict=verdict), latest[0], watch)
+            return result.value, replace(test, costs=watch.costs())
         current = judge.Recorded(
             tables=(result.table,), fingerprint=self.fingerprint, protocol=protocol,
             work=test.work, hosts=(self.fingerprint.soft.get("host"),), tracer=tracer,
@@ -183,14 +192,15 @@ class Runner:
         test = self._confirmed(
             test, found, current, judged_by, lambda: self._quiet_enough(run, judged_by), watch
         )
-        return result.value, self._finished(test, notes, watch)
+        return result.value, self._finished(test, notes, latest[0], watch)
 
     def _finished(
-        self, test: ProfiledTest, notes: tuple[str, ...], watch: Stopwatch
+        self, test: ProfiledTest, notes: tuple[str, ...], capture: Any, watch: Stopwatch
     ) -> ProfiledTest:
-        """The judged test with its notes, its side-by-side trace when it regressed, and what
-        its stages cost."""
+        """The judged test with its notes, its trace when the verdict wants one (and a
+        side-by-side one when it regressed), and what its stages cost."""
         test = replace(test, verdict=test.verdict.with_notes(*notes))
+        test = self._kept_trace(test, capture, watch)
         if test.verdict.regressed:
             with watch.stage("judge"):
                 test = self.side_by_side(test)
@@ -223,7 +233,7 @@ class Runner:
             cuda=bool(self.facts["cuda_available"]), probe=cfg.probe,
             record_shapes=cfg.record_shapes, profile_memory=cfg.profile_memory,
             nvtx_label=f"tprof:{nodeid}" if self.nvtx else None,
-            trace_path=self.trace_path(nodeid), trace_metadata={"nodeid": nodeid},
+            trace_metadata={"nodeid": nodeid},  # the trace is written once judged
         )  # fmt: skip
 
     def _confirmed(
@@ -303,21 +313,22 @@ class Runner:
         often than that harness does.  Raises ``CaptureError`` when no round was profiled.
         """
         cfg = self.config
+        watch = Stopwatch()
         result = borrowed.result(
             warmup=cfg.warmup if warmup is None else warmup,
-            trace_path=self.trace_path(nodeid),
+            trace_path=None,  # written once judged, if wanted
             trace_metadata={"nodeid": nodeid},
         )
+        watch.merge(result.costs)
         protocol = self.protocol(
             rounds=result.table.rounds, warmup=result.warmup_used, iterations=result.iterations
         )
         # Checked after the rounds: a tracer that was on for them is still on at their end.
         test = replace(self._tested(nodeid, result, protocol), tracer=line_tracer())
         notes = ("no work census: it would call the benchmarked function more often",)
-        notes += (result.trace_problem,) if result.trace_problem else ()
         if cfg.save:
             verdict = TestVerdict(verdict=SAVED, reason="recorded for the baseline", notes=notes)
-            return replace(test, verdict=verdict)
+            return self._kept_trace(replace(test, verdict=verdict), result, watch)
         baseline, error = self.load(nodeid)
         current = judge.Recorded(
             tables=(result.table,), fingerprint=self.fingerprint, protocol=protocol,
@@ -327,6 +338,7 @@ class Runner:
             nodeid, _Found(baseline=baseline, error=error), current, rule or cfg.rule
         )
         test = replace(test, verdict=verdict.with_notes(*notes))
+        test = self._kept_trace(test, result, watch)
         return self.side_by_side(test) if verdict.regressed else test
 
     def _tested(self, nodeid: str, result: Any, protocol: Mapping[str, Any]) -> ProfiledTest:
@@ -346,25 +358,19 @@ class Runner:
             protocol={**protocol, "warmup_used": result.warmup_used},
         )
 
+    def _kept_trace(self, test: ProfiledTest, capture: Any, watch: Stopwatch) -> ProfiledTest:
+        """The test with its trace written when its verdict wants one (``store.trace_files``)."""
+        cfg, path = self.config, self.trace_path(test.nodeid)
+        if path is None or capture.write_trace is None:
+            return test
+        with watch.stage("export"):
+            return trace_files.with_trace(
+                test, capture.write_trace, path, every=cfg.all_traces, save_trace=cfg.save_trace
+            )
+
     def side_by_side(self, test: ProfiledTest) -> ProfiledTest:
         """With the baseline's trace kept, write both runs into one trace, regressed ops marked."""
-        from tprof_engine.store.traces import side_by_side
-
-        base_trace = self.baseline_trace_path(test.nodeid)
-        if test.trace is None or not base_trace.is_file():
-            return test
-        flagged = {
-            o.op: f"{o.verdict} {o.delta_pct:+.0f}% ({o.family})"
-            for o in test.verdict.flagged_ops()
-        }
-        out = Path(test.trace).with_name(
-            Path(test.trace).name.replace(".pt.trace", ".vs-baseline.pt.trace")
-        )
-        try:
-            side_by_side(base_trace, test.trace, out, flagged=flagged, title=test.nodeid)
-        except TprofError as exc:
-            return replace(test, verdict=test.verdict.with_notes(str(exc)))
-        return replace(test, side_by_side=str(out))
+        return trace_files.with_side_by_side(test, self.baseline_trace_path(test.nodeid))
 
     def _census(self, body: Body) -> tuple[WorkTable | None, tuple[str, ...]]:
         """The body's work census, after the timed rounds (warm), outside the profiler; or
@@ -460,7 +466,9 @@ class Runner:
                 what = f"{what}; {unlike}; if that change is intended: tprof accept '{test.nodeid}'"
             baselines.save_baseline(path, updated)
         if self.config.save_trace and test.trace and Path(test.trace).is_file():
-            _copy_atomic(Path(test.trace), self.baseline_trace_path(test.nodeid))
+            trace_files.keep_beside_baseline(
+                Path(test.trace), self.baseline_trace_path(test.nodeid)
+            )
             what += " (with its trace)"
         disturbed = busy_of(test.table, self.config.rule)
         test = replace(test, save_note=f"{what}: {path}")
@@ -490,11 +498,3 @@ def _quiet(tables: list[OpTable], rule: Rule) -> int:
         busy = busy_of(t, rule)
         found += t.rounds if busy is None else busy.quiet
     return found
-
-
-def _copy_atomic(src: Path, dst: Path) -> None:
-    try:
-        with atomic_path(dst, mode_like_existing=False) as tmp:
-            shutil.copyfile(src, tmp)
-    except OSError as exc:
-        raise BaselineError(f"{dst}: can't keep the baseline's trace ({exc.strerror})") from None

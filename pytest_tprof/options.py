@@ -37,7 +37,8 @@ class _Option:
         return self.kind != "action" and self.dest not in _PER_RUN
 
 
-COLLECTABLE = ("memory", "stack", "nvtx", "counters")
+COLLECTABLE = ("memory", "stack", "nvtx", "counters", "traces")
+_OLD = COLLECTABLE[:4]  # each was a flag of its own (``--tprof-memory``) before
 # Paths of one run's reports: on the command line only.
 _PER_RUN = frozenset({"tprof_json", "tprof_markdown"})
 _OPTIONS: tuple[_Option, ...] = (
@@ -94,10 +95,10 @@ class _Deprecated:
 _DEPRECATED: tuple[_Deprecated, ...] = (
     _Deprecated("--tprof-no-confirm", "tprof_confirm", False, "--no-tprof-confirm"),
     _Deprecated("--tprof-no-census", "tprof_census", False, "--no-tprof-census"),
-    *(_Deprecated(f"--tprof-{c}", "tprof_collect", c, f"--tprof-collect={c}") for c in COLLECTABLE),
+    *(_Deprecated(f"--tprof-{c}", "tprof_collect", c, f"--tprof-collect={c}") for c in _OLD),
     _Deprecated("tprof_no_confirm", "tprof_confirm", False, "tprof_confirm = false"),
     _Deprecated("tprof_no_census", "tprof_census", False, "tprof_census = false"),
-    *(_Deprecated(f"tprof_{c}", "tprof_collect", c, f"tprof_collect = {c}") for c in COLLECTABLE),
+    *(_Deprecated(f"tprof_{c}", "tprof_collect", c, f"tprof_collect = {c}") for c in _OLD),
     _Deprecated("tprof_json", "tprof_json", None, "--tprof-json on the command line"),
     _Deprecated("tprof_markdown", "tprof_markdown", None, "--tprof-markdown on the command line"),
     _Deprecated("tprof_save_trace", "tprof_save_trace", True, "--tprof-save-trace"),
@@ -375,6 +376,7 @@ def _run_config(values: Mapping[str, Any], baseline_dir: Path, trace_dir: Path |
         nvtx="nvtx" in collect,
         counters="counters" in collect,
         profile_memory="memory" in collect,
+        all_traces="traces" in collect,
     )
 
 

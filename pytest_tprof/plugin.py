@@ -10,6 +10,7 @@ import os
 import time
 from collections.abc import Generator
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -42,7 +43,7 @@ from tprof_engine.model.verdicts import (
 )
 from tprof_engine.render import report as rpt
 from tprof_engine.runner import Runner
-from tprof_engine.store import paths, reading
+from tprof_engine.store import paths, reading, trace_files
 
 PLUGIN_KEY = pytest.StashKey["TprofPlugin"]()
 PROPERTY = rpt.VERDICT_PROPERTY
@@ -294,10 +295,19 @@ class TprofPlugin:
             if self.settings.run.save:
                 self._not_saved("the run was interrupted before saving")
             self._stale()
+        self._bound_traces()
         # A report asked for and not written fails the run as a failed save does: CI that
         # publishes it must not go green on a stale or missing file.  An earlier status stays.
         if not self._write_reports() and session.exitstatus == pytest.ExitCode.OK:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+    def _bound_traces(self) -> None:
+        """The trace folder held to its bound, oldest first; this run's traces stay."""
+        folder = self.settings.run.trace_dir
+        if folder is None or not Path(folder).is_dir():
+            return
+        named = [p for r in self.results.values() for p in (r.trace, r.side_by_side) if p]
+        trace_files.bounded(Path(folder), keep=[Path(p) for p in named])
 
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
         if not self.is_worker:

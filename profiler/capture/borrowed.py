@@ -157,19 +157,17 @@ class BorrowedRounds:
             meta["tprof_rounds"] = round_readings(self._walls_us, self._load)
         for key, val in meta.items():
             self._prof.add_metadata_json(key, json.dumps(val, sort_keys=True))
+        prof, counters = self._prof, round_counters(self._starts_ns, self._walls_us, self._load)
+
+        def later(path: Path) -> tuple[Path | None, str]:
+            return write_trace(prof, Path(path), counters)
+
         with watch.stage("export"):
-            written, problem = (
-                (None, "")
-                if trace_path is None
-                else write_trace(
-                    self._prof,
-                    trace_path,
-                    round_counters(self._starts_ns, self._walls_us, self._load),
-                )
-            )
+            written, problem = (None, "") if trace_path is None else later(trace_path)
         return CaptureResult(
             table=table, warmup_used=dropped, iterations=self.iterations, trace_path=written,
             trace_problem=problem, reduction=REDUCTION_PATH, costs=watch.costs(), cuda=self.cuda,
             warmup_settled=settled,
             meta={"events": table.meta.get("events", 0)},
+            write_trace=later,
         )  # fmt: skip

@@ -64,6 +64,11 @@ class CaptureResult:
     cuda: bool
     warmup_settled: bool  # the last warm-up round called the ops of the first measured one
     meta: Mapping[str, Any] = field(default_factory=dict)
+    # Writes this capture's trace to a path, later (once the verdict says it is wanted):
+    # (the path written or None, why not).  It holds the profiler session's events.
+    write_trace: Callable[[Path], tuple[Path | None, str]] | None = field(
+        default=None, repr=False, compare=False
+    )
 
 
 class Probe:
@@ -254,9 +259,13 @@ def _capture_once(call: Call, spec: RoundSpec) -> CaptureResult:
         table = drop_leading_rounds(table, spec.warmup)
 
     counters = round_counters(starts_ns, wall_us, load)
+
+    def later(path: Path) -> tuple[Path | None, str]:
+        return write_trace(prof, Path(path), counters)
+
     path = spec.trace_path
     with watch.stage("export"):
-        written, problem = (None, "") if path is None else write_trace(prof, Path(path), counters)
+        written, problem = (None, "") if path is None else later(path)
     return CaptureResult(
         table=table,
         value=value,
@@ -269,6 +278,7 @@ def _capture_once(call: Call, spec: RoundSpec) -> CaptureResult:
         cuda=spec.cuda,
         warmup_settled=settled,
         meta={"events": table.meta.get("events", 0)},
+        write_trace=later,
     )
 
 

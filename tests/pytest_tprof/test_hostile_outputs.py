@@ -158,7 +158,7 @@ def test_a_trace_folder_that_is_a_file_is_a_note_and_the_save_goes_on(suite: Sui
     blocking.write_text("a file", encoding="utf-8")
     trace = blocking / "test_one.test_one-"
 
-    saved = suite.run("--tprof-save", traces=blocking)
+    saved = suite.run("--tprof-save", "--tprof-save-trace", traces=blocking)
 
     no_traceback(saved)
     saved.assert_outcomes(passed=1)
@@ -174,7 +174,9 @@ def test_a_trace_folder_that_is_a_file_is_a_note_and_the_save_goes_on(suite: Sui
     assert baselines.load_baseline(path).nodeid == ONE
 
     report = suite.pytester.path / "r.json"
-    compared = suite.run("--tprof", f"--tprof-json={report}", traces=blocking)
+    compared = suite.run(
+        "--tprof", "--tprof-collect=traces", f"--tprof-json={report}", traces=blocking
+    )
 
     no_traceback(compared)
     compared.assert_outcomes(passed=1)

@@ -348,3 +348,34 @@ def test_git_bisect_run_finds_the_commit_that_changed_the_work(
     git("bisect", "start", "HEAD", good)
     done = model.run("git", "bisect", "run", sys.executable, "-m", "pytest", *FAST, "--tprof", NODE)
     assert "change 1" in done.stdout.str() and "is the first bad commit" in done.stdout.str()
+
+
+def traces_in(pytester: pytest.Pytester) -> set[str]:
+    folder = pytester.path / ".tprof" / "traces"
+    return {p.name for p in folder.glob("*")} if folder.is_dir() else set()
+
+
+def test_a_failures_trace_stays_until_the_test_passes_again(
+    model: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    run(model, monkeypatch, "--tprof-save", "--tprof-save-trace")
+    _, unchanged = run(model, monkeypatch, "--tprof")
+    if unchanged["verdict"] == "unchanged":  # a passing test leaves no trace by default
+        assert unchanged["trace"] is None and traces_in(model) == set()
+
+    _, first = run(model, monkeypatch, "--tprof", plant="wider")
+    _, second = run(model, monkeypatch, "--tprof", plant="wider")
+    assert first["verdict"] == second["verdict"] == "regressed"
+    named = {Path(str(t[key])).name for t in (first, second) for key in ("trace", "side_by_side")}
+    assert len(named) == 4  # each run's trace and side-by-side one, under names of its own
+    earlier = {Path(str(unchanged["trace"])).name} if unchanged["trace"] else set()
+    assert traces_in(model) == named | earlier  # the second failure overwrote nothing
+
+    _, passed = run(model, monkeypatch, "--tprof")
+    assert passed["verdict"] in ("unchanged", "inconclusive")
+    left = {Path(str(passed["trace"])).name} if passed["trace"] else set()
+    assert traces_in(model) == left  # the failures' traces went once the test passed
+
+    _, every = run(model, monkeypatch, "--tprof", "--tprof-collect=traces")
+    assert every["trace"] is not None
+    assert traces_in(model) == {Path(str(every["trace"])).name}
