@@ -168,7 +168,7 @@ def test_record_pass_catch_slowdown_and_extra_op_then_re_record(suite: pytest.Py
     assert table_ops(failure) == {o["op"] for o in ops if o["verdict"] in FLAGGED}
     trace = Path(re.findall(r"^\s+trace: (.+)$", failure, re.M)[0])
     assert trace.parent == suite.path / ".tprof" / "traces"
-    assert trace.name == f"{paths.slug(MATMUL)}.pt.trace.json.gz"
+    assert run_trace(trace, MATMUL)
     with gzip.open(trace, "rt") as f:
         assert json.load(f)["traceEvents"]
 
@@ -221,7 +221,7 @@ def test_the_json_report_and_the_summary_list_every_profiled_test(
     assert sorted(tests) == [MATMUL, STEADY]
     slow = tests[MATMUL]
     assert slow["verdict"] == "regressed"
-    assert slow["trace"] == str(traces / f"{paths.slug(MATMUL)}.pt.trace.json.gz")
+    assert Path(slow["trace"]).parent == traces and run_trace(slow["trace"], MATMUL)
     assert slow["baseline"] == str(env_dir(suite) / f"{paths.slug(MATMUL)}.json")
     assert isinstance(slow["uniform_shift"], float)
     keys = {
@@ -258,12 +258,25 @@ def test_junit_xml_carries_the_verdict_top_op_and_trace(suite: pytest.Pytester) 
     matmul = props["test_matmul"]
     assert matmul["tprof_verdict"] == "regressed"
     assert re.fullmatch(r"aten::(add)?mm \+\d+%", matmul["tprof_top_op"]), matmul
-    assert matmul["tprof_trace"] == str(traces / f"{paths.slug(MATMUL)}.pt.trace.json.gz")
+    trace = Path(matmul["tprof_trace"])
+    assert trace.parent == traces and run_trace(trace, MATMUL) and trace.is_file()
     steady = props["test_steady"]
     assert steady["tprof_verdict"] in ("unchanged", "inconclusive")
     if steady["tprof_verdict"] == "unchanged":  # its largest move is inside its floor
         assert "tprof_top_op" not in steady
-    assert steady["tprof_trace"] == str(traces / f"{paths.slug(STEADY)}.pt.trace.json.gz")
+        assert "tprof_trace" not in steady  # nor a trace: a passing test writes none
+    else:
+        assert run_trace(steady["tprof_trace"], STEADY)
+
+
+def run_trace(path: str | Path, nodeid: str) -> bool:
+    """Whether ``path`` is named as one run's trace of ``nodeid``."""
+    stamp = r"\.\d{8}T\d{6}\.\d{6}"
+    return bool(
+        re.fullmatch(
+            re.escape(paths.slug(nodeid)) + stamp + r"\.pt\.trace\.json\.gz", Path(path).name
+        )
+    )
 
 
 PEDANTIC = """
