@@ -67,12 +67,13 @@ def side_of(tables: Sequence[OpTable], family: str, reference: float, rule: Rule
         ]
         round_total = values[keep].sum(axis=0) * s if keep else np.zeros(t.rounds)
         totals.append(round_total)
-        session_rows.append(({t.names[i]: values[i] * s for i in keep}, round_total))
-        for i in keep:
+        scaled = values[keep] * s
+        session_rows.append(({t.names[i]: row for i, row in zip(keep, scaled)}, round_total))
+        for i, row, centre in zip(keep, scaled, rule.centers(scaled), strict=True):
             name = t.names[i]
-            per_op.setdefault(name, []).append(values[i] * s)
+            per_op.setdefault(name, []).append(row)
             raw.setdefault(name, []).append(values[i])
-            per_session.setdefault(name, []).append(rule.center(values[i] * s))
+            per_session.setdefault(name, []).append(float(centre))
             calls.setdefault(name, []).append(t.calls[i])
     return Side(
         per_op={k: np.concatenate(v) for k, v in per_op.items()},
