@@ -232,3 +232,18 @@ def table(
         probe_device_us=np.full(rounds, 500.0) if device is not None else np.zeros(rounds),
         has_device=device is not None,
     )
+
+
+def open_form(saved: str | Path) -> dict[str, Any]:
+    """A saved baseline's document in its open form (``schema_version`` 2), whatever form the
+    file holds: tests edit that form to damage a file as a user's editor would."""
+    import json
+
+    from tprof_engine.model.errors import BaselineError
+    from tprof_engine.store import packing
+
+    text = Path(saved).read_text(encoding="utf-8") if isinstance(saved, Path) else saved
+    doc = json.loads(text)
+    if doc.get("schema_version") != packing.PACKED_VERSION:
+        return dict(doc)
+    return packing.unpacked(doc, lambda msg, fix="": BaselineError(msg))

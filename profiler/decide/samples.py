@@ -68,7 +68,8 @@ def side_of(tables: Sequence[OpTable], family: str, reference: float, rule: Rule
         round_total = values[keep].sum(axis=0) * s if keep else np.zeros(t.rounds)
         totals.append(round_total)
         scaled = values[keep] * s
-        session_rows.append(({t.names[i]: row for i, row in zip(keep, scaled)}, round_total))
+        by_name = {t.names[i]: row for i, row in zip(keep, scaled, strict=True)}
+        session_rows.append((by_name, round_total))
         for i, row, centre in zip(keep, scaled, rule.centers(scaled), strict=True):
             name = t.names[i]
             per_op.setdefault(name, []).append(row)

@@ -134,10 +134,17 @@ def _dump(v: Any, level: int) -> str:
         items = [f"{pad}{json.dumps(str(k))}: {_dump(v[k], level + 1)}" for k in sorted(v)]
         return "{\n" + ",\n".join(items) + "\n" + "  " * level + "}"
     if isinstance(v, list):
-        if all(not isinstance(x, (dict, list)) for x in v):
+        if all(_flat(x) for x in v):  # numbers, or a record's values: one line
             return "[" + ", ".join(json.dumps(x, allow_nan=False) for x in v) + "]"
         return "[\n" + ",\n".join(pad + _dump(x, level + 1) for x in v) + "\n" + "  " * level + "]"
     return json.dumps(v, allow_nan=False, ensure_ascii=False)
+
+
+def _flat(v: Any) -> bool:
+    """A scalar, or a list of scalars."""
+    if isinstance(v, list):
+        return all(not isinstance(x, (dict, list)) for x in v)
+    return not isinstance(v, dict)
 
 
 _SCHEMA_KEY = re.compile(rb'"schema"\s*:\s*"' + re.escape(SCHEMA.encode()) + rb'"')

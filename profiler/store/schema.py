@@ -18,10 +18,11 @@ from tprof_engine.model.errors import BaselineError
 from tprof_engine.model.limits import MAX_ITERATIONS, is_count
 from tprof_engine.model.records import OpTable, RoundLoad, host_before_from_dict
 from tprof_engine.model.work import WorkTable
+from tprof_engine.store.packing import OPEN_VERSION, PACKED_VERSION, unpacked
 from tprof_engine.store.reading import FIX, SCHEMA
 
 # 2: each session may hold the work census of its test ('work'); version 1 files still read.
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3  # written packed (store/packing.py); 2 is the open form, still read
 OLDEST_SCHEMA_VERSION = 1
 RERECORD = "re-record it with --tprof-save"
 
@@ -100,7 +101,7 @@ class Baseline:
     def to_dict(self) -> dict[str, Any]:
         return {
             "schema": SCHEMA,
-            "schema_version": SCHEMA_VERSION,
+            "schema_version": OPEN_VERSION,  # the open form; a save writes it packed
             "tool_version": self.tool_version,
             "nodeid": self.nodeid,
             "environment": self.fingerprint.to_dict(),
@@ -119,6 +120,8 @@ def baseline_from_dict(
         return BaselineError(f"{where}: {msg}; {fix}")
 
     _check_schema(data, fail)
+    if data["schema_version"] == PACKED_VERSION:
+        data = unpacked(data, fail)
     nodeid = _checked_nodeid(data, expected_nodeid, fail)
     env = _checked_environment(data, fail)
     protocol, rounds = _checked_protocol(data, fail)

@@ -146,8 +146,8 @@ DICT_CASES: list[tuple[str, Callable[[dict[str, Any]], None], str]] = [
     ),
     (
         "schema version newer",
-        _set("schema_version", 3),
-        "written by a newer pytest-tprof (schema_version 3 > 2); upgrade pytest-tprof to read it",
+        _set("schema_version", 4),
+        "written by a newer pytest-tprof (schema_version 4 > 3); upgrade pytest-tprof to read it",
     ),
     (
         "schema version older",

@@ -21,7 +21,7 @@ from tprof_testing import FaultyOs, enospc
 from tprof_engine.model.environment import Fingerprint
 from tprof_engine.model.errors import BaselineError
 from tprof_engine.model.records import OpTable
-from tprof_engine.store import baselines, paths, reading, schema
+from tprof_engine.store import baselines, packing, paths, reading, schema
 
 NODEID = "tests/test_m.py::test_a"
 
@@ -176,7 +176,8 @@ def test_a_short_write_is_completed_not_truncated(
     monkeypatch.setattr(paths, "os", FaultyOs(write=dribble))
     path = baselines.save_baseline(tmp_path / "b.json", make_baseline(3.0))
     monkeypatch.undo()
-    assert path.read_text(encoding="utf-8") == reading.dumps(make_baseline(3.0).to_dict())
+    whole = reading.dumps(packing.packed(make_baseline(3.0).to_dict()))
+    assert path.read_text(encoding="utf-8") == whole
 
 
 def test_ctrl_c_during_a_save_leaves_no_temp_file_and_the_old_baseline(

@@ -19,7 +19,7 @@ import pytest
 # ("Only a single TORCH_LIBRARY can be used to register the namespace _inductor_test"), so
 # import it once here, outside the runs.
 import torch._inductor.config
-from tprof_testing import FaultyOs, Suite, enospc, line, summary
+from tprof_testing import FaultyOs, Suite, enospc, line, open_form, summary
 
 from tprof_engine.model.environment import cpu_model
 from tprof_engine.model.errors import BaselineError
@@ -54,13 +54,13 @@ def test_case(tprof, case):
 
 
 def _json(text: str, change: Callable[[dict[str, Any]], None]) -> bytes:
-    data = json.loads(text)
+    data = open_form(text)
     change(data)
     return reading.dumps(data).encode()
 
 
 def _first_op(text: str) -> str:
-    return str(sorted(json.loads(text)["sessions"][0]["ops"])[0])
+    return str(sorted(open_form(text)["sessions"][0]["ops"])[0])
 
 
 def _wall_start(text: str) -> int:
@@ -165,9 +165,9 @@ DAMAGE: dict[str, tuple[Callable[[str], bytes], Callable[[str, str], str]]] = {
         lambda t, op: f"'schema_version' is missing; {FIX}",
     ),
     "newer": (
-        _set_in(("schema_version",), 3),
+        _set_in(("schema_version",), 4),
         lambda t, op: (
-            "written by a newer pytest-tprof (schema_version 3 > 2); "
+            "written by a newer pytest-tprof (schema_version 4 > 3); "
             "upgrade pytest-tprof to read it"
         ),
     ),
@@ -238,7 +238,7 @@ def test_d(tprof):
 
 
 def _edit(path: Path, change: Callable[[dict[str, Any]], None]) -> None:
-    data = json.loads(path.read_text(encoding="utf-8"))
+    data = open_form(path)
     change(data)
     path.write_text(reading.dumps(data), encoding="utf-8")
 

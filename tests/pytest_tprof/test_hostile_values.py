@@ -7,7 +7,6 @@ few rounds; each test asserts the exact line a user reads.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +14,7 @@ import pytest
 
 # See tests/pytest_tprof/test_bad_input.py: torch.profiler imports it once per process.
 import torch._inductor.config  # noqa: F401
-from tprof_testing import Suite, summary
+from tprof_testing import Suite, open_form, summary
 
 from tprof_engine.store import baselines, paths, reading
 
@@ -47,7 +46,7 @@ def baseline_path(pytester: pytest.Pytester, nodeid: str) -> Path:
 
 
 def edit(path: Path, change: Any) -> None:
-    data = json.loads(path.read_text(encoding="utf-8"))
+    data = open_form(path)
     change(data)
     path.write_text(reading.dumps(data), encoding="utf-8")
 

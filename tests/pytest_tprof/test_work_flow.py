@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from tprof_testing import open_form
 
 from tprof_engine.store import schema as store
 
@@ -124,8 +125,10 @@ def test_unchanged_code_has_unchanged_work_and_the_census_is_stored(
 ) -> None:
     run(model, monkeypatch, "--tprof-save")
     run(model, monkeypatch, "--tprof-save")
-    stored = json.loads(baseline_file(model).read_text())
-    assert stored["schema_version"] == store.SCHEMA_VERSION == 2
+    packed = json.loads(baseline_file(model).read_text())
+    assert packed["schema_version"] == store.SCHEMA_VERSION == 3
+    assert len(packed["work"]) == 1  # the same census in both sessions, stored once
+    stored = open_form(baseline_file(model))
     first, second = stored["sessions"]
     assert first["work"] == second["work"]
     assert {"op": "aten::addmm", "module": "fc1", "phase": "forward"}.items() <= next(
@@ -144,7 +147,7 @@ def test_a_save_of_other_work_restarts_the_window_and_says_what_changed(
     result, _ = run(model, monkeypatch, "--tprof-save", plant="wider")
     line = next(x for x in result.outlines if x.startswith("SAVED"))
     assert "restarted (work changed: total FLOPs +25.0% (180,224 → 225,280) (+" in line
-    assert len(json.loads(baseline_file(model).read_text())["sessions"]) == 1
+    assert len(open_form(baseline_file(model))["sessions"]) == 1
 
 
 def test_work_gates_against_a_baseline_from_other_hardware(
@@ -152,7 +155,7 @@ def test_work_gates_against_a_baseline_from_other_hardware(
 ) -> None:
     run(model, monkeypatch, "--tprof-save")
     path = baseline_file(model)
-    data = json.loads(path.read_text())
+    data = open_form(path)
     data["environment"]["hard"]["cpu_model"] = "Some Other CPU"
     path.write_text(json.dumps(data))
     result, test = run(model, monkeypatch, "--tprof", plant="wider")
@@ -167,7 +170,7 @@ def test_a_baseline_without_a_census_gates_timing_and_says_to_re_record(
 ) -> None:
     run(model, monkeypatch, "--tprof-save")
     path = baseline_file(model)
-    data = json.loads(path.read_text())
+    data = open_form(path)
     data["schema_version"] = 1
     for session in data["sessions"]:
         del session["work"]
@@ -183,7 +186,7 @@ def test_a_damaged_census_is_an_error_naming_the_file_and_the_key(
 ) -> None:
     run(model, monkeypatch, "--tprof-save")
     path = baseline_file(model)
-    data = json.loads(path.read_text())
+    data = open_form(path)
     data["sessions"][0]["work"]["rows"][0]["flops"] = -1
     path.write_text(json.dumps(data))
     result, test = run(model, monkeypatch, "--tprof")
@@ -199,7 +202,7 @@ def test_no_census_turns_the_work_layer_off(
     model: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     run(model, monkeypatch, "--tprof-save", "--no-tprof-census")
-    assert "work" not in json.loads(baseline_file(model).read_text())["sessions"][0]
+    assert "work" not in open_form(baseline_file(model))["sessions"][0]
     result, test = run(model, monkeypatch, "--tprof", "--no-tprof-census", plant="wider")
     result.assert_outcomes(passed=1)
     assert test["work"] is None
@@ -239,7 +242,7 @@ def test_an_accepted_change_gates_again_right_after_its_save(
     for _ in range(2):
         run(model, monkeypatch, "--tprof-save")
     run(model, monkeypatch, "--tprof-save", plant="wider")  # the intended change, accepted
-    assert len(json.loads(baseline_file(model).read_text())["sessions"]) == 1
+    assert len(open_form(baseline_file(model))["sessions"]) == 1
     result, _ = run(model, monkeypatch, "--tprof", plant="wider")
     result.assert_outcomes(passed=1)
     result, test = run(model, monkeypatch, "--tprof", plant="wider copy")  # then a regression
@@ -255,7 +258,7 @@ def test_reset_starts_the_window_afresh_and_needs_a_save(
     result, _ = run(model, monkeypatch, "--tprof-save", "--tprof-reset")
     line = next(x for x in result.outlines if x.startswith("SAVED"))
     assert "restarted (--tprof-reset; 2 older session(s) dropped)" in line
-    assert len(json.loads(baseline_file(model).read_text())["sessions"]) == 1
+    assert len(open_form(baseline_file(model))["sessions"]) == 1
     bare = model.runpytest_subprocess(*FAST, "--tprof", "--tprof-reset")
     assert bare.ret == pytest.ExitCode.USAGE_ERROR
     bare.stderr.fnmatch_lines(["*'--tprof-reset' restarts the windows a save appends to*"])
@@ -267,7 +270,7 @@ def test_a_baseline_from_another_host_gates_calls_and_work_not_timing(
     for _ in range(2):
         run(model, monkeypatch, "--tprof-save")
     path = baseline_file(model)
-    doc = json.loads(path.read_text())
+    doc = open_form(path)
     assert {s["soft"]["host"] for s in doc["sessions"]} == {doc["environment"]["soft"]["host"]}
     for s in doc["sessions"]:
         s["soft"]["host"] = "elsewhere·00000000"
@@ -313,7 +316,7 @@ def test_the_next_step_records_into_the_folder_and_protocol_the_run_was_given(
     _, accepted = run(model, monkeypatch, *where, "--tprof", plant="wider")
     assert accepted["verdict"] != "regressed"
     (path,) = (model.path / "ci" / "base").rglob("*.json")
-    assert json.loads(path.read_text())["protocol"]["rounds"] == 5
+    assert open_form(path)["protocol"]["rounds"] == 5
 
 
 def test_git_bisect_run_finds_the_commit_that_changed_the_work(
