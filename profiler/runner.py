@@ -57,9 +57,9 @@ class Runner:
         self.fingerprint = Fingerprint.collect(self.facts, extra_soft)
         self.reduction = facts.REDUCTION_PATH
         self.run_stamp = trace_files.run_stamp()  # names this run's traces
+        self.startup_s: float | None = None  # the process's first profiler start (once)
         self.nvtx = config.nvtx and facts.nvtx_available()
-        # What the run was asked for and this machine can't give: said once, never a failure.
-        self.environment_notes: tuple[str, ...] = ()
+        self.environment_notes: tuple[str, ...] = ()  # asked for, not given here: said once
         if config.nvtx and not self.nvtx:
             self.environment_notes += (
                 "--tprof-collect=nvtx: this torch has no NVTX (a build without CUDA); "
@@ -123,6 +123,7 @@ class Runner:
         rule: Rule | None = None,
     ) -> tuple[Any, ProfiledTest]:
         """Capture the body for the rounds, judge it, confirm a timing regression."""
+        self.startup_s = self.startup_s or self._session.start_up_profiler()
         before = self._facts.compile_log()
         with self._facts.intra_op_threads(self.config.threads):
             value, test = self._profile(nodeid, body, rounds=rounds, warmup=warmup, rule=rule)
@@ -207,8 +208,7 @@ class Runner:
         return replace(test, costs=watch.costs())
 
     def _call(self, body: Body, counts: list[int]) -> Any:
-        """The body as each round calls it; with instruction counters, each call's count is
-        appended to ``counts``."""
+        """The body as each round calls it; each call's instructions go to ``counts``."""
         fn = body.fn
         if self.counter is not None:
             fn = counters.counting_calls(body.fn, self.counter, counts)

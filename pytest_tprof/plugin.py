@@ -427,7 +427,11 @@ class TprofPlugin:
         """Write the reports asked for; False when one couldn't be (its message says why)."""
         tests = list(self.results.values())
         env = self.runner.fingerprint.to_dict() if self._runner or tests else {}
-        extra = {"reduction": self.runner.reduction} if self.settings.json_path else {}
+        extra = (
+            {"reduction": self.runner.reduction, "startup_s": self.runner.startup_s}
+            if self.settings.json_path
+            else {}
+        )
         messages, written = reports.write_reports(self.settings, tests, env, extra)
         self.messages += messages
         return written

@@ -93,6 +93,16 @@ class Probe:
                 y = torch.tanh(torch.mm(y, self.gb) * 0.01)
 
 
+def start_up_profiler() -> float:
+    """Seconds to start and stop one empty profiler session: what a process's first session
+    costs beyond its rounds (torch imports ``torch._inductor`` then), paid here instead."""
+    t0 = time.perf_counter()
+    if not profiler_active():
+        with started_quietly(profile(activities=[ProfilerActivity.CPU])):
+            pass
+    return time.perf_counter() - t0
+
+
 def sync(cuda: bool) -> None:
     if cuda:
         torch.cuda.synchronize()

@@ -39,6 +39,7 @@ def test_a_profiled_test_says_what_each_stage_cost(tmp_path) -> None:
     runner = Runner(RunConfig(baseline_dir=str(tmp_path / "b"), trace_dir=str(tmp_path / "t")))
     a = torch.randn(32, 32)
     _, test = runner.profile("t.py::test_mm", Body(fn=lambda: torch.mm(a, a)), rounds=3, warmup=1)
+    assert runner.startup_s is not None and runner.startup_s > 0  # once per process
     met = set(test.costs.seconds)
     assert {"load", "calibrate", "rounds", "profiler", "reduce", "census", "judge"} <= met
     assert met <= set(STAGES)
