@@ -155,7 +155,8 @@ def _rounds(text: Any, at: str, n: int, rows: int, fail: _Fail) -> np.ndarray:
     values = np.frombuffer(raw, dtype=np.uint8).reshape(8, -1).T.copy().view("<u8").ravel()
     if (values >= 1 << 62).any():
         raise fail(f"'{at}' holds a value out of range: {fix}")
-    return values.astype(np.int64).reshape(rows, n)
+    out: np.ndarray = values.astype(np.int64).reshape(rows, n)
+    return out
 
 
 def _names(doc: Mapping[str, Any], key: str, fail: _Fail) -> list[str]:
