@@ -32,6 +32,9 @@ import tempfile
 from collections import defaultdict
 from pathlib import Path
 
+from tprof_engine.model.costs import BODY_STAGES, Costs
+from tprof_engine.model.costs import STAGES as ALL_STAGES
+
 SUITE = """
 import pytest
 import torch
@@ -107,8 +110,8 @@ def test_generate(tprof):
     with torch.no_grad():
         tprof(model.generate, ids, max_new_tokens=6, do_sample=False, pad_token_id=0)
 """
+STAGES = tuple(s for s in ALL_STAGES if s not in BODY_STAGES)  # the plugin's own
 INI = "[pytest]\nfilterwarnings =\n    ignore::DeprecationWarning\n    ignore::UserWarning\n"
-STAGES = ("load", "calibrate", "profiler", "reduce", "export", "census", "judge", "save")
 TARGET_S = 0.3
 STARTUP: list[float] = []  # each run's first profiler start, once per process
 _DURATION = re.compile(r"^\s*([\d.]+)s call\s+\S+::(\S+)")
@@ -138,10 +141,6 @@ def run(folder: Path, tag: str, flags: list[str]) -> tuple[dict[str, float], dic
             costs[t["nodeid"].split("::")[-1]] = t.get("costs") or {}
         STARTUP.append(doc.get("startup_s") or 0.0)
     return seconds, costs
-
-
-def plugin_s(costs: dict[str, float]) -> float:
-    return sum(s for stage, s in costs.items() if stage != "rounds")
 
 
 def med(values: list[float]) -> float:
@@ -175,7 +174,7 @@ def main() -> int:
         for test, c in costs.items():
             for stage in (*STAGES, "rounds"):
                 split[test][stage].append(c.get(stage, 0.0))
-            split[test]["plugin"].append(plugin_s(c))
+            split[test]["plugin"].append(Costs.from_dict(c).plugin_s)
     print_tables(calls, split, saved)
     plugin = [med(split[t]["plugin"]) for t in split]
     if not args.keep:

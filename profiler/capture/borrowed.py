@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import time
 from collections.abc import Iterator, Mapping
@@ -157,10 +158,8 @@ class BorrowedRounds:
             meta["tprof_rounds"] = round_readings(self._walls_us, self._load)
         for key, val in meta.items():
             self._prof.add_metadata_json(key, json.dumps(val, sort_keys=True))
-        prof, counters = self._prof, round_counters(self._starts_ns, self._walls_us, self._load)
-
-        def later(path: Path) -> tuple[Path | None, str]:
-            return write_trace(prof, Path(path), counters)
+        counters = round_counters(self._starts_ns, self._walls_us, self._load)
+        later = functools.partial(write_trace, self._prof, counters=counters)
 
         with watch.stage("export"):
             written, problem = (None, "") if trace_path is None else later(trace_path)

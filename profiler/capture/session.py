@@ -9,6 +9,7 @@ never leave this stage.
 from __future__ import annotations
 
 import contextlib
+import functools
 import inspect
 import json
 import math
@@ -268,11 +269,7 @@ def _capture_once(call: Call, spec: RoundSpec) -> CaptureResult:
         settled = warmup_settled(table, spec.warmup)
         table = drop_leading_rounds(table, spec.warmup)
 
-    counters = round_counters(starts_ns, wall_us, load)
-
-    def later(path: Path) -> tuple[Path | None, str]:
-        return write_trace(prof, Path(path), counters)
-
+    later = functools.partial(write_trace, prof, counters=round_counters(starts_ns, wall_us, load))
     path = spec.trace_path
     with watch.stage("export"):
         written, problem = (None, "") if path is None else later(path)

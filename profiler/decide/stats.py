@@ -61,7 +61,7 @@ def _exact_sf(u: int, n1: int, n2: int) -> float:
         return 1.0
     if u >= len(counts):
         return 0.0
-    return float(sum(counts[u:]) / sum(counts))
+    return sum(counts[u:]) / math.comb(n1 + n2, n1)
 
 
 @functools.lru_cache(maxsize=64)

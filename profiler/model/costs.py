@@ -41,10 +41,6 @@ class Costs:
         return Costs(merged)
 
     @property
-    def total_s(self) -> float:
-        return sum(self.seconds.values())
-
-    @property
     def plugin_s(self) -> float:
         """What the plugin added: every stage but the profiled rounds themselves."""
         return sum(s for stage, s in self.seconds.items() if stage not in BODY_STAGES)
