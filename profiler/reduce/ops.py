@@ -29,6 +29,7 @@ from tprof_engine.model.records import (
 from tprof_engine.reduce.compiled import compile_time, with_compiles, with_stable_names
 from tprof_engine.reduce.device import device_table
 from tprof_engine.reduce.memory import innermost, memory_rows, memory_table
+from tprof_engine.reduce.nesting import nesting
 
 # Events torch's own post-processing drops before it builds key_averages().
 FILTERED_NAMES = frozenset(
@@ -68,48 +69,6 @@ def _locate(starts: IntArray, ends: IntArray, t: IntArray) -> IntArray:
     ok = pos >= 0
     ok[ok] &= t[ok] < ends[pos[ok]]
     return np.where(ok, pos, -1)
-
-
-def nesting(thread: IntArray, start: IntArray, end: IntArray) -> tuple[IntArray, IntArray]:
-    """Parent index (-1 for roots) and depth of each interval, nesting per thread.
-
-    Intervals that overlap only partially are not nested, as in torch's own stack walk.
-    """
-    n = start.shape[0]
-    parent = np.full(n, -1, dtype=np.int64)
-    depth = np.zeros(n, dtype=np.int64)
-    if n == 0:
-        return parent, depth
-    order = np.lexsort((-end, start, thread))
-    th = thread[order].tolist()
-    st = start[order].tolist()
-    en = end[order].tolist()
-    idx = order.tolist()
-    par = [-1] * n
-    dep = [0] * n
-    stack_i: list[int] = []
-    stack_end: list[int] = []
-    last_thread = None
-    for k in range(n):
-        t = th[k]
-        if t != last_thread:
-            stack_i.clear()
-            stack_end.clear()
-            last_thread = t
-        s = st[k]
-        e = en[k]
-        while stack_end and (s >= stack_end[-1] or e > stack_end[-1]):
-            stack_end.pop()
-            stack_i.pop()
-        i = idx[k]
-        if stack_i:
-            par[i] = stack_i[-1]
-            dep[i] = len(stack_i)
-        stack_i.append(i)
-        stack_end.append(e)
-    parent[:] = par
-    depth[:] = dep
-    return parent, depth
 
 
 def reduce_events(

@@ -32,7 +32,8 @@ from tprof_engine.model.records import (
     EventArrays,
     OpTable,
 )
-from tprof_engine.reduce.ops import FILTERED_NAMES, drop_leading_rounds, nesting, reduce_events
+from tprof_engine.reduce.nesting import nesting
+from tprof_engine.reduce.ops import FILTERED_NAMES, drop_leading_rounds, reduce_events
 from tprof_engine.store import files
 
 # Kineto activity categories (libkineto ActivityType names) that launch device work.
