@@ -3,7 +3,7 @@
 No torch here: torch 2.13's profiler takes ``performance_events`` in its experimental config,
 but its Python events don't carry the counts, and where ``perf_event_open`` fails it logs a
 warning (and an internal assert) for every op.  So tprof opens one counter of its own and reads
-it around each call of the body (docs/gpu.md, "Counters").
+it around each call of the body (docs/gpu.md, "--tprof-collect=counters").
 """
 
 from __future__ import annotations

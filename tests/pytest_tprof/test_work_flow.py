@@ -322,7 +322,7 @@ def test_the_next_step_records_into_the_folder_and_protocol_the_run_was_given(
 def test_git_bisect_run_finds_the_commit_that_changed_the_work(
     model: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # The README's recipe: the work census is deterministic, so each commit is judged the same
+    # docs/usage.md's recipe: the work census is deterministic, so each commit is judged the same
     # way every time against the committed baseline (a fixed 900 % floor keeps timing out).
     for key, value in {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
                        "GIT_COMMITTER_EMAIL": "t@t"}.items():  # fmt: skip
