@@ -249,9 +249,7 @@ def with_work(
     word = worst([verdict.verdict, work.verdict])
     reason = verdict.reason
     if work.verdict != UNCHANGED:
-        shown = "; ".join(work.reasons[:_WORK_REASONS])
-        more = len(work.reasons) - _WORK_REASONS
-        work_reason = f"work: {shown}" + (f" (+{more} more)" if more > 0 else "")
+        work_reason = f"work: {work.headline()}"
         if verdict.reason == NOTHING_CHANGED:
             reason = work_reason
         elif work.regressed:  # what fails the test comes first
@@ -261,7 +259,6 @@ def with_work(
     return replace(verdict, verdict=word, reason=reason, work=work)
 
 
-_WORK_REASONS = 3  # work reasons in the one-line reason; the failure lists them all
 GRAPH_PREFIX = GRAPH_KEY.split("{")[0]
 
 

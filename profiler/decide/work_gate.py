@@ -50,10 +50,11 @@ def judge_work(
     grew, shrank = _gate_lines(rows, sides, floor)
     changes = _change_lines(rows, sides)
     verdict: WorkWord
+    totals: tuple[str, ...] = ()
     if grew:
-        verdict, lines = "regressed", grew
+        verdict, lines, totals = "regressed", grew, _totals_moved(sides, floor, +1)
     elif shrank:
-        verdict, lines = "improved", shrank
+        verdict, lines, totals = "improved", shrank, _totals_moved(sides, floor, -1)
     elif changes:
         verdict, lines = "changed", changes
     else:
@@ -68,6 +69,7 @@ def judge_work(
         cur_bytes=sides.cur_bytes,
         floor=floor,
         compiled=bool(baseline.compiled or current.compiled),
+        totals=totals,
     )
 
 
@@ -205,10 +207,7 @@ def _gate_lines(
     """Reasons for growth beyond the floor and for shrinkage beyond it, totals first."""
     grew: list[str] = []
     shrank: list[str] = []
-    for measure, base, cur in (
-        ("FLOPs", sides.base_flops, sides.cur_flops),
-        ("bytes", sides.base_bytes, sides.cur_bytes),
-    ):
+    for measure, base, cur in _total_measures(sides):
         if abs(cur - base) > floor * base:
             line = f"total {measure} {_change(base, cur)} ({base:,} → {cur:,})"
             (grew if cur > base else shrank).append(line)
@@ -229,6 +228,22 @@ def _gate_lines(
     if grew and not named:
         grew.extend(_largest_growth(rows, sides))
     return grew, shrank
+
+
+def _totals_moved(sides: _Sides, floor: float, direction: int) -> tuple[str, ...]:
+    """The totals that moved past the floor in ``direction``, short (their reasons' order)."""
+    return tuple(
+        f"{measure} {_change(base, cur)}"
+        for measure, base, cur in _total_measures(sides)
+        if abs(cur - base) > floor * base and (cur - base) * direction > 0
+    )
+
+
+def _total_measures(sides: _Sides) -> tuple[tuple[str, int, int], ...]:
+    return (
+        ("FLOPs", sides.base_flops, sides.cur_flops),
+        ("bytes", sides.base_bytes, sides.cur_bytes),
+    )
 
 
 def _replacement_lines(

@@ -93,23 +93,38 @@ class WorkVerdict:
 
     verdict: WorkWord
     rows: tuple[WorkDelta, ...]
-    reasons: tuple[str, ...]
+    reasons: tuple[str, ...]  # the totals that moved past the floor first, then the rows'
     base_flops: int
     cur_flops: int
     base_bytes: int
     cur_bytes: int
     floor: float
     compiled: bool  # compiled code ran in either census: its work is counted as eager ops
+    totals: tuple[str, ...] = ()  # each total that moved past the floor, short: "FLOPs +98.8%"
 
     @property
     def regressed(self) -> bool:
         return self.verdict == "regressed"
+
+    @property
+    def row_reasons(self) -> tuple[str, ...]:
+        """The reasons after the totals': what moved where."""
+        return self.reasons[len(self.totals) :]
+
+    def headline(self, rows: int = 1) -> str:
+        """The verdict in one line: the totals that moved, then the first ``rows`` rows'
+        reasons and how many more there are."""
+        shown = self.row_reasons[:rows]
+        more = len(self.row_reasons) - len(shown)
+        parts = [", ".join(self.totals)] if self.totals else []
+        return "; ".join([*parts, *shown]) + (f" (+{more} more)" if more > 0 else "")
 
     def to_dict(self) -> dict[str, Any]:
         """Builtin-only form for the JSON report and for xdist transport."""
         return {
             "verdict": self.verdict,
             "reasons": list(self.reasons),
+            "totals": list(self.totals),
             "floor": self.floor,
             "compiled": self.compiled,
             "flops": [self.base_flops, self.cur_flops],
@@ -130,6 +145,7 @@ class WorkVerdict:
             cur_bytes=int(d["bytes"][1]),
             floor=float(d["floor"]),
             compiled=bool(d.get("compiled", False)),
+            totals=tuple(str(t) for t in d.get("totals", [])),
         )
 
 

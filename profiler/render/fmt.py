@@ -10,7 +10,8 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from tprof_engine.model.verdicts import FLAGGED_OPS, NEW, verdict_rank
+from tprof_engine.model.verdicts import FLAGGED_OPS, NEW, REGRESSED, verdict_rank
+from tprof_engine.model.work_verdict import WorkVerdict
 
 FAMILY = {"cpu": "CPU", "cuda": "CUDA", "gpu-idle": "GPU", "host": "host"}
 
@@ -65,18 +66,39 @@ def p_value_floored(v: Any) -> str:
     return "<0.0001" if x < 0.0001 else f"{x:.2g}"
 
 
-def work_facts(work: Any, *, limit: int = 6) -> list[str]:
-    """A report's ``work`` section in words: the verdict with its totals, then its reasons."""
+def work_facts(work: Any, *, limit: int = 6) -> tuple[str, list[str]]:
+    """A report's ``work`` section in words: the verdict with its totals, and what moved
+    where (its reasons after the totals'); ``("", [])`` without one."""
     if not isinstance(work, Mapping):
-        return []
-    flops, size = work.get("flops") or [0, 0], work.get("bytes") or [0, 0]
+        return "", []
+    verdict = _work_verdict(work)
     head = (
-        f"work {work.get('verdict', '')} (deterministic): FLOPs {flops[0]:,} → {flops[1]:,}, "
-        f"bytes {size[0]:,} → {size[1]:,}"
+        f"work {verdict.verdict} (deterministic): "
+        f"FLOPs {total_move(verdict.base_flops, verdict.cur_flops)}, "
+        f"bytes {total_move(verdict.base_bytes, verdict.cur_bytes)}"
     )
-    reasons = [str(r) for r in work.get("reasons", [])]
+    reasons = list(verdict.row_reasons)
     more = [f"… {len(reasons) - limit} more in the JSON report"] if len(reasons) > limit else []
-    return [head, *reasons[:limit], *more]
+    return head, [*reasons[:limit], *more]
+
+
+def work_cause(work: Any) -> list[str]:
+    """A regressed work verdict as one cause (``[]`` for any other)."""
+    if not isinstance(work, Mapping) or work.get("verdict") != REGRESSED:
+        return []
+    return [f"work regressed: {_work_verdict(work).headline()}"]
+
+
+def _work_verdict(work: Mapping[str, Any]) -> WorkVerdict:
+    return WorkVerdict.from_dict(
+        {"flops": [0, 0], "bytes": [0, 0], "floor": 0.0, **work, "rows": []}
+    )
+
+
+def total_move(base: int, cur: int) -> str:
+    """A total, baseline → current, with its change: ``2,000 → 4,000 (+100.0%)``."""
+    moved = f" ({(cur - base) / base:+.1%})" if base and cur != base else ""
+    return f"{base:,} → {cur:,}{moved}"
 
 
 def module_rows(work: Any, *, limit: int = 10) -> list[tuple[str, str, str, str]]:

@@ -158,9 +158,10 @@ def _section(i: int, t: Mapping[str, Any], link_base: Path | None) -> list[str]:
     if t.get("reason"):
         out.append(f"<p class='reason'>{_e(t['reason'])}</p>")
     moved = drift(t.get("uniform_shift"), t.get("probe_shift"))
-    facts = [_e(moved)] if moved else []
-    facts += [_e(line) for line in family_lines(t)]
-    facts += [_e(line) for line in fmt.work_facts(t.get("work"))]
+    timing = ([_e(moved)] if moved else []) + [_e(line) for line in family_lines(t)]
+    head, where = fmt.work_facts(t.get("work"))
+    work = [_e(head) + _list(where)] if head else []
+    facts = [*work, *timing] if fmt.work_cause(t.get("work")) else [*timing, *work]
     facts += [_e(n) for n in t.get("notes", []) if n]
     if t.get("trace"):
         href = _href(str(t["trace"]), link_base)
@@ -193,6 +194,10 @@ def _section(i: int, t: Mapping[str, Any], link_base: Path | None) -> list[str]:
     out += _device_rows_table([r for r in t.get("device_rows", []) if isinstance(r, Mapping)])
     out.append("</section>")
     return out
+
+
+def _list(items: Sequence[str]) -> str:
+    return "<ul>" + "".join(f"<li>{_e(x)}</li>" for x in items) + "</ul>" if items else ""
 
 
 def _href(trace: str, link_base: Path | None) -> str:

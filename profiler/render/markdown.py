@@ -71,11 +71,13 @@ def _details(t: Mapping[str, Any]) -> list[str]:
     if reason:
         out += [_cell(reason), ""]
     listed = len(out)
-    facts = [rows.drift(t.get("uniform_shift"), t.get("probe_shift"))]
-    facts += rows.family_lines(t)
-    facts += fmt.work_facts(t.get("work"))
-    facts += [str(n) for n in t.get("notes", []) if n]
-    out += [f"- {_cell(x)}" for x in facts if x]
+    head, moved = fmt.work_facts(t.get("work"))
+    work = [f"- {_cell(head)}", *(f"  - {_cell(x)}" for x in moved)] if head else []
+    timing = [rows.drift(t.get("uniform_shift"), t.get("probe_shift")), *rows.family_lines(t)]
+    timing_items = [f"- {_cell(x)}" for x in timing if x]
+    exact_first = fmt.work_cause(t.get("work"))
+    out += [*work, *timing_items] if exact_first else [*timing_items, *work]
+    out += [f"- {_cell(str(n))}" for n in t.get("notes", []) if n]
     for name in ("trace", "baseline"):
         if t.get(name):
             out.append(f"- {name}: {_code(str(t[name]))}")

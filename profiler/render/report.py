@@ -43,23 +43,28 @@ def failure_text(
     to do next (``record_args``: what the command that records it must repeat)."""
     v = test.verdict
     lines = [f"tprof: {v.verdict} — {v.reason}"]
-    shown = rows.op_rows(v.to_dict(), flagged_only=not verbose)
-    if shown:
-        lines.append("")
-        lines.extend("  " + line for line in op_table(shown, limit=None if verbose else 12))
-        lines.extend("  " + line for line in where_lines(v))
-    if verbose and v.device_rows:
-        lines.append("")
-        lines.extend("  " + line for line in device_row_lines([r.to_dict() for r in v.device_rows]))
-    if v.work is not None:
-        lines.append("")
-        lines.extend("  " + line for line in work_lines(v.work, verbose=verbose))
+    timing = _timing_lines(v, verbose=verbose)
+    work = [] if v.work is None else ["", *work_lines(v.work, verbose=verbose)]
+    # The exact cause leads: a work regression before the timing rows it explains.
+    blocks = [work, timing] if v.work_regressed else [timing, work]
+    lines.extend("  " + line if line else "" for block in blocks for line in block)
     lines.append("")
     lines.extend("  " + line for line in details(test))
     steps = next_steps(test, record_args=record_args)
     if steps:
         lines += ["", "  next:", *("    " + line for line in steps)]
     return "\n".join(lines)
+
+
+def _timing_lines(v: TestVerdict, *, verbose: bool) -> list[str]:
+    """The flagged op rows (every row, verbose) with where they ran, and the kernels."""
+    out: list[str] = []
+    shown = rows.op_rows(v.to_dict(), flagged_only=not verbose)
+    if shown:
+        out += ["", *op_table(shown, limit=None if verbose else 12), *where_lines(v)]
+    if verbose and v.device_rows:
+        out += ["", *device_row_lines([r.to_dict() for r in v.device_rows])]
+    return out
 
 
 VERDICT_PROPERTY = "tprof_verdict"
@@ -166,10 +171,10 @@ def work_lines(work: WorkVerdict, *, verbose: bool = False) -> list[str]:
     """The work verdict: its reasons, the rows that moved and, verbose, work per module."""
     head = (
         f"work {work.verdict} (deterministic; floor {work.floor:.0%} of the test's FLOPs or "
-        f"bytes): FLOPs {work.base_flops:,} → {work.cur_flops:,}, "
-        f"bytes {work.base_bytes:,} → {work.cur_bytes:,}"
+        f"bytes): FLOPs {fmt.total_move(work.base_flops, work.cur_flops)}, "
+        f"bytes {fmt.total_move(work.base_bytes, work.cur_bytes)}"
     )
-    lines = [head, *(f"  {r}" for r in work.reasons)]
+    lines = [head, *(f"  {r}" for r in work.row_reasons)]
     # Views (no FLOPs, no bytes either side) come and go with the ops they feed: -v lists them.
     moved = sorted(
         (r for r in work.rows if r.status != "unchanged" and (verbose or r.does_work)),

@@ -170,7 +170,7 @@ def causes(test: Mapping[str, Any]) -> list[str]:
         for o in test.get("ops", [])
         if isinstance(o, Mapping)
     }
-    out: list[str] = []
+    out = fmt.work_cause(test.get("work"))  # exact: it leads
     for f in test.get("families", []):
         if isinstance(f, Mapping):
             out += _family_causes(f, ops)
@@ -179,9 +179,6 @@ def causes(test: Mapping[str, Any]) -> list[str]:
         for c in test.get("causes", [])
         if isinstance(c, Mapping) and c.get("failing")
     ]
-    work = test.get("work")
-    if isinstance(work, Mapping) and work.get("verdict") == REGRESSED and work.get("reasons"):
-        out.append(f"work regressed: {work['reasons'][0]}")
     reason = str(test.get("reason") or "")
     return out or [reason]
 

@@ -198,10 +198,10 @@ def test_the_summary_names_what_failed_the_test_in_every_report(
 ) -> None:
     line = summary_line(test)
     causes = line.split(" | ")[1:]
-    # The gating op, the totals that crossed their floors, then the work.
-    assert re.fullmatch(r"aten::mm CPU \+\d+% \(floor \d+%\)", causes[0])
+    # The work (exact) first, then the gating op and the totals that crossed their floors.
+    assert causes[0].startswith("work regressed: ")
+    assert re.fullmatch(r"aten::mm CPU \+\d+% \(floor \d+%\)", causes[1])
     assert "CPU total op time +" in line and "CUDA total op time +" in line
-    assert causes[-1].startswith("work regressed: ")
     md_head = "| " + " | ".join(SUMMARY_COLUMNS) + " |"
     assert md_head in rendered["markdown"]
     md_row = next(r for r in rendered["markdown"].splitlines() if r.startswith(f"| `{NODEID}`"))
@@ -248,3 +248,13 @@ def test_the_judged_total_and_the_op_rows_sum_are_both_named_when_they_disagree(
     assert int(found.group(1)) >= 20
     assert abs(int(found.group(2).replace("±", ""))) <= 5
     assert line.endswith("different ops were slow in different rounds")
+
+
+def test_every_report_puts_the_work_that_failed_the_test_before_its_timing(
+    rendered: dict[str, str],
+) -> None:
+    for name in ("terminal", "markdown", "html"):
+        text = rendered[name]
+        assert text.index("work regressed (deterministic") < text.index("total op time (judged)"), (
+            name
+        )

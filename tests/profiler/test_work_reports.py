@@ -46,7 +46,7 @@ def test_the_failure_lists_the_work_verdict_and_the_rows_that_moved() -> None:
     text = failure_text(profiled(regressed()))
     assert (
         "work regressed (deterministic; floor 1% of the test's FLOPs or bytes): "
-        "FLOPs 2,000 → 4,000, bytes 400 → 400"
+        "FLOPs 2,000 → 4,000 (+100.0%), bytes 400 → 400"
     ) in text
     assert (
         "aten::mm in fc1 (backward of AddmmBackward0): FLOPs +200.0% [model.py:12 in forward]"
@@ -65,9 +65,10 @@ def test_verbose_adds_the_work_per_module() -> None:
     assert "  fc2     backward  1,000 → 1,000  200 → 200" in text
 
 
-def test_the_summary_line_names_the_first_work_reason() -> None:
-    assert summary_line(profiled(regressed())).endswith(
-        "| work regressed: total FLOPs +100.0% (2,000 → 4,000)"
+def test_the_summary_line_leads_with_the_work_totals_and_the_first_row() -> None:
+    assert summary_line(profiled(regressed())) == (
+        "REGRESSED    test_m.py::test_step | work regressed: FLOPs +100.0%; aten::mm in fc1 "
+        "(backward of AddmmBackward0): FLOPs +200.0% [model.py:12 in forward]"
     )
 
 
@@ -86,7 +87,10 @@ def test_json_keeps_the_rows_that_moved_and_the_work_per_module() -> None:
 
 def test_markdown_lists_the_work_reasons_and_a_module_table() -> None:
     text = markdown_summary([profiled(regressed())])
-    assert "- work regressed (deterministic): FLOPs 2,000 → 4,000, bytes 400 → 400" in text
+    assert (
+        "- work regressed (deterministic): FLOPs 2,000 → 4,000 (+100.0%), bytes 400 → 400\n"
+        "  - aten::mm in fc1 (backward of AddmmBackward0): FLOPs +200.0% [model.py:12 in forward]"
+    ) in text
     assert "| fc1 | backward | 1,000 → 3,000 | 200 → 200 |" in text
 
 

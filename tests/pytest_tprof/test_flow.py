@@ -177,7 +177,7 @@ def test_record_pass_catch_slowdown_and_extra_op_then_re_record(suite: pytest.Py
     extra = run_in(suite, "--tprof")
     extra.assert_outcomes(failed=1, passed=1)
     # What the work census fails comes first; the calls follow in the same reason.
-    extra.stdout.fnmatch_lines([f"REGRESSED {MATMUL} - tprof: regressed — work: total bytes *"])
+    extra.stdout.fnmatch_lines([f"REGRESSED {MATMUL} - tprof: regressed — work: bytes +*"])
     failure = failure_section(extra, "test_matmul")
     assert "calls changed, adding " in failure
     assert re.search(r"^\s+aten::clone\s+CPU\s+0 → \d+\s.*\snew$", failure, re.M), failure
