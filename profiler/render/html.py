@@ -11,6 +11,7 @@ import base64
 import html
 import io
 import os
+import re
 import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -115,6 +116,13 @@ def _e(text: Any) -> str:
     return html.escape(str(text), quote=True)
 
 
+def _breakable(name: Any) -> str:
+    """A test id escaped, with line-break chances after its path's ``/`` and ``::`` and
+    before its parameters, so it wraps between parts, not inside an identifier."""
+    parts = re.split(r"(?<=/)|(?<=::)|(?=\[)", str(name))
+    return "<wbr>".join(_e(p) for p in parts if p)
+
+
 def _environment(doc: Mapping[str, Any]) -> list[str]:
     env = doc.get("environment")
     hard = env.get("hard") if isinstance(env, Mapping) else None
@@ -142,7 +150,7 @@ def _summary_table(tests: Sequence[Mapping[str, Any]]) -> list[str]:
         said = "<br>".join(_e(c) for c in why(t))
         moved = drift(t.get("uniform_shift"), t.get("probe_shift"))
         out.append(
-            f"<tr><td><a href='#t{i}'><code>{_e(t.get('nodeid'))}</code></a></td>"
+            f"<tr><td><a href='#t{i}'><code>{_breakable(t.get('nodeid'))}</code></a></td>"
             f"<td>{_badge(str(t.get('verdict')))}</td><td>{said or '-'}</td>"
             f"<td>{_e(moved or '-')}</td></tr>"
         )
@@ -153,7 +161,7 @@ def _summary_table(tests: Sequence[Mapping[str, Any]]) -> list[str]:
 def _section(i: int, t: Mapping[str, Any], link_base: Path | None) -> list[str]:
     verdict = str(t.get("verdict", ""))
     out = [
-        f"<section id='t{i}'><h2><code>{_e(t.get('nodeid'))}</code> {_badge(verdict)}</h2>",
+        f"<section id='t{i}'><h2><code>{_breakable(t.get('nodeid'))}</code> {_badge(verdict)}</h2>",
     ]
     if t.get("reason"):
         out.append(f"<p class='reason'>{_e(t['reason'])}</p>")
@@ -402,14 +410,29 @@ def _rounds_chart(rounds: Sequence[Mapping[str, Any]]) -> str:
     ]
     ax.set_yticks(list(range(len(rows))), labels)
     ax.invert_yaxis()
+    low, high, beyond = _box_axis(parts["whiskers"], data)
+    ax.set_xlim(low, high)
+    plural = "" if beyond == 1 else "s"
+    clipped = f"; {beyond} outlying round{plural} beyond the axis" if beyond else ""
     ax.set_xlabel(
-        "self time per round, drift-probe units (µs); upper box: baseline, lower: current"
+        "self time per round, drift-probe units (µs); upper box: baseline, lower: current" + clipped
     )
     ax.set_title("Flagged ops: per-round distributions")
     ax.grid(axis="x", color="#e0e0e0", linewidth=0.6)
     for side in ("top", "right"):
         ax.spines[side].set_visible(False)
     return _img(fig, "per-round distributions of the flagged ops, baseline vs current")
+
+
+def _box_axis(whiskers: Sequence[Any], data: Sequence[Sequence[float]]) -> tuple[float, float, int]:
+    """An axis that spans the whiskers (a lone slow round must not flatten every box),
+    and how many rounds fall outside it."""
+    ends = [float(x) for w in whiskers for x in w.get_xdata()]
+    low, high = min(ends), max(ends)
+    pad = 0.08 * (high - low or abs(high) or 1.0)
+    low, high = max(0.0, low - pad), high + pad
+    beyond = sum(1 for values in data for v in values if not low <= v <= high)
+    return low, high, beyond
 
 
 def _img(fig: Figure, alt: str) -> str:
@@ -426,14 +449,14 @@ _STYLE = """
 body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif;
        margin: 24px auto; max-width: 1180px; padding: 0 16px; color: #212121; }
 h1 { font-size: 22px; margin: 0 0 4px; }
-h2 { font-size: 16px; margin: 0 0 6px; word-break: break-all; }
+h2 { font-size: 16px; margin: 0 0 6px; overflow-wrap: anywhere; }
 code { font: 12.5px ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; }
 table { border-collapse: collapse; margin: 8px 0; }
 th, td { border-bottom: 1px solid #e0e0e0; padding: 3px 8px; text-align: left;
          vertical-align: top; }
 th { background: #f5f5f5; font-weight: 600; white-space: nowrap; }
 td.num { text-align: right; white-space: nowrap; font-variant-numeric: tabular-nums; }
-table.summary td:first-child { word-break: break-all; }
+table.summary td:first-child { overflow-wrap: anywhere; }
 section { border-top: 2px solid #e0e0e0; margin-top: 28px; padding-top: 12px; }
 .badge { color: #fff; border-radius: 3px; padding: 1px 7px; font-size: 12px;
          font-weight: 600; white-space: nowrap; vertical-align: middle; }

@@ -200,7 +200,7 @@ def test_html_is_one_self_contained_file(page: str) -> None:
 
 def test_html_has_a_section_and_a_delta_chart_for_each_test_regressed_first(page: str) -> None:
     sections = re.findall(r"<section id='t\d+'><h2><code>(.*?)</code>", page)
-    assert sections == [REGRESSED, IMPROVED, UNCHANGED]
+    assert [s.replace("<wbr>", "") for s in sections] == [REGRESSED, IMPROVED, UNCHANGED]
     # One delta chart per test, plus the per-round distributions of the regressed op.
     svgs = charts(page)
     assert len(svgs) == 4
@@ -237,8 +237,38 @@ def test_html_escapes_node_ids() -> None:
 
     doc = {"tests": [{"nodeid": "t.py::test[<b>&'x']", "verdict": "unchanged", "ops": []}]}
     page = html_report(doc)
-    assert "<code>t.py::test[&lt;b&gt;&amp;&#x27;x&#x27;]</code>" in page
+    assert "<code>t.py::<wbr>test<wbr>[&lt;b&gt;&amp;&#x27;x&#x27;]</code>" in page
     assert "<b>" not in page
+
+
+def test_html_test_names_wrap_between_their_parts_not_inside_an_identifier() -> None:
+    pytest.importorskip("matplotlib")
+    from tprof_engine.render.html import html_report
+
+    nodeid = "tests/models/test_vision.py::test_resnet_training_step[batch-32]"
+    page = html_report({"tests": [{"nodeid": nodeid, "verdict": "unchanged", "ops": []}]})
+    assert (
+        "tests/<wbr>models/<wbr>test_vision.py::<wbr>test_resnet_training_step<wbr>[batch-32]"
+    ) in page
+    assert "break-all" not in page
+
+
+def test_html_round_chart_axis_spans_the_boxes_not_one_slow_round() -> None:
+    pytest.importorskip("matplotlib")
+    import matplotlib
+
+    from tprof_engine.render.html import _rounds_chart
+
+    rng = np.random.default_rng(3)
+    base = (100 + 200 * rng.random(20)).tolist()
+    cur = [*(150 + 150 * rng.random(19)).tolist(), 8000.0]
+    with matplotlib.rc_context({"svg.fonttype": "none"}):
+        img = _rounds_chart([{"op": "aten::mm", "family": "cpu", "baseline_us": base,
+                              "current_us": cur}])  # fmt: skip
+    (svg,) = charts(img)
+    ticks = [float(t.replace(",", "")) for t in re.findall(r">\s*([\d,]+(?:\.\d+)?)\s*<", svg)]
+    assert len(ticks) >= 3 and max(ticks) < 1000, ticks
+    assert "1 outlying round beyond the axis" in svg
 
 
 def test_html_without_matplotlib_raises_naming_the_extra(
