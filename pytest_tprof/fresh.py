@@ -43,6 +43,7 @@ def settings_for_child(settings: Settings, out: Path) -> Settings:
         run=run,
         json_path=out / "report.json",
         markdown_path=None,
+        html_path=None,
         step_summary=None,
     )
 

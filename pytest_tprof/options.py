@@ -40,7 +40,7 @@ class _Option:
 COLLECTABLE = ("memory", "stack", "nvtx", "counters", "traces")
 _OLD = COLLECTABLE[:4]  # each was a flag of its own (``--tprof-memory``) before
 # Paths of one run's reports: on the command line only.
-_PER_RUN = frozenset({"tprof_json", "tprof_markdown"})
+_PER_RUN = frozenset({"tprof_json", "tprof_markdown", "tprof_html"})
 _OPTIONS: tuple[_Option, ...] = (
     _Option("--tprof", "tprof", "switch", False,
             "profile tests that use the tprof fixture, comparing with baselines (default: off)"),
@@ -79,6 +79,8 @@ _OPTIONS: tuple[_Option, ...] = (
     _Option("--tprof-json", "tprof_json", "path", None, "write the JSON report to this path"),
     _Option("--tprof-markdown", "tprof_markdown", "path", None,
             "write the Markdown summary to this path (also to $GITHUB_STEP_SUMMARY)"),
+    _Option("--tprof-html", "tprof_html", "path", None,
+            "write the HTML report to this path (needs the 'html' extra)"),
 )  # fmt: skip
 
 
@@ -171,6 +173,7 @@ class Settings:
     json_path: Path | None
     markdown_path: Path | None
     rootdir: Path
+    html_path: Path | None = None
     pytest_cov: bool = False  # pytest-cov measures this run (--cov given, no --no-cov)
     step_summary: Path | None = None  # $GITHUB_STEP_SUMMARY, which the Markdown is appended to
     record_args: tuple[str, ...] = ()  # what a command recording this run's baselines repeats
@@ -325,6 +328,7 @@ def read_settings(config: pytest.Config) -> Settings:
         run=_run_config(values, baselines, path(values["tprof_trace_dir"])),
         json_path=path(values["tprof_json"]),
         markdown_path=path(values["tprof_markdown"]),
+        html_path=path(values["tprof_html"]),
         rootdir=root,
         pytest_cov=_pytest_cov_on(config),
         step_summary=Path(summary) if summary else None,

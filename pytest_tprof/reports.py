@@ -1,5 +1,6 @@
-"""The run's reports as files: the JSON report, the Markdown summary and the GitHub step
-summary; never written over a baseline, and a failure is a message, not a traceback."""
+"""The run's reports as files: the JSON report, the Markdown summary, the GitHub step
+summary and the HTML page; never written over a baseline, and a failure is a message, not a
+traceback."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from tprof_engine.store.files import file_in_the_way, write_atomic
 _JSON = ("JSON report", "--tprof-json")
 _MARKDOWN = ("Markdown summary", "--tprof-markdown")
 _STEP_SUMMARY = ("GitHub step summary", "GITHUB_STEP_SUMMARY")
+_HTML = ("HTML report", "--tprof-html")
 
 
 def write_reports(
@@ -34,10 +36,13 @@ def write_reports(
     out: list[str] = []
     written = True
     baselines = settings.run.baseline_dir
+    wanted = settings.json_path is not None or settings.html_path is not None
+    doc = rpt.json_report(tests, environment=environment, extra=extra) if wanted else {}
     if settings.json_path is not None:
-        doc = rpt.json_report(tests, environment=environment, extra=extra)
         text = json.dumps(doc, indent=2, sort_keys=True) + "\n"
         written &= _write(out, _JSON, settings.json_path, text, baselines)
+    if settings.html_path is not None:
+        written &= _write_html(out, settings.html_path, doc, baselines)
     md_target, step_summary = settings.markdown_path, settings.step_summary
     if md_target is not None or (step_summary and tests):
         text = markdown_summary(tests)
@@ -46,6 +51,18 @@ def write_reports(
         if step_summary and tests:
             written &= _write(out, _STEP_SUMMARY, step_summary, text, baselines, append=True)
     return out, written
+
+
+def _write_html(out: list[str], path: Path, doc: Mapping[str, Any], baseline_dir: Path) -> bool:
+    """The HTML page of the run, its trace links relative to where it is written."""
+    from tprof_engine.render.html import html_report
+
+    try:
+        text = html_report(doc, link_base=path.parent)
+    except TprofError as exc:  # the 'html' extra is missing
+        out.append(f"{_HTML[0]} not written: {exc}")
+        return False
+    return _write(out, _HTML, path, text, baseline_dir)
 
 
 def _write(

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from tprof_engine.model.verdicts import FLAGGED_OPS, NEW, REGRESSED, verdict_rank
@@ -93,6 +94,18 @@ def _work_verdict(work: Mapping[str, Any]) -> WorkVerdict:
     return WorkVerdict.from_dict(
         {"flops": [0, 0], "bytes": [0, 0], "floor": 0.0, **work, "rows": []}
     )
+
+
+def local_path(path: str) -> str:
+    """A path as the reader's checkout names it: relative to the current directory when it
+    lies under it (a CI summary shouldn't show the runner's folders), else as it is."""
+    p = Path(path)
+    if not p.is_absolute():
+        return path
+    try:
+        return p.relative_to(Path.cwd()).as_posix()
+    except ValueError:
+        return path
 
 
 def total_move(base: int, cur: int) -> str:

@@ -80,7 +80,7 @@ def _details(t: Mapping[str, Any]) -> list[str]:
     out += [f"- {_cell(str(n))}" for n in t.get("notes", []) if n]
     for name in ("trace", "baseline"):
         if t.get(name):
-            out.append(f"- {name}: {_code(str(t[name]))}")
+            out.append(f"- {name}: {_code(fmt.local_path(str(t[name])))}")
     if len(out) > listed:
         out.append("")
     modules = fmt.module_rows(t.get("work"))

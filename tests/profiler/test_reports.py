@@ -284,3 +284,24 @@ def test_html_without_matplotlib_raises_naming_the_extra(
         "the HTML report draws its charts with matplotlib, which is not installed; "
         "install the 'html' extra: pip install 'pytest-tprof[html]'"
     )
+
+
+def test_markdown_names_files_under_the_current_folder_relative_to_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    doc = {
+        "tests": [
+            {
+                "nodeid": "t.py::test_a",
+                "verdict": "regressed",
+                "reason": "slower",
+                "ops": [],
+                "trace": str(tmp_path / ".tprof" / "traces" / "t.test_a.pt.trace.json.gz"),
+                "baseline": "/elsewhere/baselines/t.test_a.json",
+            }
+        ]
+    }
+    text = markdown_from_report(doc)
+    assert "- trace: `.tprof/traces/t.test_a.pt.trace.json.gz`" in text
+    assert "- baseline: `/elsewhere/baselines/t.test_a.json`" in text

@@ -198,11 +198,12 @@ def test_record_pass_catch_slowdown_and_extra_op_then_re_record(suite: pytest.Py
 def test_the_json_report_and_the_summary_list_every_profiled_test(
     suite: pytest.Pytester,
 ) -> None:
-    result = regressed_run(suite, "--tprof-json=out/report.json")
+    pytest.importorskip("matplotlib")
+    result = regressed_run(suite, "--tprof-json=out/report.json", "--tprof-html=out/report.html")
     result.assert_outcomes(failed=1, passed=1)
 
     section = tprof_section(result)
-    assert section[0].startswith(f"REGRESSED    {MATMUL} | aten::")
+    assert section[0].startswith(f"REGRESSED    {MATMUL} | work regressed: ")
     assert re.match(rf"(UNCHANGED|INCONCLUSIVE) +{re.escape(STEADY)} \| ", section[1])
     traces = suite.path / ".tprof" / "traces"
     assert section[2:4] == [f"baselines: {env_dir(suite)}", f"traces: {traces}"]
@@ -213,7 +214,10 @@ def test_the_json_report_and_the_summary_list_every_profiled_test(
         r"timing is judged on the others(; most: .*)?",
         section[4],
     ), section[4]
-    assert section[5:] == [f"JSON report: {suite.path / 'out' / 'report.json'}"]
+    assert section[5:] == [
+        f"JSON report: {suite.path / 'out' / 'report.json'}",
+        f"HTML report: {suite.path / 'out' / 'report.html'}",
+    ]
 
     doc = json.loads((suite.path / "out" / "report.json").read_text())
     assert doc["schema_version"] == 2
@@ -222,6 +226,8 @@ def test_the_json_report_and_the_summary_list_every_profiled_test(
     slow = tests[MATMUL]
     assert slow["verdict"] == "regressed"
     assert Path(slow["trace"]).parent == traces and run_trace(slow["trace"], MATMUL)
+    page = (suite.path / "out" / "report.html").read_text()
+    assert f"<a href='../.tprof/traces/{Path(slow['trace']).name}'>" in page
     assert slow["baseline"] == str(env_dir(suite) / f"{paths.slug(MATMUL)}.json")
     assert isinstance(slow["uniform_shift"], float)
     keys = {
