@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 import torch
-from torch.profiler import profile
+from torch.profiler import ProfilerActivity, profile
 
 from tprof_engine.model.arrays import FloatArray, IntArray
 from tprof_engine.model.records import (
@@ -83,11 +83,8 @@ def kineto_lines_dropped() -> Iterator[None]:
 
 
 def events_from_kineto(prof: profile) -> EventArrays:
-    """The session's raw kineto events as arrays (no FunctionEvent objects are built).
-
-    Each attribute is read with one ``map`` of the unbound accessor over all events: the
-    pybind calls are the cost here, so no Python frame per event is added around them.
-    """
+    """The session's raw kineto events as arrays, each attribute read with one ``map`` of its
+    accessor over all events: the pybind calls are the cost (a CPU session reads fewer)."""
     events = prof.profiler.kineto_results.events()  # type: ignore[union-attr]
     n = len(events)
     if n == 0:
@@ -98,15 +95,16 @@ def events_from_kineto(prof: profile) -> EventArrays:
         return np.fromiter(map(getter, events), dtype=dtype, count=n)
 
     index, name_idx = _name_index(list(map(ke.name, events)))
-    names, is_cpu = tuple(index), col(ke.device_type, object) == _CPU
+    names = tuple(index)
+    flag, is_cpu = _readers(prof, events, name_idx, col)
     thread = col(ke.start_thread_id, np.int64)
     kind = _kineto_kinds(
         names,
         name_idx,
         is_cpu=is_cpu,
         is_async=col(ke.is_async, bool) | (thread != col(ke.end_thread_id, np.int64)),
-        is_annotation=col(ke.is_user_annotation, bool),
-        is_hidden=col(ke.is_hidden_event, bool) if hasattr(ke, "is_hidden_event") else None,
+        is_annotation=flag(ke.is_user_annotation, bool),
+        is_hidden=flag(ke.is_hidden_event, bool) if hasattr(ke, "is_hidden_event") else None,
     )
     corr = link = np.zeros(n, dtype=np.int64)
     start_ns = col(ke.start_ns, np.int64)
@@ -132,6 +130,33 @@ def events_from_kineto(prof: profile) -> EventArrays:
         nbytes=nbytes,
         launch_ns=None if device is None else device.launch_ns,
     )
+
+
+def _readers(
+    prof: profile, events: Any, name_idx: IntArray, col: Callable[[Callable[[Any], Any], Any], Any]
+) -> tuple[Callable[[Callable[[Any], Any], Any], Any], _BoolArray]:
+    """How to read a flag of each event, and which events are on the host."""
+    if set(getattr(prof, "activities", None) or {"?"}) <= {ProfilerActivity.CPU}:
+        return _per_name(events, name_idx, int(name_idx.max()) + 1), np.ones(len(events), bool)
+    return col, col(type(events[0]).device_type, object) == _CPU
+
+
+def _per_name(
+    events: Any, name_idx: IntArray, names: int
+) -> Callable[[Callable[[Any], Any], Any], Any]:
+    """A column reader that reads each name's first event and gives every event its name's.
+
+    For a session of the CPU alone: it has only host events, and there a name is one kind of
+    event (a ``record_function`` range or an op), so whether it is a user annotation or hidden
+    is read once per name; no device is read at all.
+    """
+    _, first = np.unique(name_idx, return_index=True)  # names are numbered as first seen
+    picked = [events[i] for i in first.tolist()]
+
+    def col(getter: Callable[[Any], Any], dtype: Any) -> Any:
+        return np.fromiter(map(getter, picked), dtype=dtype, count=names)[name_idx]
+
+    return col
 
 
 def _no_events() -> EventArrays:
