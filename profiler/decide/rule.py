@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tprof_engine.decide import stats
 from tprof_engine.model.arrays import FloatArray
 from tprof_engine.model.work import DEFAULT_WORK_FLOOR
 
@@ -106,7 +107,7 @@ class Rule:
 
     def center(self, values: FloatArray) -> float:
         """The side's representative time (its ``quantile``)."""
-        return float(np.quantile(values, self.quantile)) if values.size else 0.0
+        return stats.quantile(values, self.quantile) if values.size else 0.0
 
     def centers(self, rows: FloatArray) -> FloatArray:
         """:meth:`center` of each row of a 2-D array, in one pass."""
@@ -118,7 +119,7 @@ class Rule:
         """The rounds the U tests use: those at or below twice the ``quantile``."""
         if self.quantile >= 0.5 or values.size < 4:
             return values
-        return values[values <= np.quantile(values, 2 * self.quantile)]
+        return values[values <= stats.quantile(values, 2 * self.quantile)]
 
     def floor_for(
         self, session_medians: Sequence[float], *, op: bool = False, minimum: float | None = None

@@ -79,7 +79,7 @@ def side_of(tables: Sequence[OpTable], family: str, reference: float, rule: Rule
     return Side(
         per_op={k: np.concatenate(v) for k, v in per_op.items()},
         per_session_op_medians=per_session,
-        calls={k: round(float(np.median(np.concatenate(v)))) for k, v in calls.items()},
+        calls={k: round(stats.median(np.concatenate(v))) for k, v in calls.items()},
         totals=np.concatenate(totals) if totals else np.zeros(0),
         session_total_medians=[rule.center(t) for t in totals],
         raw_op_medians={k: rule.center(np.concatenate(v)) for k, v in raw.items()},
@@ -280,7 +280,7 @@ def _vs_rest_one(
         return None
     pct = _ratio_centre(rc) / _ratio_centre(rb) - 1.0  # geometric means: always > 0
     floor = rule.floor_for(centres, op=True, minimum=rule.vs_rest_min_rel_floor)
-    rest_pct = float(np.median(rest_c)) / float(np.median(rest_b)) - 1.0
+    rest_pct = stats.median(rest_c) / stats.median(rest_b) - 1.0
     own_pct = o.cur_us / o.base_us - 1.0 if o.base_us > 0 else 0.0
     backed = own_pct >= rule.vs_rest_own_share * pct and rest_pct > -rule.shift_share * test_floor
     p = stats.mwu_greater(rc, rb * (1.0 + rule.vs_rest_shift_share * floor))
