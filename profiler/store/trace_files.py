@@ -22,7 +22,7 @@ from pathlib import Path
 
 from tprof_engine.model.errors import BaselineError, TprofError
 from tprof_engine.model.results import ProfiledTest
-from tprof_engine.model.verdicts import FAILING, SAVED, UNCHANGED
+from tprof_engine.model.verdicts import FAILING, INCONCLUSIVE, SAVED, UNCHANGED
 from tprof_engine.store import paths
 from tprof_engine.store.files import atomic_path
 
@@ -33,12 +33,14 @@ _RUN_PART = re.compile(r"(\.\d{8}T\d{6}\.\d{6})?(\.vs-baseline)?\.pt\.trace\.jso
 
 
 def wanted(verdict: str, *, every: bool, save_trace: bool) -> bool:
-    """Whether a test with this verdict leaves its trace."""
+    """Whether a test with this verdict leaves its trace: one whose ops moved or that could
+    not be compared does; one that passed with nothing to show (unchanged, or inconclusive:
+    its timing could not be judged) doesn't, unless every trace is asked for."""
     if every:
         return True
     if verdict == SAVED:
         return save_trace
-    return verdict != UNCHANGED
+    return verdict not in (UNCHANGED, INCONCLUSIVE)
 
 
 def with_trace(
