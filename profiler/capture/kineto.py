@@ -50,13 +50,40 @@ def started_quietly(prof: profile) -> Iterator[profile]:
     test's own stderr.  Only the start and the stop are filtered: what the body writes while
     profiled passes untouched.
     """
-    with kineto_lines_dropped():
+    with kineto_lines_dropped(), _inductor_left_unloaded():
         prof.__enter__()
     try:
         yield prof
     finally:
         with kineto_lines_dropped():
             prof.__exit__(None, None, None)
+
+
+@contextlib.contextmanager
+def _inductor_left_unloaded() -> Iterator[None]:
+    """Start a session without importing ``torch._inductor`` (about 1 s, once per process).
+
+    torch's profiler asks ``hasattr(torch, "_inductor")`` when it starts, to read inductor's
+    CUDA-graph setting; torch's lazy module attribute imports the package to answer.  Where
+    inductor isn't loaded yet, nothing has compiled with it, so its setting can't be on: for
+    the start alone, ``torch._inductor`` reads as absent (not imported), as it would have
+    before torch made it lazy.  Once inductor is loaded the question is answered as usual.
+    """
+    lazy = torch.__dict__.get("__getattr__")
+    if "torch._inductor" in sys.modules or not callable(lazy):
+        yield
+        return
+
+    def without_inductor(name: str) -> Any:
+        if name == "_inductor":
+            raise AttributeError(name)
+        return lazy(name)
+
+    torch.__dict__["__getattr__"] = without_inductor
+    try:
+        yield
+    finally:
+        torch.__dict__["__getattr__"] = lazy
 
 
 @contextlib.contextmanager

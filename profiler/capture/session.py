@@ -96,7 +96,7 @@ class Probe:
 
 def start_up_profiler() -> float:
     """Seconds to start and stop one empty profiler session: what a process's first session
-    costs beyond its rounds (torch imports ``torch._inductor`` then), paid here instead."""
+    costs beyond its rounds (kineto's own set-up), paid here instead of in a test's stages."""
     t0 = time.perf_counter()
     if not profiler_active():
         with started_quietly(profile(activities=[ProfilerActivity.CPU])):
