@@ -13,7 +13,7 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install -q --upgrade pip
 	@if $(PY) -c "import torch" 2>/dev/null; then echo "torch present: $$($(PY) -c 'import torch; print(torch.__version__)')"; \
 	else $(PY) -m pip install -q "$(TORCH_SPEC)" --extra-index-url $(TORCH_INDEX) --retries 0 --timeout 15 2>&1 \
-	  | grep -v '^WARNING' || true; $(PY) -c "import torch" || $(PY) -m pip install -q "$(TORCH_SPEC)"; fi
+	  | grep -v '^WARNING' || true; $(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install -q "$(TORCH_SPEC)"; fi
 	$(PY) -m pip install -q -e ".[test,html]"
 	touch $@
 

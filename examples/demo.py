@@ -23,6 +23,11 @@ def pytest(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[
     return subprocess.run(cmd, cwd=ROOT, env=env, text=True, capture_output=True, check=False)
 
 
+def _saved(line: str) -> bool:
+    """A line of the tprof summary that says what a save recorded."""
+    return line.startswith(("SAVED ", "NOT-SAVED "))
+
+
 def main() -> int:
     scratch = ROOT / ".tprof" / "demo"
     shutil.rmtree(scratch, ignore_errors=True)
@@ -37,6 +42,7 @@ def main() -> int:
         if done.returncode != 0:
             print(done.stdout[-4000:], done.stderr[-2000:])
             return done.returncode
+        print("\n".join(f"   {line}" for line in done.stdout.splitlines() if _saved(line)))
     print(f"\n   baselines under {base}\n")
     # Twice the hidden width: on a shared machine some ops of this small test run at one of
     # two speeds per process, and floors learned from three sessions can reach 30-100 %, so a
