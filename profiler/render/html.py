@@ -7,12 +7,9 @@ network and no script runs in it.  Everything renders from the ``--tprof-json`` 
 
 from __future__ import annotations
 
-import base64
 import html
-import io
 import os
 import re
-import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -20,7 +17,8 @@ from urllib.parse import quote
 
 from tprof_engine.model.errors import TprofError
 from tprof_engine.model.verdicts import FLAGGED_OPS
-from tprof_engine.render import fmt
+from tprof_engine.render import charts, fmt
+from tprof_engine.render.charts import COLOURS
 from tprof_engine.render.rows import (
     NUMERIC_COLUMNS,
     OP_COLUMNS,
@@ -33,28 +31,12 @@ from tprof_engine.render.rows import (
 )
 
 if TYPE_CHECKING:
-    from matplotlib.figure import Figure
+    pass
 
 
 EXTRA = "html"
 INSTALL_HINT = f"pip install 'pytest-tprof[{EXTRA}]'"
-CHART_OPS = 15  # bars per family panel
 TABLE_ROWS = 25  # op rows shown before the rest is folded away
-LABEL_CHARS = 48
-
-
-# One colour per op verdict, shared by the charts and the badges.
-COLOURS = {
-    "regressed": "#c62828",
-    "improved": "#2e7d32",
-    "new": "#ef6c00",
-    "calls-changed": "#ef6c00",
-    "removed": "#1565c0",
-}
-
-
-OTHER = "#9e9e9e"
-BASELINE = "#90a4ae"
 
 
 BADGE = {
@@ -182,20 +164,23 @@ def _section(i: int, t: Mapping[str, Any], link_base: Path | None) -> list[str]:
     if facts:
         out.append("<ul class='facts'>" + "".join(f"<li>{x}</li>" for x in facts) + "</ul>")
     out += _module_table(fmt.module_rows(t.get("work")))
+    moved = charts.work_chart(t.get("work"))
+    if moved:
+        out.append(moved)
     ops = [o for o in t.get("ops", []) if isinstance(o, Mapping)]
     totals = {
         str(f.get("family")): fmt.num(f.get("baseline_total_us")) or 0.0
         for f in t.get("families", [])
         if isinstance(f, Mapping)
     }
-    chart = _delta_chart(ops, totals, str(t.get("nodeid", "")))
+    chart = charts.delta_chart(ops, totals, str(t.get("nodeid", "")))
     if chart:
         out.append(chart)
     rounds = [r for r in t.get("round_samples", []) if isinstance(r, Mapping)]
     if rounds:
-        out.append(_rounds_chart(rounds))
+        out.append(charts.rounds_chart(rounds))
     else:
-        medians = _medians_chart([o for o in ops if o.get("verdict") in FLAGGED_OPS])
+        medians = charts.medians_chart([o for o in ops if o.get("verdict") in FLAGGED_OPS])
         if medians:
             out.append(medians)
     out += _op_table(op_rows(t))
@@ -276,173 +261,6 @@ def _op_table(shown: Sequence[OpRow]) -> list[str]:
             f"<table class='ops'>{head}{rest}</table></details>"
         )
     return out
-
-
-def _label(name: str) -> str:
-    return name if len(name) <= LABEL_CHARS else name[: LABEL_CHARS - 1] + "…"
-
-
-def _delta_chart(ops: Sequence[Mapping[str, Any]], totals: Mapping[str, float], title: str) -> str:
-    """Horizontal bars of Δ self time per round for each family's most telling ops.
-
-    The axis spans at least 5 % of the family's round total, so noise on an unchanged test
-    draws as short bars rather than filling the chart.
-    """
-    panels = []
-    for fam in ("cpu", "cuda"):
-        rows = [o for o in ops if o.get("family") == fam and fmt.num(o.get("delta_us")) is not None]
-        if rows:
-            panels.append((fam, fmt.ops_by_interest(rows)[:CHART_OPS]))
-    if not panels:
-        return ""
-    from matplotlib.figure import Figure
-    from matplotlib.patches import Patch
-
-    tallest = max(len(rows) for _, rows in panels)
-    fig = Figure(figsize=(5.6 * len(panels) + 1.5, 0.26 * tallest + 1.3), layout="constrained")
-    axes = fig.subplots(1, len(panels), squeeze=False)[0]
-    used: dict[str, str] = {}
-    for ax, (fam, rows) in zip(axes, panels, strict=True):
-        _delta_panel(ax, fam, rows, totals.get(fam, 0.0), used)
-    handles = [Patch(color=c, label=v) for v, c in used.items()]
-    fig.legend(handles=handles, loc="outside lower center", ncols=len(handles), frameon=False)
-    return _img(fig, f"per-op deltas of {title}")
-
-
-def _delta_panel(
-    ax: Any, fam: str, rows: Sequence[Mapping[str, Any]], total: float, used: dict[str, str]
-) -> None:
-    """One family's bars, labelled with each op's change; ``used`` gathers the legend."""
-    deltas = [fmt.num(o.get("delta_us")) or 0.0 for o in rows]
-    colours = []
-    for o in rows:
-        v = str(o.get("verdict", ""))
-        colour = COLOURS.get(v, OTHER)
-        used[v if v in COLOURS else "other"] = colour
-        colours.append(colour)
-    y = list(range(len(rows)))
-    ax.barh(y, deltas, color=colours, height=0.7)
-    ax.set_yticks(y, [_label(str(o.get("op"))) for o in rows])
-    ax.invert_yaxis()
-    ax.axvline(0.0, color="#424242", linewidth=0.8)
-    ax.set_xlabel("Δ self time per round (µs), current − baseline")
-    ax.set_title(f"{fmt.FAMILY[fam]}: per-op deltas")
-    span = max(max(abs(d) for d in deltas), 0.05 * total) or 1.0
-    for yi, d, o in zip(y, deltas, rows, strict=True):
-        text = fmt.pct(o.get("delta_pct"), str(o.get("verdict", "")))
-        ax.text(
-            d + (0.02 * span if d >= 0 else -0.02 * span),
-            yi,
-            text,
-            va="center",
-            ha="left" if d >= 0 else "right",
-            fontsize=8,
-            color="#212121",
-        )
-    lo = min(0.0, *deltas)
-    hi = max(0.0, *deltas)
-    left = lo - 0.22 * span if lo < 0 else -0.05 * span
-    right = max(hi, span if hi > 0 else 0.0) + 0.22 * span
-    ax.set_xlim(left, right)
-    ax.grid(axis="x", color="#e0e0e0", linewidth=0.6)
-    ax.set_axisbelow(True)
-    for side in ("top", "right"):
-        ax.spines[side].set_visible(False)
-
-
-def _medians_chart(flagged: Sequence[Mapping[str, Any]]) -> str:
-    """Baseline and current fast-round time of the flagged ops, side by side."""
-    rows = [
-        o
-        for o in fmt.ops_by_interest(flagged)[:CHART_OPS]
-        if fmt.num(o.get("baseline_median_us")) is not None
-        and fmt.num(o.get("current_median_us")) is not None
-    ]
-    if not rows:
-        return ""
-    from matplotlib.figure import Figure
-    from matplotlib.patches import Patch
-
-    fig = Figure(figsize=(8.0, 0.42 * len(rows) + 1.3), layout="constrained")
-    ax = fig.subplots()
-    y = list(range(len(rows)))
-    base = [fmt.num(o.get("baseline_median_us")) or 0.0 for o in rows]
-    cur = [fmt.num(o.get("current_median_us")) or 0.0 for o in rows]
-    colours = [COLOURS.get(str(o.get("verdict")), OTHER) for o in rows]
-    ax.barh([v - 0.2 for v in y], base, height=0.38, color=BASELINE)
-    ax.barh([v + 0.2 for v in y], cur, height=0.38, color=colours)
-    labels = [
-        f"{_label(str(o.get('op')))} ({fmt.FAMILY.get(str(o.get('family')), '')})" for o in rows
-    ]
-    ax.set_yticks(y, labels)
-    ax.invert_yaxis()
-    ax.set_xlabel("fast-round self time per round (µs, 25th percentile)")
-    ax.set_title("Flagged ops: baseline vs current")
-    ax.grid(axis="x", color="#e0e0e0", linewidth=0.6)
-    ax.set_axisbelow(True)
-    for side in ("top", "right"):
-        ax.spines[side].set_visible(False)
-    handles = [Patch(color=BASELINE, label="baseline"), Patch(color=colours[0], label="current")]
-    fig.legend(handles=handles, loc="outside lower center", ncols=2, frameon=False)
-    return _img(fig, "baseline vs current fast-round times of the flagged ops")
-
-
-def _rounds_chart(rounds: Sequence[Mapping[str, Any]]) -> str:
-    """Per-round distributions of the flagged ops: baseline rounds vs current rounds."""
-    from matplotlib.figure import Figure
-
-    rows = [r for r in rounds if r.get("baseline_us") or r.get("current_us")][:CHART_OPS]
-    if not rows:
-        return ""
-    fig = Figure(figsize=(8.0, 0.75 * len(rows) + 1.3), layout="constrained")
-    ax = fig.subplots()
-    data: list[list[float]] = []
-    positions: list[float] = []
-    for i, r in enumerate(rows):
-        data += [list(r.get("baseline_us") or [0.0]), list(r.get("current_us") or [0.0])]
-        positions += [i - 0.18, i + 0.18]
-    parts = ax.boxplot(data, positions=positions, orientation="horizontal", widths=0.3,
-                       patch_artist=True, showfliers=True, manage_ticks=False)  # fmt: skip
-    for k, box in enumerate(parts["boxes"]):
-        box.set_facecolor(BASELINE if k % 2 == 0 else COLOURS.get("regressed", OTHER))
-    labels = [
-        f"{_label(str(r.get('op')))} ({fmt.FAMILY.get(str(r.get('family')), '')})" for r in rows
-    ]
-    ax.set_yticks(list(range(len(rows))), labels)
-    ax.invert_yaxis()
-    low, high, beyond = _box_axis(parts["whiskers"], data)
-    ax.set_xlim(low, high)
-    plural = "" if beyond == 1 else "s"
-    clipped = f"; {beyond} outlying round{plural} beyond the axis" if beyond else ""
-    ax.set_xlabel(
-        "self time per round, drift-probe units (µs); upper box: baseline, lower: current" + clipped
-    )
-    ax.set_title("Flagged ops: per-round distributions")
-    ax.grid(axis="x", color="#e0e0e0", linewidth=0.6)
-    for side in ("top", "right"):
-        ax.spines[side].set_visible(False)
-    return _img(fig, "per-round distributions of the flagged ops, baseline vs current")
-
-
-def _box_axis(whiskers: Sequence[Any], data: Sequence[Sequence[float]]) -> tuple[float, float, int]:
-    """An axis that spans the whiskers (a lone slow round must not flatten every box),
-    and how many rounds fall outside it."""
-    ends = [float(x) for w in whiskers for x in w.get_xdata()]
-    low, high = min(ends), max(ends)
-    pad = 0.08 * (high - low or abs(high) or 1.0)
-    low, high = max(0.0, low - pad), high + pad
-    beyond = sum(1 for values in data for v in values if not low <= v <= high)
-    return low, high, beyond
-
-
-def _img(fig: Figure, alt: str) -> str:
-    buf = io.StringIO()
-    with warnings.catch_warnings():
-        # A glyph missing from the layout font only changes how a label measures.
-        warnings.filterwarnings("ignore", message="Glyph .* missing from", category=UserWarning)
-        fig.savefig(buf, format="svg", metadata={"Date": None})
-    data = base64.b64encode(buf.getvalue().encode("utf-8")).decode("ascii")
-    return f"<img class='chart' alt='{_e(alt)}' src='data:image/svg+xml;base64,{data}'>"
 
 
 _STYLE = """

@@ -257,13 +257,13 @@ def test_html_round_chart_axis_spans_the_boxes_not_one_slow_round() -> None:
     pytest.importorskip("matplotlib")
     import matplotlib
 
-    from tprof_engine.render.html import _rounds_chart
+    from tprof_engine.render.charts import rounds_chart
 
     rng = np.random.default_rng(3)
     base = (100 + 200 * rng.random(20)).tolist()
     cur = [*(150 + 150 * rng.random(19)).tolist(), 8000.0]
     with matplotlib.rc_context({"svg.fonttype": "none"}):
-        img = _rounds_chart([{"op": "aten::mm", "family": "cpu", "baseline_us": base,
+        img = rounds_chart([{"op": "aten::mm", "family": "cpu", "baseline_us": base,
                               "current_us": cur}])  # fmt: skip
     (svg,) = charts(img)
     ticks = [float(t.replace(",", "")) for t in re.findall(r">\s*([\d,]+(?:\.\d+)?)\s*<", svg)]

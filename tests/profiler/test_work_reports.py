@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from tprof_engine.decide.work_gate import judge_work
 from tprof_engine.model.results import ProfiledTest
 from tprof_engine.model.verdicts import REGRESSED, OpVerdict, TestVerdict
@@ -98,3 +100,21 @@ def test_a_round_trip_through_xdist_keeps_the_work_verdict() -> None:
     original = profiled(regressed())
     again = ProfiledTest.from_dict(original.to_dict())
     assert again.verdict.work == original.verdict.work
+
+
+def test_html_draws_the_work_that_moved_per_module() -> None:
+    pytest.importorskip("matplotlib")
+    import base64
+    import re
+
+    from tprof_engine.render.html import html_report
+
+    page = html_report(json_report([profiled(regressed())], environment={}))
+    svgs = [
+        base64.b64decode(d).decode("utf-8")
+        for d in re.findall(r"src='data:image/svg\+xml;base64,([A-Za-z0-9+/=]+)'", page)
+    ]
+    (work,) = [s for s in svgs if "Work that moved, per module and phase" in s]
+    assert "fc1 (backward)" in work
+    assert "FLOPs +200%" in work
+    assert "fc2 (backward)" not in work  # its work didn't move
