@@ -128,9 +128,7 @@ class TprofPlugin:
     @property
     def runner(self) -> Runner:
         if self._runner is None:
-            self._runner = Runner(
-                self.settings.run, extra_soft=_benchmark_machine_info(self.config)
-            )
+            self._runner = Runner(self.settings.run)
         return self._runner
 
     # ------------------------------------------------------------------ profiling
@@ -466,22 +464,3 @@ def _coverage_line(tracer: str | None, *, pytest_cov: bool, save: bool) -> str |
     if save:
         return f"tprof: {who}: --tprof-save records no baseline under it; save without coverage"
     return f"tprof: {who}: calls and work gate as usual; timings are reported, not gated"
-
-
-def _benchmark_machine_info(config: pytest.Config) -> dict[str, Any]:
-    """Soft fingerprint keys from pytest-benchmark's machine info, when it is installed."""
-    try:
-        from pytest_benchmark.plugin import pytest_benchmark_generate_machine_info
-    except ImportError:
-        return {}
-    try:
-        info = pytest_benchmark_generate_machine_info()
-    except Exception:  # its probes of the machine must never break a test run
-        return {}
-    cpu = info.get("cpu") or {}
-    return {
-        "machine_node": info.get("node"),
-        "processor": info.get("processor"),
-        "python_implementation": info.get("python_implementation"),
-        "cpu_brand": cpu.get("brand_raw") if isinstance(cpu, dict) else None,
-    }
