@@ -13,9 +13,9 @@ profiler events:
   takes the work census and compares; it writes its gzipped trace only when the verdict
   wants one: a test that passes keeps none, while the hand-written script always exports);
   ``--no-tprof-confirm`` so a noisy verdict doesn't re-measure and ``--tprof-min-round-us=0``
-  so calibration doesn't change the event count.  tprof runs 2 of its 3 warm-up rounds
-  unprofiled and profiles the last (21 rounds in the session, the warm-up round dropped from
-  the table) and runs its ≈200 µs drift probe in every profiled round.
+  so calibration doesn't change the event count.  tprof profiles its 3 warm-up rounds too
+  (23 rounds in the session, the warm-up dropped from the table) and runs its ≈200 µs drift
+  probe in every round.
 * ``tprof-save``: the same test with ``--tprof-save`` (writes the baseline instead of comparing).
   Both run with ``--tprof-threads=0`` (torch's own intra-op threads, as the hand-written test),
   so the two sides do the same work; ``tprof 1-thr`` is ``tprof`` with tprof's default of one

@@ -257,16 +257,8 @@ def _why_no_ops(value: Any) -> str:
 
 
 def _capture_once(call: Call, spec: RoundSpec) -> CaptureResult:
-    """One capture: the warm-up rounds but the last outside the profiler, then the last
-    warm-up round (which also absorbs the session's start) and the measured rounds in it.
-
-    Only the last warm-up round is compared with the first measured one, so the earlier ones
-    need no profile: their events were a seventh of a default session's, read and dropped.
-    """
     watch = Stopwatch()
-    profiled = replace(spec, warmup=min(spec.warmup, 1))
-    _warm_up(call, spec, spec.warmup - profiled.warmup, watch)
-    prof, wall_us, (load, starts_ns), value = _profile_rounds(call, profiled, watch)
+    prof, wall_us, (load, starts_ns), value = _profile_rounds(call, spec, watch)
 
     with watch.stage("reduce"):
         if REDUCTION_PATH == "raw-events":
@@ -274,8 +266,8 @@ def _capture_once(call: Call, spec: RoundSpec) -> CaptureResult:
         else:
             table = table_from_function_events(prof, wall_us=wall_us)
         table = replace(table, load=load)
-        settled = warmup_settled(table, profiled.warmup)
-        table = drop_leading_rounds(table, profiled.warmup)
+        settled = warmup_settled(table, spec.warmup)
+        table = drop_leading_rounds(table, spec.warmup)
 
     later = functools.partial(write_trace, prof, counters=round_counters(starts_ns, wall_us, load))
     path = spec.trace_path
@@ -295,17 +287,6 @@ def _capture_once(call: Call, spec: RoundSpec) -> CaptureResult:
         meta={"events": table.meta.get("events", 0)},
         write_trace=later,
     )
-
-
-def _warm_up(call: Call, spec: RoundSpec, rounds: int, watch: Stopwatch) -> None:
-    """``rounds`` warm-up rounds of the body, unprofiled (the body's time, as its rounds are)."""
-    t0 = time.perf_counter()
-    for _ in range(rounds):
-        args, kwargs = call.arguments()
-        for _ in range(spec.iterations):
-            call.fn(*args, **kwargs)
-        sync(spec.cuda)
-    watch.add("rounds", time.perf_counter() - t0)
 
 
 def _profile_rounds(
