@@ -116,7 +116,9 @@ def calibrate_iterations(
     max_iterations: int = MAX_ITERATIONS,
     cuda: bool = False,
 ) -> int:
-    """Calls of ``fn`` per round so a round lasts at least ``min_round_us`` (unprofiled timing)."""
+    """Calls of ``fn`` per round so a round lasts at least ``min_round_us`` (unprofiled timing),
+    rounded up to the 1-2-5 series (1, 2, 5, 10, 20, …): two machines of somewhat different
+    speed then choose the same count, so their sessions share a protocol and merge."""
     if min_round_us <= 0:
         return 1
     fn()
@@ -129,7 +131,17 @@ def calibrate_iterations(
         best = min(best, (time.perf_counter_ns() - t0) / 1000.0)
     if best >= min_round_us:
         return 1
-    return int(min(max_iterations, math.ceil(min_round_us / max(best, 0.01))))
+    return min(max_iterations, on_grid(math.ceil(min_round_us / max(best, 0.01))))
+
+
+def on_grid(n: int) -> int:
+    """The smallest of 1, 2, 5, 10, 20, 50, … that is at least ``n``."""
+    scale = 1
+    while True:
+        for step in (1, 2, 5):
+            if step * scale >= n:
+                return step * scale
+        scale *= 10
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
