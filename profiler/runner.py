@@ -43,7 +43,7 @@ class _Found:
 class Runner:
     """Holds the environment fingerprint and profiles tests against their baselines."""
 
-    def __init__(self, config: RunConfig, *, extra_soft: Mapping[str, Any] | None = None) -> None:
+    def __init__(self, config: RunConfig) -> None:
         # torch, only once a test is profiled
         from tprof_engine.capture import borrowed, census, facts, session
 
@@ -54,7 +54,7 @@ class Runner:
         self.facts = facts.torch_facts()
         if config.threads > 0:
             self.facts["threads"] = config.threads
-        self.fingerprint = Fingerprint.collect(self.facts, extra_soft)
+        self.fingerprint = Fingerprint.collect(self.facts)
         self.reduction = facts.REDUCTION_PATH
         self.run_stamp = trace_files.run_stamp()  # names this run's traces
         self.startup_s: float | None = None  # the process's first profiler start (once)

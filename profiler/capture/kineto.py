@@ -163,14 +163,13 @@ def _readers(
     prof: profile, events: Any, name_idx: IntArray, col: Callable[[Callable[[Any], Any], Any], Any]
 ) -> tuple[Callable[[Callable[[Any], Any], Any], Any], _BoolArray]:
     """How to read a flag of each event, and which events are on the host."""
-    if set(getattr(prof, "activities", None) or {"?"}) <= {ProfilerActivity.CPU}:
-        return _per_name(events, name_idx, int(name_idx.max()) + 1), np.ones(len(events), bool)
+    activities = getattr(prof, "activities", None)  # unknown: read every event's own
+    if activities and set(activities) <= {ProfilerActivity.CPU}:
+        return _per_name(events, name_idx), np.ones(len(events), bool)
     return col, col(type(events[0]).device_type, object) == _CPU
 
 
-def _per_name(
-    events: Any, name_idx: IntArray, names: int
-) -> Callable[[Callable[[Any], Any], Any], Any]:
+def _per_name(events: Any, name_idx: IntArray) -> Callable[[Callable[[Any], Any], Any], Any]:
     """A column reader that reads each name's first event and gives every event its name's.
 
     For a session of the CPU alone: it has only host events, and there a name is one kind of
@@ -181,7 +180,7 @@ def _per_name(
     picked = [events[i] for i in first.tolist()]
 
     def col(getter: Callable[[Any], Any], dtype: Any) -> Any:
-        return np.fromiter(map(getter, picked), dtype=dtype, count=names)[name_idx]
+        return np.fromiter(map(getter, picked), dtype=dtype, count=len(picked))[name_idx]
 
     return col
 

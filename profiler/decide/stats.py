@@ -30,7 +30,7 @@ def quantile(values: FloatArray, q: float) -> float:
     below = min(max(math.floor(virtual), 0), n - 1)
     above = min(below + 1, n - 1)
     gamma = virtual - math.floor(virtual)
-    part = np.partition(values, (below, above)) if above != below else np.partition(values, below)
+    part = np.partition(values, (below, above))
     a, b = float(part[below]), float(part[above])
     diff = b - a
     return b - diff * (1.0 - gamma) if gamma >= 0.5 else a + diff * gamma

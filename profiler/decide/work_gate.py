@@ -207,10 +207,9 @@ def _gate_lines(
     """Reasons for growth beyond the floor and for shrinkage beyond it, totals first."""
     grew: list[str] = []
     shrank: list[str] = []
-    for measure, base, cur in _total_measures(sides):
-        if abs(cur - base) > floor * base:
-            line = f"total {measure} {_change(base, cur)} ({base:,} → {cur:,})"
-            (grew if cur > base else shrank).append(line)
+    for measure, base, cur in _totals_past(sides, floor):
+        line = f"total {measure} {_change(base, cur)} ({base:,} → {cur:,})"
+        (grew if cur > base else shrank).append(line)
     reps = Replacements.of(rows)
     named = False
     for line, direction in _replacement_lines(rows, reps, sides, floor):
@@ -234,16 +233,21 @@ def _totals_moved(sides: _Sides, floor: float, direction: int) -> tuple[str, ...
     """The totals that moved past the floor in ``direction``, short (their reasons' order)."""
     return tuple(
         f"{measure} {_change(base, cur)}"
-        for measure, base, cur in _total_measures(sides)
-        if abs(cur - base) > floor * base and (cur - base) * direction > 0
+        for measure, base, cur in _totals_past(sides, floor)
+        if (cur - base) * direction > 0
     )
 
 
-def _total_measures(sides: _Sides) -> tuple[tuple[str, int, int], ...]:
-    return (
-        ("FLOPs", sides.base_flops, sides.cur_flops),
-        ("bytes", sides.base_bytes, sides.cur_bytes),
-    )
+def _totals_past(sides: _Sides, floor: float) -> list[tuple[str, int, int]]:
+    """The test's totals (measure, baseline, current) that moved by more than the floor."""
+    return [
+        (measure, base, cur)
+        for measure, base, cur in (
+            ("FLOPs", sides.base_flops, sides.cur_flops),
+            ("bytes", sides.base_bytes, sides.cur_bytes),
+        )
+        if abs(cur - base) > floor * base
+    ]
 
 
 def _replacement_lines(

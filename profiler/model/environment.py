@@ -76,9 +76,7 @@ class Fingerprint:
     soft: Mapping[str, Any] = field(default_factory=dict)
 
     @classmethod
-    def collect(
-        cls, torch_facts: Mapping[str, Any], extra_soft: Mapping[str, Any] | None = None
-    ) -> Fingerprint:
+    def collect(cls, torch_facts: Mapping[str, Any]) -> Fingerprint:
         hard: dict[str, Any] = {
             "torch": torch_facts.get("torch"),
             "device": "cuda" if torch_facts.get("cuda_available") else "cpu",
@@ -102,7 +100,6 @@ class Fingerprint:
             "cpu_count": os.cpu_count(),
             "device": device_used(torch_facts, os.environ),
         }
-        soft.update(extra_soft or {})
         return cls(hard=hard, soft=soft)
 
     @classmethod

@@ -99,10 +99,7 @@ def _delta_panel(
     left = lo - 0.22 * span if lo < 0 else -0.05 * span
     right = max(hi, span if hi > 0 else 0.0) + 0.22 * span
     ax.set_xlim(left, right)
-    ax.grid(axis="x", color="#e0e0e0", linewidth=0.6)
-    ax.set_axisbelow(True)
-    for side in ("top", "right"):
-        ax.spines[side].set_visible(False)
+    _plain_axes(ax)
 
 
 def medians_chart(flagged: Sequence[Mapping[str, Any]]) -> str:
@@ -133,10 +130,7 @@ def medians_chart(flagged: Sequence[Mapping[str, Any]]) -> str:
     ax.invert_yaxis()
     ax.set_xlabel("fast-round self time per round (µs, 25th percentile)")
     ax.set_title("Flagged ops: baseline vs current")
-    ax.grid(axis="x", color="#e0e0e0", linewidth=0.6)
-    ax.set_axisbelow(True)
-    for side in ("top", "right"):
-        ax.spines[side].set_visible(False)
+    _plain_axes(ax)
     handles = [Patch(color=BASELINE, label="baseline"), Patch(color=colours[0], label="current")]
     fig.legend(handles=handles, loc="outside lower center", ncols=2, frameon=False)
     return _img(fig, "baseline vs current fast-round times of the flagged ops")
@@ -173,9 +167,7 @@ def rounds_chart(rounds: Sequence[Mapping[str, Any]]) -> str:
         "self time per round, drift-probe units (µs); upper box: baseline, lower: current" + clipped
     )
     ax.set_title("Flagged ops: per-round distributions")
-    ax.grid(axis="x", color="#e0e0e0", linewidth=0.6)
-    for side in ("top", "right"):
-        ax.spines[side].set_visible(False)
+    _plain_axes(ax)
     return _img(fig, "per-round distributions of the flagged ops, baseline vs current")
 
 
@@ -188,6 +180,14 @@ def _box_axis(whiskers: Sequence[Any], data: Sequence[Sequence[float]]) -> tuple
     low, high = max(0.0, low - pad), high + pad
     beyond = sum(1 for values in data for v in values if not low <= v <= high)
     return low, high, beyond
+
+
+def _plain_axes(ax: Any) -> None:
+    """Every chart's axes: light vertical grid lines behind the data, no top or right frame."""
+    ax.grid(axis="x", color="#e0e0e0", linewidth=0.6)
+    ax.set_axisbelow(True)
+    for side in ("top", "right"):
+        ax.spines[side].set_visible(False)
 
 
 def _img(fig: Figure, alt: str) -> str:
@@ -232,10 +232,7 @@ def work_chart(work: Any) -> str:
     ax.set_xlim(0, max(*shares, 1.0) * 1.3)
     ax.set_xlabel("current work over baseline work (FLOPs, or bytes where no FLOPs moved)")
     ax.set_title("Work that moved, per module and phase (exact)")
-    ax.grid(axis="x", color="#e0e0e0", linewidth=0.6)
-    ax.set_axisbelow(True)
-    for side in ("top", "right"):
-        ax.spines[side].set_visible(False)
+    _plain_axes(ax)
     handles = [
         Patch(color=BASELINE, label="baseline"),
         Patch(color=COLOURS["regressed"], label="current, more"),

@@ -83,11 +83,14 @@ def work_facts(work: Any, *, limit: int = 6) -> tuple[str, list[str]]:
     return head, [*reasons[:limit], *more]
 
 
+def work_failed(work: Any) -> bool:
+    """Whether a report's ``work`` section failed its test (its exact cause then leads)."""
+    return isinstance(work, Mapping) and work.get("verdict") == REGRESSED
+
+
 def work_cause(work: Any) -> list[str]:
     """A regressed work verdict as one cause (``[]`` for any other)."""
-    if not isinstance(work, Mapping) or work.get("verdict") != REGRESSED:
-        return []
-    return [f"work regressed: {_work_verdict(work).headline()}"]
+    return [f"work regressed: {_work_verdict(work).headline()}"] if work_failed(work) else []
 
 
 def _work_verdict(work: Mapping[str, Any]) -> WorkVerdict:

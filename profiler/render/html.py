@@ -12,7 +12,7 @@ import os
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import quote
 
 from tprof_engine.model.errors import TprofError
@@ -29,10 +29,6 @@ from tprof_engine.render.rows import (
     op_rows,
     why,
 )
-
-if TYPE_CHECKING:
-    pass
-
 
 EXTRA = "html"
 INSTALL_HINT = f"pip install 'pytest-tprof[{EXTRA}]'"
@@ -151,7 +147,7 @@ def _section(i: int, t: Mapping[str, Any], link_base: Path | None) -> list[str]:
     timing = ([_e(moved)] if moved else []) + [_e(line) for line in family_lines(t)]
     head, where = fmt.work_facts(t.get("work"))
     work = [_e(head) + _list(where)] if head else []
-    facts = [*work, *timing] if fmt.work_cause(t.get("work")) else [*timing, *work]
+    facts = [*work, *timing] if fmt.work_failed(t.get("work")) else [*timing, *work]
     facts += [_e(n) for n in t.get("notes", []) if n]
     if t.get("trace"):
         href = _href(str(t["trace"]), link_base)
@@ -164,9 +160,9 @@ def _section(i: int, t: Mapping[str, Any], link_base: Path | None) -> list[str]:
     if facts:
         out.append("<ul class='facts'>" + "".join(f"<li>{x}</li>" for x in facts) + "</ul>")
     out += _module_table(fmt.module_rows(t.get("work")))
-    moved = charts.work_chart(t.get("work"))
-    if moved:
-        out.append(moved)
+    work_chart = charts.work_chart(t.get("work"))
+    if work_chart:
+        out.append(work_chart)
     ops = [o for o in t.get("ops", []) if isinstance(o, Mapping)]
     totals = {
         str(f.get("family")): fmt.num(f.get("baseline_total_us")) or 0.0

@@ -75,7 +75,7 @@ def _details(t: Mapping[str, Any]) -> list[str]:
     work = [f"- {_cell(head)}", *(f"  - {_cell(x)}" for x in moved)] if head else []
     timing = [rows.drift(t.get("uniform_shift"), t.get("probe_shift")), *rows.family_lines(t)]
     timing_items = [f"- {_cell(x)}" for x in timing if x]
-    exact_first = fmt.work_cause(t.get("work"))
+    exact_first = fmt.work_failed(t.get("work"))
     out += [*work, *timing_items] if exact_first else [*timing_items, *work]
     out += [f"- {_cell(str(n))}" for n in t.get("notes", []) if n]
     for name in ("trace", "baseline"):
