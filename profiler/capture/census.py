@@ -45,6 +45,7 @@ from tprof_engine.model.work import (
     RowKey,
     WorkRow,
     WorkTable,
+    is_collective,
 )
 
 _NOT_WORK_NAMESPACES: Final = frozenset({"profiler", "prim"})
@@ -140,6 +141,7 @@ class _Tally:
     dtypes: set[torch.dtype] = field(default_factory=set)
     grad_fns: set[str] = field(default_factory=set)
     source: str = ""
+    group: int = 0  # a collective's process group size
 
     def dtype_names(self) -> tuple[str, ...]:
         return tuple(sorted(_dtype_name(d) for d in self.dtypes))
@@ -163,6 +165,7 @@ class _Tally:
             varies=varies,
             grad_fns=tuple(sorted(self.grad_fns)),
             source=self.source,
+            group=self.group,
         )
 
 
@@ -361,6 +364,8 @@ class _Census(TorchDispatchMode):
         self, key: RowKey, facts: _OpFacts, args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> _Tally:
         tally = self._round.rows[key] = _Tally(signature=_signature(facts, args, kwargs))
+        if is_collective(facts.name):
+            tally.group = _group_size(args, kwargs)
         if self._stack:
             tally.source = user_line()
         return tally
@@ -398,6 +403,23 @@ def _flops(
         return int(formula(*args, **kwargs, out_val=out))
     except (RuntimeError, AssertionError, ValueError):
         return 0
+
+
+def _group_size(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> int:
+    """The size of the process group a collective runs in: c10d's ops pass the group as a
+    script object, the functional collectives by its name; 0 where neither says."""
+    import torch.distributed as dist
+
+    for value in (*args, *kwargs.values()):
+        try:
+            if isinstance(value, torch.ScriptObject):
+                return int(dist.ProcessGroup.unbox(value).size())
+            resolve = getattr(dist.distributed_c10d, "_resolve_process_group", None)
+            if isinstance(value, str) and resolve is not None:
+                return int(resolve(value).size())
+        except (RuntimeError, ValueError, KeyError, AttributeError):
+            continue  # a ReduceOp, a tag: not the group
+    return 0
 
 
 def _note_grad_fn(tally: _Tally) -> None:

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from tprof_engine.decide import busy
+from tprof_engine.decide.comm_gate import judge_communication, without_collectives
 from tprof_engine.decide.families import HOST_FAMILY
 from tprof_engine.decide.rule import Rule
 from tprof_engine.decide.timing import NOTHING_CHANGED, compare_across
@@ -24,6 +25,7 @@ from tprof_engine.model.limits import is_count
 from tprof_engine.model.records import OpTable
 from tprof_engine.model.verdicts import (
     BUSY,
+    COMMUNICATION,
     COMPILE,
     IMPROVED,
     INCOMPARABLE,
@@ -245,7 +247,10 @@ def with_work(
             f"{baseline.census}, now {current.census}: attention and RNN FLOPs, hook and "
             "optimizer phases); record a session with --tprof-save to gate work again"
         )
-    work = judge_work(baseline, current, floor=rule.work_floor)
+    verdict = with_communication(verdict, baseline, current)
+    work = judge_work(
+        without_collectives(baseline), without_collectives(current), floor=rule.work_floor
+    )
     word = worst([verdict.verdict, work.verdict])
     reason = verdict.reason
     if work.verdict != UNCHANGED:
@@ -260,6 +265,32 @@ def with_work(
 
 
 GRAPH_PREFIX = GRAPH_KEY.split("{")[0]
+
+
+def with_communication(
+    verdict: TestVerdict, baseline: WorkTable, current: WorkTable
+) -> TestVerdict:
+    """The collectives gated exactly (``comm_gate``): a communication cause, failing when any
+    collective is new, called more often or sends more per step."""
+    comm = judge_communication(baseline, current)
+    if comm.not_gated:
+        verdict = verdict.with_notes(
+            "collectives not gated (their counts differ between census rounds): "
+            + ", ".join(comm.not_gated)
+        )
+    if comm.verdict == UNCHANGED:
+        return verdict
+    text = "communication: " + "; ".join(comm.lines)
+    failing = comm.verdict == REGRESSED
+    verdict = verdict.with_cause(Cause(kind=COMMUNICATION, text=text, failing=failing))
+    word = worst([verdict.verdict, comm.verdict])
+    if verdict.reason == NOTHING_CHANGED:
+        reason = text
+    elif failing:
+        reason = f"{text} | {verdict.reason}"
+    else:
+        reason = f"{verdict.reason} | {text}"
+    return replace(verdict, verdict=word, reason=reason)
 
 
 def _differences(

@@ -57,7 +57,7 @@ def next_step(
 def needs_remeasurement(verdict: TestVerdict) -> bool:
     """A timing regression is measured again before it fails a test, unless the work the
     test does already fails it: work doesn't drift, so it needs no second look."""
-    return verdict.timing_regressed and not verdict.work_regressed
+    return verdict.timing_regressed and not verdict.exact_regressed
 
 
 def after_remeasurement(again: TestVerdict) -> TestVerdict:
@@ -80,7 +80,7 @@ def needs_fresh_process(verdict: TestVerdict) -> bool:
         verdict.regressed
         and verdict.timing_regressed
         and not verdict.structure_regressed
-        and not verdict.work_regressed
+        and not verdict.exact_regressed
     )
 
 

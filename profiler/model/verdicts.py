@@ -225,10 +225,11 @@ class RoundSamples:
 
 
 # What decided a verdict beyond the families' op and total figures, each a cause of its own.
-CauseKind = Literal["compile", "memory", "busy"]
+CauseKind = Literal["compile", "memory", "busy", "communication"]
 COMPILE: Final = "compile"  # torch.compile's graphs per call or a recompilation
 MEMORY: Final = "memory"  # the exact memory gate (--tprof-collect=memory)
 BUSY: Final = "busy"  # the machine disturbed too many rounds for timing to be judged
+COMMUNICATION: Final = "communication"  # the collectives' exact gate (distributed tests)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -294,6 +295,14 @@ class TestVerdict:
     @property
     def work_regressed(self) -> bool:
         return self.work is not None and self.work.regressed
+
+    @property
+    def exact_regressed(self) -> bool:
+        """The work or the collectives fail the test: counts that don't drift, so the
+        failure needs no second look."""
+        return self.work_regressed or any(
+            c.failing and c.kind == COMMUNICATION for c in self.causes
+        )
 
     def flagged_ops(self) -> list[OpVerdict]:
         """Ops to show in a failure: regressed and structural changes, largest delta first."""

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
 from tprof_engine.model.errors import BaselineError
+from tprof_engine.model.ranks import bare
 
 Phase = str  # "forward", "backward", "forward hook", "forward pre-hook" or "<Optimizer>.step"
 FORWARD: Final = "forward"
@@ -38,6 +39,16 @@ WorkWord = Literal["regressed", "improved", "changed", "unchanged"]
 RowStatus = Literal["increased", "decreased", "added", "deleted", "unchanged", "changed", "varies"]
 RowKey = tuple[str, str, str]  # (op, module, phase)
 DEFAULT_WORK_FLOOR: Final = 0.01  # work doesn't drift: 1 % of the test's total is a real change
+
+
+# Namespaces of torch's collectives: c10d's ops (what ProcessGroup calls, DDP's reducer too)
+# and the functional collectives (FSDP2, DTensor, compiled code).
+COLLECTIVE_NAMESPACES: Final = ("c10d::", "_c10d_functional::", "c10d_functional::")
+
+
+def is_collective(op: str) -> bool:
+    """Whether an op (its rank tag, if any, removed) is a collective or its wait."""
+    return bare(op).startswith(COLLECTIVE_NAMESPACES)
 
 
 # Reads of a tensor's value into Python: a host sync on a device, a host read on the CPU.
@@ -75,6 +86,7 @@ class WorkRow:
     dtypes: tuple[str, ...] = ()  # sorted dtype names of the tensors it read and wrote
     signature: str = ""  # the first call's tensor inputs: ``f32[4, 8], f32[8, 16]ᵀ``
     varies: bool = False  # its work differed between census rounds
+    group: int = 0  # a collective's process group size (0: not a collective)
     # In backward: the autograd nodes that ran it (``AddmmBackward0``), naming the forward op
     # it belongs to.  Description, not work: left out of equality.
     grad_fns: tuple[str, ...] = field(default=(), compare=False)
@@ -286,7 +298,16 @@ def _sync_order(s: HostSync) -> tuple[str, str, str, str]:
 def _row_differences(key: RowKey, mine: WorkRow | None, theirs: WorkRow | None) -> list[str]:
     if mine is None or theirs is None:
         return [f"{row_label(key)} only in the {'other' if mine is None else 'first'} table"]
-    fields = ("calls", "flops", "bytes_read", "bytes_written", "dtypes", "signature", "varies")
+    fields = (
+        "calls",
+        "flops",
+        "bytes_read",
+        "bytes_written",
+        "dtypes",
+        "signature",
+        "varies",
+        "group",
+    )
     changed = [
         f"{name} {value_text(getattr(mine, name))} → {value_text(getattr(theirs, name))}"
         for name in fields
@@ -342,6 +363,7 @@ def _row_dict(r: WorkRow) -> dict[str, Any]:
         "dtypes": list(r.dtypes),
         "signature": r.signature,
         "varies": r.varies,
+        **({"group": r.group} if r.group else {}),
         **({"grad_fns": list(r.grad_fns)} if r.grad_fns else {}),
         **({"source": r.source} if r.source else {}),
     }
@@ -364,7 +386,7 @@ def _sync_dict(s: HostSync) -> dict[str, Any]:
 
 def _row_from(value: Any, where: str) -> WorkRow:
     obj = _object(value, where)
-    _keys(obj, where, _ROW_KEYS, optional=("grad_fns", "source"))
+    _keys(obj, where, _ROW_KEYS, optional=("grad_fns", "source", "group"))
     return WorkRow(
         op=_string(obj, "op", where, empty=False),
         module=_string(obj, "module", where),
@@ -376,6 +398,7 @@ def _row_from(value: Any, where: str) -> WorkRow:
         dtypes=_names(obj, "dtypes", where),
         signature=_string(obj, "signature", where),
         varies=_flag(obj, "varies", where),
+        group=_count(obj, "group", where) if "group" in obj else 0,
         grad_fns=_names(obj, "grad_fns", where) if "grad_fns" in obj else (),
         source=_string(obj, "source", where) if "source" in obj else "",
     )

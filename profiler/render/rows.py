@@ -12,7 +12,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from tprof_engine.model.verdicts import NOT_GATED, REGRESSED, SAVED, STRUCTURAL_OPS
+from tprof_engine.model.verdicts import (
+    COMMUNICATION,
+    NOT_GATED,
+    REGRESSED,
+    SAVED,
+    STRUCTURAL_OPS,
+)
 from tprof_engine.render import fmt
 
 # Column headers of the op table, in every report.
@@ -170,15 +176,13 @@ def causes(test: Mapping[str, Any]) -> list[str]:
         for o in test.get("ops", [])
         if isinstance(o, Mapping)
     }
-    out = fmt.work_cause(test.get("work"))  # exact: it leads
+    failing = [c for c in test.get("causes", []) if isinstance(c, Mapping) and c.get("failing")]
+    exact = [str(c.get("text")) for c in failing if c.get("kind") == COMMUNICATION]
+    out = fmt.work_cause(test.get("work")) + exact  # exact: they lead
     for f in test.get("families", []):
         if isinstance(f, Mapping):
             out += _family_causes(f, ops)
-    out += [
-        str(c.get("text"))
-        for c in test.get("causes", [])
-        if isinstance(c, Mapping) and c.get("failing")
-    ]
+    out += [str(c.get("text")) for c in failing if c.get("kind") != COMMUNICATION]
     reason = str(test.get("reason") or "")
     return out or [reason]
 

@@ -1,0 +1,175 @@
+"""The communication census and its exact gate (docs/design.md §17).
+
+A test's collectives are the rows of its work census in torch's collective namespaces
+(``c10d::allreduce_``, ``_c10d_functional::all_gather_into_tensor``, …).  Per rank, op, phase
+and process group size they are counted per step (a call of the body): calls, the bytes each
+sends, dtypes and the modules they ran in.  Like work, they don't drift: a lost gradient
+bucketing, an extra all-reduce of a metric or a wider message dtype changes the counts, so
+any growth fails the test, no floor, no statistics, no confirmation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field, replace
+from typing import Final
+
+from tprof_engine.model.ranks import ranks_text, split
+from tprof_engine.model.work import WorkTable, WorkWord, is_collective
+
+CommKey = tuple[int | None, str, str, int]  # (rank, op, phase, group size)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CommRow:
+    """One collective of one rank in one phase and group size, per step."""
+
+    rank: int | None
+    op: str
+    phase: str
+    group: int
+    calls: float
+    bytes: float  # what its tensors send: the bytes it reads
+    dtypes: tuple[str, ...]
+    modules: tuple[str, ...]
+    varies: bool
+
+    @property
+    def key(self) -> CommKey:
+        return (self.rank, self.op, self.phase, self.group)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CommVerdict:
+    """The collectives against the baseline's: the word and one line per change."""
+
+    verdict: WorkWord
+    lines: tuple[str, ...] = ()
+    not_gated: tuple[str, ...] = ()  # collectives whose counts differ between census rounds
+
+
+def communication(work: WorkTable) -> dict[CommKey, CommRow]:
+    """The collectives of a census, per step, keyed by rank, op, phase and group size."""
+    found: dict[CommKey, _Sum] = {}
+    for row in work.rows:
+        if not is_collective(row.op):
+            continue
+        rank, op = split(row.op)
+        total = found.setdefault((rank, op, row.phase, row.group), _Sum())
+        total.calls += row.calls
+        total.bytes += row.bytes_read
+        total.dtypes.update(row.dtypes)
+        total.modules.add(row.module or "(top level)")
+        total.varies = total.varies or row.varies
+    per = work.iterations
+    return {
+        key: CommRow(
+            rank=key[0],
+            op=key[1],
+            phase=key[2],
+            group=key[3],
+            calls=t.calls / per,
+            bytes=t.bytes / per,
+            dtypes=tuple(sorted(t.dtypes)),
+            modules=tuple(sorted(t.modules)),
+            varies=t.varies,
+        )
+        for key, t in found.items()
+    }
+
+
+@dataclass(slots=True)
+class _Sum:
+    calls: int = 0
+    bytes: int = 0
+    dtypes: set[str] = field(default_factory=set)
+    modules: set[str] = field(default_factory=set)
+    varies: bool = False
+
+
+def without_collectives(work: WorkTable) -> WorkTable:
+    """The census without its collectives: the work gate judges computation, this gate them."""
+    return replace(work, rows=tuple(r for r in work.rows if not is_collective(r.op)))
+
+
+def judge_communication(baseline: WorkTable, current: WorkTable) -> CommVerdict:
+    """The current collectives against the baseline's, exactly.
+
+    Regressed when a collective is new or any one is called more often or sends more bytes
+    per step; improved when some are called less or send less and none grew; changed when
+    only dtypes or modules differ.
+    """
+    before, now = communication(baseline), communication(current)
+    grew: list[tuple[str, int | None]] = []
+    shrank: list[tuple[str, int | None]] = []
+    changed: list[tuple[str, int | None]] = []
+    not_gated = []
+    for key in sorted(before.keys() | now.keys(), key=_order):
+        b, c = before.get(key), now.get(key)
+        if (b is not None and b.varies) or (c is not None and c.varies):
+            not_gated.append(_where(key))
+            continue
+        kind, text = _compared(key, b, c)
+        {"grew": grew, "shrank": shrank, "changed": changed}.get(kind, []).append((text, key[0]))
+    word: WorkWord = "unchanged"
+    if grew:
+        word = "regressed"
+    elif shrank:
+        word = "improved"
+    elif changed:
+        word = "changed"
+    lines = _by_ranks(grew) + _by_ranks(shrank) + _by_ranks(changed)
+    return CommVerdict(verdict=word, lines=lines, not_gated=tuple(dict.fromkeys(not_gated)))
+
+
+UNCHANGED_KIND: Final = "same"
+
+
+def _compared(key: CommKey, b: CommRow | None, c: CommRow | None) -> tuple[str, str]:
+    """How one collective moved (grew, shrank, changed or the same) and the line that says so."""
+    where = _where(key)
+    if b is None:
+        assert c is not None
+        return "grew", f"{where}: new, {_calls(c.calls)} per step, {_size(c.bytes)}"
+    if c is None:
+        return "shrank", f"{where}: gone (was {_calls(b.calls)} per step, {_size(b.bytes)})"
+    figures = f"{b.calls:g} → {_calls(c.calls)} per step, {_size(b.bytes)} → {_size(c.bytes)}"
+    if c.dtypes != b.dtypes:
+        figures += f", dtype {'/'.join(b.dtypes)} → {'/'.join(c.dtypes)}"
+    if c.calls > b.calls or c.bytes > b.bytes:
+        return "grew", f"{where}: {figures}"
+    if c.calls < b.calls or c.bytes < b.bytes:
+        return "shrank", f"{where}: {figures}"
+    if c.dtypes != b.dtypes or c.modules != b.modules:
+        moved = "" if c.modules == b.modules else f"; in {', '.join(c.modules)}"
+        return "changed", f"{where}: {figures}{moved}"
+    return UNCHANGED_KIND, ""
+
+
+def _where(key: CommKey) -> str:
+    _, op, phase, group = key
+    of = f" (group of {group})" if group else ""
+    return f"{op} in {phase}{of}"
+
+
+def _by_ranks(found: Iterable[tuple[str, int | None]]) -> tuple[str, ...]:
+    """Lines that read the same for several ranks, said once with the ranks named."""
+    ranks: dict[str, list[int | None]] = {}
+    for text, rank in found:
+        ranks.setdefault(text, []).append(rank)
+    return tuple(
+        f"{text} ({who})" if (who := ranks_text(rs)) else text for text, rs in ranks.items()
+    )
+
+
+def _order(key: CommKey) -> tuple[str, str, int, int]:
+    rank, op, phase, group = key
+    return (phase, op, group, -1 if rank is None else rank)
+
+
+def _calls(calls: float) -> str:
+    return f"{calls:g} call" if calls == 1 else f"{calls:g} calls"
+
+
+def _size(nbytes: float) -> str:
+    return f"{round(nbytes):,} B"
