@@ -9,16 +9,17 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from tprof_engine.capture import counters  # ctypes only; the rest of capture loads torch
 from tprof_engine.config import Body, RunConfig
 from tprof_engine.decide import judge, policy
 from tprof_engine.decide.busy import busy_of, quietest
 from tprof_engine.decide.rule import Rule
+from tprof_engine.in_process import InProcess
 from tprof_engine.model.costs import Stopwatch
 from tprof_engine.model.environment import Fingerprint, differences, line_tracer
-from tprof_engine.model.errors import BaselineError, TprofError
+from tprof_engine.model.errors import BaselineError
 from tprof_engine.model.records import OpTable, concat_rounds
 from tprof_engine.model.results import ProfiledTest
 from tprof_engine.model.verdicts import (
@@ -38,6 +39,23 @@ class _Found:
 
     baseline: schema.Baseline | None
     error: str | None
+
+
+class Source(Protocol):
+    """Where a test's rounds are captured and its census taken: this process
+    (:class:`_InProcess`), or the ranks of a distributed test (:mod:`tprof_engine.ranked`)."""
+
+    def iterations(self, baseline: schema.Baseline | None) -> int:
+        """Calls of the body per round (0: the capture calibrates them itself)."""
+        ...
+
+    def capture(self, spec: Any) -> Any:
+        """The rounds of ``spec`` captured: a ``session.CaptureResult``."""
+        ...
+
+    def census(self) -> tuple[WorkTable | None, tuple[str, ...]]:
+        """The work census (or none) and notes on it."""
+        ...
 
 
 class Runner:
@@ -130,20 +148,6 @@ class Runner:
         seen = judge.compile_notes(before, self._facts.compile_log())
         return value, replace(test, verdict=test.verdict.with_notes(*seen)) if seen else test
 
-    def _iterations(self, body: Body, baseline: schema.Baseline | None) -> int:
-        """Calls of the body per round: the baseline's, else calibrated to the minimum round."""
-        if baseline is not None and (stored := judge.iterations_of(baseline.protocol)):
-            return stored
-        if body.setup is not None:
-            return 1
-        return int(
-            self._session.calibrate_iterations(
-                lambda: body.fn(*body.args, **dict(body.kwargs)),
-                min_round_us=self.config.min_round_us,
-                cuda=bool(self.facts["cuda_available"]),
-            )
-        )
-
     def _profile(
         self,
         nodeid: str,
@@ -153,38 +157,52 @@ class Runner:
         warmup: int | None,
         rule: Rule | None,
     ) -> tuple[Any, ProfiledTest]:
+        counts: list[int] = []  # instructions per call of the body, with counters collected
+        source = InProcess(self, body, counts)
+        value, test = self.profile_source(nodeid, source, rounds=rounds, warmup=warmup, rule=rule)
+        notes = counters.instructions_of(
+            counts, rounds=int(test.protocol["rounds"]), iterations=test.iterations
+        )
+        return value, replace(test, verdict=test.verdict.with_notes(*notes))
+
+    def profile_source(
+        self,
+        nodeid: str,
+        source: Source,
+        *,
+        rounds: int | None,
+        warmup: int | None,
+        rule: Rule | None,
+    ) -> tuple[Any, ProfiledTest]:
+        """One test end to end, its rounds captured and its census taken by ``source``."""
         cfg = self.config
         watch = Stopwatch()
         with watch.stage("load"):
             baseline, error = self.load(nodeid)
         with watch.stage("calibrate"):
-            spec = self._round_spec(nodeid, body, baseline, rounds=rounds, warmup=warmup)
-        protocol = self.protocol(rounds=spec.rounds, warmup=spec.warmup, iterations=spec.iterations)
+            iterations = source.iterations(baseline)
+        spec = self._round_spec(nodeid, iterations, rounds=rounds, warmup=warmup)
         tracer = line_tracer()  # per test: pytest-cov's no_cover marker pauses coverage
-        counts: list[int] = []  # instructions per call of the body, with counters collected
-        call = self._call(body, counts)
-
         latest: list[Any] = []  # the newest capture, whose trace is written if wanted
 
         def run() -> Any:
-            result = self._session.capture_rounds(call, spec)
+            # a source that calibrates in its own processes fixes the count on its first capture
+            agreed = latest[0].iterations if latest else spec.iterations
+            result = source.capture(replace(spec, iterations=agreed))
             watch.merge(result.costs)
             latest[:] = [result]
             return result
 
         judged_by = rule or cfg.rule
         result = self._captured(run, judged_by, spec.rounds, judged=baseline is not None)
+        protocol = self.protocol(
+            rounds=spec.rounds, warmup=spec.warmup, iterations=result.iterations
+        )
         with watch.stage("census"):
-            work, notes = self._census(body)
-        notes += counters.instructions_of(counts, rounds=spec.rounds, iterations=result.iterations)
+            work, notes = source.census()
         test = replace(self._tested(nodeid, result, protocol), work=work, tracer=tracer)
         if cfg.save:
-            note = ("the damaged file will be replaced",) if error else ()
-            verdict = TestVerdict(
-                verdict=SAVED, reason="recorded for the baseline", notes=(*note, *notes)
-            )
-            test = self._kept_trace(replace(test, verdict=verdict), latest[0], watch)
-            return result.value, replace(test, costs=watch.costs())
+            return result.value, self._recorded(test, error, notes, latest[0], watch)
         current = judge.Recorded(
             tables=(result.table,), fingerprint=self.fingerprint, protocol=protocol,
             work=test.work, hosts=(self.fingerprint.soft.get("host"),), tracer=tracer,
@@ -194,6 +212,18 @@ class Runner:
             test, found, current, judged_by, lambda: self._quiet_enough(run, judged_by), watch
         )
         return result.value, self._finished(test, notes, latest[0], watch)
+
+    def _recorded(
+        self, test: ProfiledTest, error: str | None, notes: tuple[str, ...], capture: Any,
+        watch: Stopwatch,
+    ) -> ProfiledTest:  # fmt: skip
+        """A recording's test, its verdict "saved" (the save itself comes at the run's end)."""
+        note = ("the damaged file will be replaced",) if error else ()
+        verdict = TestVerdict(
+            verdict=SAVED, reason="recorded for the baseline", notes=(*note, *notes)
+        )
+        test = self._kept_trace(replace(test, verdict=verdict), capture, watch)
+        return replace(test, costs=watch.costs())
 
     def _finished(
         self, test: ProfiledTest, notes: tuple[str, ...], capture: Any, watch: Stopwatch
@@ -207,29 +237,16 @@ class Runner:
                 test = self.side_by_side(test)
         return replace(test, costs=watch.costs())
 
-    def _call(self, body: Body, counts: list[int]) -> Any:
-        """The body as each round calls it; each call's instructions go to ``counts``."""
-        fn = body.fn
-        if self.counter is not None:
-            fn = counters.counting_calls(body.fn, self.counter, counts)
-        return self._session.Call(fn=fn, args=body.args, kwargs=dict(body.kwargs), setup=body.setup)
-
     def _round_spec(
-        self,
-        nodeid: str,
-        body: Body,
-        baseline: schema.Baseline | None,
-        *,
-        rounds: int | None,
-        warmup: int | None,
+        self, nodeid: str, iterations: int, *, rounds: int | None, warmup: int | None
     ) -> Any:
-        """What this test's rounds are: the marker's or the run's counts, the baseline's (or a
-        calibrated) iterations, and what each round records."""
+        """What this test's rounds are: the marker's or the run's counts, the iterations,
+        and what each round records."""
         cfg = self.config
         return self._session.RoundSpec(
             rounds=cfg.rounds if rounds is None else rounds,
             warmup=cfg.warmup if warmup is None else warmup,
-            iterations=self._iterations(body, baseline),
+            iterations=iterations,
             cuda=bool(self.facts["cuda_available"]), probe=cfg.probe,
             record_shapes=cfg.record_shapes, profile_memory=cfg.profile_memory,
             nvtx_label=f"tprof:{nodeid}" if self.nvtx else None,
@@ -249,9 +266,9 @@ class Runner:
         policy asks for it (``again`` takes it)."""
         with watch.stage("judge"):
             verdict = self.judge(test.nodeid, found, current, rule)
-        if verdict.timing_regressed and verdict.work_regressed:
+        if verdict.timing_regressed and verdict.exact_regressed:
             verdict = verdict.with_notes(
-                "timing not re-measured: the work census already fails the test"
+                "timing not re-measured: the work census or the collectives already fail the test"
             )
         if policy.next_step(verdict, confirm=self.config.confirm) == policy.REMEASURE:
             second = again()
@@ -371,21 +388,6 @@ class Runner:
     def side_by_side(self, test: ProfiledTest) -> ProfiledTest:
         """With the baseline's trace kept, write both runs into one trace, regressed ops marked."""
         return trace_files.with_side_by_side(test, self.baseline_trace_path(test.nodeid))
-
-    def _census(self, body: Body) -> tuple[WorkTable | None, tuple[str, ...]]:
-        """The body's work census, after the timed rounds (warm), outside the profiler; or
-        none, and why, when it couldn't be taken (timing still gates)."""
-        if not self.config.census:
-            return None, ()
-        try:
-            work = self._census_of.take_census(
-                body.fn, body.args, body.kwargs, setup=body.setup, stack=self.config.stack
-            )
-            return work, ()
-        except TprofError as exc:
-            return None, (f"no work census: {exc}",)
-        except Exception as exc:  # the census is a second layer: it must not fail the test
-            return None, (f"no work census (please report this): {type(exc).__name__}: {exc}",)
 
     def judge(self, nodeid: str, found: _Found, current: judge.Recorded, rule: Rule) -> TestVerdict:
         """The verdict on the current run given what was found on disk for the test."""

@@ -19,7 +19,7 @@ class Profile(Protocol):
     """Profiles a test's body for its rounds: the plugin's ``profile``."""
 
     def __call__(
-        self, item: pytest.Item, body: Body, *, rounds: int | None, warmup: int | None
+        self, item: pytest.Item, body: Any, *, rounds: int | None, warmup: int | None
     ) -> tuple[Any, ProfiledTest]: ...
 
 
@@ -59,6 +59,51 @@ class TprofFixture:
         return self._run(
             fn, tuple(args), dict(kwargs or {}), setup=setup, rounds=rounds, warmup=warmup
         )
+
+    def distributed(
+        self,
+        make_step: Callable[[int], Callable[[], Any]],
+        /,
+        *,
+        world_size: int = 2,
+        backend: str = "gloo",
+        timeout: float = 300.0,
+        rounds: int | None = None,
+        warmup: int | None = None,
+    ) -> Any:
+        """Profile a step on every rank of a process group of ``world_size`` new processes.
+
+        ``make_step(rank)`` runs in each rank, after its process group is up, and returns the
+        rank's step (a function of no arguments); define it at a module's top level, since
+        each rank imports it by name.  Under ``--tprof`` every rank runs the protocol and the
+        test is judged on all of them, its collectives exactly; the ranks' tables come back
+        (one ``RankTables`` per rank).  Without it every rank runs its step once, and an
+        empty tuple comes back.  A rank that raises, dies or outlives ``timeout`` seconds
+        fails the test, named.
+        """
+        __tracebackhide__ = True
+        from tprof_engine.capture import distributed as ranks
+        from tprof_engine.ranked import DistributedBody
+
+        _check_pedantic((), None, setup=None, rounds=rounds, warmup=warmup)
+        ranks.check(make_step, world_size=world_size, backend=backend, timeout_s=timeout)
+        if self._used:
+            raise CaptureError("tprof was called twice in one test; profile one callable per test")
+        self._used = True
+        body = DistributedBody(
+            make_step=make_step, world_size=world_size, backend=backend, timeout_s=float(timeout)
+        )
+        try:
+            if self._profile is None:
+                ranks.run_once(
+                    make_step, world_size=world_size, backend=backend, timeout_s=float(timeout)
+                )
+                return ()
+            value, result = self._profile(self._item, body, rounds=rounds, warmup=warmup)
+        except TprofError as exc:
+            raise exc.with_traceback(None) from None
+        self._item.stash[RESULT_KEY] = result
+        return value
 
     def _run(
         self,

@@ -41,6 +41,7 @@ from tprof_engine.model.verdicts import (
     TestVerdict,
     TestWord,
 )
+from tprof_engine.ranked import DistributedBody, profile_distributed
 from tprof_engine.render import report as rpt
 from tprof_engine.runner import Runner
 from tprof_engine.store import paths, reading, trace_files
@@ -134,18 +135,27 @@ class TprofPlugin:
     # ------------------------------------------------------------------ profiling
 
     def profile(
-        self, item: pytest.Item, body: Body, *, rounds: int | None, warmup: int | None
+        self,
+        item: pytest.Item,
+        body: Body | DistributedBody,
+        *,
+        rounds: int | None,
+        warmup: int | None,
     ) -> tuple[Any, ProfiledTest]:
-        """Profile and judge a test's body; a timing regression is confirmed in a new process."""
+        """Profile and judge a test's body (or its ranks'); a timing regression is confirmed
+        in a new process."""
         counts, rule = marker_overrides(item, self.settings.run.rule)
         started = time.monotonic()
-        value, result = self.runner.profile(
-            item.nodeid,
-            body,
-            rounds=rounds if rounds is not None else counts.get("rounds"),
-            warmup=warmup if warmup is not None else counts.get("warmup"),
-            rule=rule,
-        )
+        rounds = rounds if rounds is not None else counts.get("rounds")
+        warmup = warmup if warmup is not None else counts.get("warmup")
+        if isinstance(body, DistributedBody):
+            value, result = profile_distributed(
+                self.runner, item.nodeid, body, rounds=rounds, warmup=warmup, rule=rule
+            )
+        else:
+            value, result = self.runner.profile(
+                item.nodeid, body, rounds=rounds, warmup=warmup, rule=rule
+            )
         verdict, pending = self._confirmed(item, result.verdict, started)
         return value, replace(result, verdict=verdict, pending=pending)
 

@@ -35,11 +35,17 @@ def device_config(cuda: bool) -> Any:
 def metadata_for_trace(
     warmup: int, rounds: int, iterations: int, test: Mapping[str, Any] | None
 ) -> dict[str, Any]:
-    """The trace's top-level keys that say how it was recorded (and of which test)."""
+    """The trace's top-level keys that say how it was recorded (and of which test).
+
+    Holistic Trace Analysis reads each trace's rank from ``distributedInfo``: torch writes it
+    for a rank of a process group (backend, rank, world size, groups); a single process's
+    trace says rank 0 of 1 here."""
     meta: dict[str, Any] = {
         "tprof": {"warmup": warmup, "rounds": rounds, "iterations": iterations},
-        "distributedInfo": {"rank": 0, "world_size": 1},
     }
+    distributed = torch.distributed.is_available() and torch.distributed.is_initialized()
+    if not distributed:
+        meta["distributedInfo"] = {"rank": 0, "world_size": 1}
     if test:
         meta["tprof_test"] = dict(test)
     return meta

@@ -228,8 +228,13 @@ def capture(
     return capture_rounds(Call(fn=fn, args=args, kwargs=dict(kwargs or {}), setup=setup), spec)
 
 
-def capture_rounds(call: Call, spec: RoundSpec) -> CaptureResult:
-    """:func:`capture` of a call and a spec: warm-up extended while the ops still change."""
+def capture_rounds(
+    call: Call, spec: RoundSpec, *, agree: Callable[[bool], bool] | None = None
+) -> CaptureResult:
+    """:func:`capture` of a call and a spec: warm-up extended while the ops still change.
+
+    ``agree`` turns this process's "warm-up settled" into every process's (the ranks of a
+    distributed test must extend it together, or their collectives stop matching)."""
     spec.check()
     if profiler_active():
         raise CaptureError(
@@ -242,8 +247,9 @@ def capture_rounds(call: Call, spec: RoundSpec) -> CaptureResult:
         with _nvtx_range(spec.nvtx_label):
             result = _capture_once(call, replace(spec, warmup=warm))
         spent = spent.plus(result.costs)
-        result = replace(result, costs=spent)
-        if result.warmup_settled or warm >= MAX_WARMUP or (warm == 0 and spec.warmup == 0):
+        settled = result.warmup_settled if agree is None else agree(result.warmup_settled)
+        result = replace(result, costs=spent, warmup_settled=settled)
+        if settled or warm >= MAX_WARMUP or (warm == 0 and spec.warmup == 0):
             break
         warm = min(MAX_WARMUP, max(2 * warm, warm + 2))
     if not result.table.calls.any():  # nothing to judge: every later run would read unchanged

@@ -11,6 +11,7 @@ from typing import Protocol
 import numpy as np
 
 from tprof_engine.model.arrays import BoolArray, FloatArray
+from tprof_engine.model.ranks import ranks_in
 from tprof_engine.model.records import OpTable
 
 try:
@@ -72,12 +73,26 @@ def disturbed_rounds(table: OpTable, rule: Disturbance) -> BoolArray | None:
     return None if found is None else found[0] | found[1]
 
 
+# A distributed test's ranks share the machine's cores and wait for one another's threads in
+# every round, the baseline's as much as the current run's: 2-5 % of a round in the run queue
+# with 2 ranks on 2 quiet cores, where another process's busy loop costs a third of the round
+# and more.  Such a round waited for a CPU past this share (docs/design.md §17).
+RANK_WAIT_SHARE = 0.10
+
+
 def _masks(table: OpTable, rule: Disturbance) -> tuple[BoolArray, BoolArray] | None:
-    """The rounds that waited and the rounds that were crowded (none without neighbours)."""
-    waited = waited_rounds(table, share=rule.wait_share, minimum_us=rule.wait_min_us)
+    """The rounds that waited and the rounds that were crowded (none without neighbours).
+
+    A distributed test's table (one of joined ranks) counts its ranks' own threads, each
+    rank's and its backend's worker, as the run's load, not as neighbours."""
+    share, siblings = rule.wait_share, rule.siblings
+    ranks = len(ranks_in(table.names))
+    if ranks > 1:
+        share, siblings = max(share, RANK_WAIT_SHARE), siblings + 2 * ranks - 1
+    waited = waited_rounds(table, share=share, minimum_us=rule.wait_min_us)
     if waited is None:
         return None
-    crowded = crowded_rounds(table, crowd=rule.crowd_share, siblings=rule.siblings)
+    crowded = crowded_rounds(table, crowd=rule.crowd_share, siblings=siblings)
     return waited, np.zeros_like(waited) if crowded is None else crowded
 
 

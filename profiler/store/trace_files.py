@@ -7,12 +7,16 @@ long it stays.
 - Each trace is named by its test and the run (``<test>.<run>.pt.trace.json.gz``), so the
   next run of the test doesn't overwrite it: a failure's trace, and its side-by-side one,
   stay until the test next passes, which removes the test's older traces.
+- A distributed test's run keeps one trace per rank in a folder of its own
+  (``<test>.<run>/rank<N>.pt.trace.json.gz``), as Holistic Trace Analysis loads them; the
+  folder goes with its traces.
 - The folder is bounded: past :data:`FOLDER_LIMIT_BYTES` of traces, the oldest go first.
   Only files named as traces are ever removed.
 """
 
 from __future__ import annotations
 
+import contextlib
 import re
 import shutil
 import time
@@ -29,6 +33,7 @@ from tprof_engine.store.files import atomic_path
 SUFFIX = ".pt.trace.json.gz"
 BESIDE = ".vs-baseline"  # the side-by-side trace: <test>.<run>.vs-baseline.pt.trace.json.gz
 FOLDER_LIMIT_BYTES = 512 * 1024 * 1024
+_RANK_GLOB = f"rank*{SUFFIX}"
 _RUN_PART = re.compile(r"(\.\d{8}T\d{6}\.\d{6})?(\.vs-baseline)?\.pt\.trace\.json\.gz")
 
 
@@ -107,18 +112,32 @@ def beside_path(trace: Path) -> Path:
     return trace.with_name(trace.name[: -len(SUFFIX)] + BESIDE + SUFFIX)
 
 
+def rank_folder(trace: Path) -> Path:
+    """Where a distributed test's run keeps its ranks' traces: the run's trace name without
+    its suffix (``<test>.<run>/``)."""
+    return trace.with_name(trace.name[: -len(SUFFIX)])
+
+
 def traces_of(folder: Path, nodeid: str) -> list[Path]:
-    """The test's traces in ``folder``, its side-by-side ones too, oldest run first (and the
-    single file per test that runs without a run's name wrote)."""
+    """The test's traces in ``folder``, its side-by-side ones and its runs' rank traces too,
+    oldest run first (and the single file per test that runs without a run's name wrote)."""
     stem = paths.slug(nodeid)
     found = sorted(folder.glob(f"{stem}*{SUFFIX}"))
-    return [p for p in found if _RUN_PART.fullmatch(p.name[len(stem) :])]
+    runs = [p for p in found if _RUN_PART.fullmatch(p.name[len(stem) :])]
+    ranks = sorted(folder.glob(f"{stem}.*/{_RANK_GLOB}"))
+    return runs + [p for p in ranks if _RUN_PART.fullmatch(p.parent.name[len(stem) :] + SUFFIX)]
 
 
 def forget_earlier(folder: Path, nodeid: str, keep: Iterable[Path] = ()) -> list[Path]:
-    """Remove the test's traces but ``keep``: it passed.  Returns what went."""
+    """Remove the test's traces but ``keep`` (and the other ranks of a kept rank trace): it
+    passed.  Returns what went."""
     kept = {Path(p).resolve() for p in keep}
-    return _remove(p for p in traces_of(folder, nodeid) if p.resolve() not in kept)
+    kept_runs = {p.parent for p in kept if p.parent != folder.resolve()}
+    return _remove(
+        p
+        for p in traces_of(folder, nodeid)
+        if p.resolve() not in kept and p.resolve().parent not in kept_runs
+    )
 
 
 def bounded(
@@ -128,7 +147,7 @@ def bounded(
     hold at most ``limit_bytes``.  Returns what went."""
     kept = {Path(p).resolve() for p in keep}
     sized = []
-    for p in folder.glob(f"*{SUFFIX}"):
+    for p in [*folder.glob(f"*{SUFFIX}"), *folder.glob(f"*/{_RANK_GLOB}")]:
         try:
             st = p.stat()
         except OSError:
@@ -153,4 +172,7 @@ def _remove(found: Iterable[Path]) -> list[Path]:
         except OSError:
             continue  # read-only or in use: left for the next run
         gone.append(p)
+        if p.name.startswith("rank"):
+            with contextlib.suppress(OSError):
+                p.parent.rmdir()  # a run's rank folder, once its last trace went
     return gone
