@@ -34,6 +34,7 @@ SUFFIX = ".pt.trace.json.gz"
 BESIDE = ".vs-baseline"  # the side-by-side trace: <test>.<run>.vs-baseline.pt.trace.json.gz
 FOLDER_LIMIT_BYTES = 512 * 1024 * 1024
 _RANK_GLOB = f"rank*{SUFFIX}"
+_RANK_NAME = re.compile(r"rank\d+" + re.escape(SUFFIX))
 _RUN_PART = re.compile(r"(\.\d{8}T\d{6}\.\d{6})?(\.vs-baseline)?\.pt\.trace\.json\.gz")
 
 
@@ -108,7 +109,10 @@ def trace_path(folder: Path, nodeid: str, stamp: str) -> Path:
 
 
 def beside_path(trace: Path) -> Path:
-    """The side-by-side trace of a run's trace."""
+    """The side-by-side trace of a run's trace; a distributed run's (of rank 0's trace) goes
+    beside its rank folder, which holds only the ranks' traces for Holistic Trace Analysis."""
+    if _RANK_NAME.fullmatch(trace.name):
+        return trace.parent.with_name(trace.parent.name + BESIDE + SUFFIX)
     return trace.with_name(trace.name[: -len(SUFFIX)] + BESIDE + SUFFIX)
 
 

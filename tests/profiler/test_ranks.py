@@ -150,5 +150,9 @@ def test_a_distributed_runs_traces_share_a_folder_that_goes_when_the_test_passes
     assert sorted(p.name for p in trace_files.rank_folder(newer).iterdir()) == [
         "rank0.pt.trace.json.gz", "rank1.pt.trace.json.gz",
     ]  # fmt: skip
+    beside = trace_files.beside_path(kept)
+    assert beside == tmp_path / (
+        trace_files.rank_folder(newer).name + ".vs-baseline.pt.trace.json.gz"
+    )
     assert trace_files.bounded(tmp_path, limit_bytes=10) != []
     assert len(trace_files.traces_of(tmp_path, nodeid)) == 1
