@@ -95,9 +95,10 @@ def _e(text: Any) -> str:
 
 
 def _breakable(name: Any) -> str:
-    """A test id escaped, with line-break chances after its path's ``/`` and ``::`` and
-    before its parameters, so it wraps between parts, not inside an identifier."""
-    parts = re.split(r"(?<=/)|(?<=::)|(?=\[)", str(name))
+    """A test id escaped, with line-break chances after its path's ``/`` and ``::``, before
+    its parameters and after each ``_`` of a name, so it wraps between words, never inside
+    one."""
+    parts = re.split(r"(?<=/)|(?<=::)|(?=\[)|(?<=_)", str(name))
     return "<wbr>".join(_e(p) for p in parts if p)
 
 
@@ -263,19 +264,21 @@ _STYLE = """
 body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif;
        margin: 24px auto; max-width: 1180px; padding: 0 16px; color: #212121; }
 h1 { font-size: 22px; margin: 0 0 4px; }
-h2 { font-size: 16px; margin: 0 0 6px; overflow-wrap: anywhere; }
+h2 { font-size: 16px; margin: 0 0 6px; overflow-wrap: break-word; }
 code { font: 12.5px ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; }
 table { border-collapse: collapse; margin: 8px 0; }
 th, td { border-bottom: 1px solid #e0e0e0; padding: 3px 8px; text-align: left;
          vertical-align: top; }
 th { background: #f5f5f5; font-weight: 600; white-space: nowrap; }
 td.num { text-align: right; white-space: nowrap; font-variant-numeric: tabular-nums; }
-table.summary td:first-child { overflow-wrap: anywhere; }
+table.summary td:first-child { overflow-wrap: break-word; min-width: 18ch; }
+table.ops { display: block; max-width: 100%; overflow-x: auto; }  /* scrolls, not the page */
 section { border-top: 2px solid #e0e0e0; margin-top: 28px; padding-top: 12px; }
 .badge { color: #fff; border-radius: 3px; padding: 1px 7px; font-size: 12px;
          font-weight: 600; white-space: nowrap; vertical-align: middle; }
 .reason { margin: 4px 0; }
 .facts { margin: 4px 0 8px; padding-left: 20px; color: #424242; }
+.facts code { overflow-wrap: anywhere; }  /* a trace's path wraps rather than widen the page */
 img.chart { display: block; max-width: 100%; height: auto; margin: 8px 0; }
 details { margin: 6px 0; }
 summary { cursor: pointer; color: #424242; }

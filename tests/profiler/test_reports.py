@@ -241,14 +241,15 @@ def test_html_escapes_node_ids() -> None:
     assert "<b>" not in page
 
 
-def test_html_test_names_wrap_between_their_parts_not_inside_an_identifier() -> None:
+def test_html_test_names_wrap_between_their_parts_and_words_not_inside_a_word() -> None:
     pytest.importorskip("matplotlib")
     from tprof_engine.render.html import html_report
 
     nodeid = "tests/models/test_vision.py::test_resnet_training_step[batch-32]"
     page = html_report({"tests": [{"nodeid": nodeid, "verdict": "unchanged", "ops": []}]})
     assert (
-        "tests/<wbr>models/<wbr>test_vision.py::<wbr>test_resnet_training_step<wbr>[batch-32]"
+        "tests/<wbr>models/<wbr>test_<wbr>vision.py::<wbr>test_<wbr>resnet_<wbr>training_<wbr>step"
+        "<wbr>[batch-32]"
     ) in page
     assert "break-all" not in page
 
