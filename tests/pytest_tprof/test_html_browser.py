@@ -10,6 +10,7 @@ import re
 import shutil
 import struct
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -95,7 +96,7 @@ def page(tmp_path_factory: pytest.TempPathFactory) -> Path:
     folder = tmp_path_factory.mktemp("browser")
     (folder / "test_suite.py").write_text(SUITE)
     (folder / "conftest.py").write_text("")
-    run = ["python", "-m", "pytest", "-q", "--tprof", *FAST]
+    run = [sys.executable, "-m", "pytest", "-q", "--tprof", *FAST]
     saved = subprocess.run([*run, "--tprof-save"], cwd=folder, capture_output=True, text=True)
     assert saved.returncode == 0, saved.stdout
     env = {**_environ(), "PLANT": "1"}
