@@ -10,11 +10,19 @@ TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q --upgrade pip
+	@# pip's notes on index locations a machine's pip.conf names but lacks are the machine's,
+	@# not the project's: left out, unless the install fails (then all of its output shows).
+	@echo "upgrading pip in $(VENV)"
+	@out=$$($(PY) -m pip install -q --upgrade pip 2>&1) || { echo "$$out"; exit 1; }; \
+	  echo "$$out" | grep -v '^WARNING: Location' || true
 	@if $(PY) -c "import torch" 2>/dev/null; then echo "torch present: $$($(PY) -c 'import torch; print(torch.__version__)')"; \
 	else $(PY) -m pip install -q "$(TORCH_SPEC)" --extra-index-url $(TORCH_INDEX) --retries 0 --timeout 15 2>&1 \
 	  | grep -v '^WARNING' || true; $(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install -q "$(TORCH_SPEC)"; fi
-	$(PY) -m pip install -q -e ".[test,html]"
+	@# setuptools warns that an editable install's folders could shadow the package: the
+	@# engine's folder is named profiler/ and installed as tprof_engine (tests/test_install.py).
+	@echo "installing pytest-tprof (editable) with its test and html extras"
+	@out=$$(PYTHONWARNINGS="ignore:Editable installation" $(PY) -m pip install -q -e ".[test,html]" 2>&1) \
+	  || { echo "$$out"; exit 1; }; echo "$$out" | grep -v '^WARNING: Location' || true
 	touch $@
 
 setup: $(VENV)/.installed
