@@ -88,7 +88,7 @@ def _masks(table: OpTable, rule: Disturbance) -> tuple[BoolArray, BoolArray] | N
     rank's and its backend's worker, as the run's load, not as neighbours."""
     share, siblings = rule.wait_share, rule.siblings
     ranks = len(ranks_in(table.names))
-    if ranks > 1:
+    if ranks:  # a distributed test, one rank or more
         share, siblings = max(share, RANK_WAIT_SHARE), siblings + 2 * ranks - 1
     waited = waited_rounds(table, share=share, minimum_us=rule.wait_min_us)
     if waited is None:
