@@ -191,7 +191,7 @@ def test_ddp_gpt2(tprof):
 # plant → (test, what its communication cause must say)
 PLANTS = {
     "bucket": ("test_ddp_mlp", ("c10d::allreduce_ in backward", "calls per step")),
-    "extra": ("test_ddp_mlp", ("c10d::allreduce_ in forward", "new, 1 call per step")),
+    "extra": ("test_ddp_mlp", ("c10d::allreduce_ at top level", "new, 1 call per step")),
     "unused": ("test_ddp_mlp", ("c10d::allreduce_ in backward", "int32")),
     "sync": ("test_ddp_mlp", ("c10d::allreduce_ in backward", "1 → 2 calls per step")),
     "buffers": ("test_ddp_resnet", ("c10d::broadcast_ in forward", "new")),

@@ -86,7 +86,10 @@ class TprofFixture:
         from tprof_engine.ranked import DistributedBody
 
         _check_pedantic((), None, setup=None, rounds=rounds, warmup=warmup)
-        ranks.check(make_step, world_size=world_size, backend=backend, timeout_s=timeout)
+        try:
+            ranks.check(make_step, world_size=world_size, backend=backend, timeout_s=timeout)
+        except TprofError as exc:  # its message is the whole story: point at the test's line
+            raise exc.with_traceback(None) from None
         if self._used:
             raise CaptureError("tprof was called twice in one test; profile one callable per test")
         self._used = True

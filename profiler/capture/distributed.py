@@ -195,7 +195,10 @@ def _dead(ranks: list[Any], done: dict[int, Any], failed: dict[int, str]) -> dic
 def _failure_text(
     world: int, done: dict[int, Any], failed: dict[int, str], timeout_s: float
 ) -> str:
-    parts = [f"rank {rank} {why}" for rank, why in sorted(failed.items())]
+    # in the order they failed: the first is the cause, the others mostly lost their peer
+    order = list(failed.items())
+    parts = [f"rank {rank} {why}" for rank, why in order[:1]]
+    parts += [f"then rank {rank} {_first_line(why)}" for rank, why in order[1:]]
     silent = [r for r in range(world) if r not in done and r not in failed]
     if silent:
         who = ", ".join(map(str, silent))
@@ -204,6 +207,11 @@ def _failure_text(
             "and were stopped (a hang: a collective that another rank never calls?)"
         )
     return f"distributed test of {world} ranks failed: " + "; ".join(parts)
+
+
+def _first_line(text: str, limit: int = 240) -> str:
+    line = text.strip().splitlines()[0] if text.strip() else text
+    return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
 def _stop(ranks: list[Any]) -> None:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 from typing import Final
 
 from tprof_engine.model.ranks import ranks_text, split
-from tprof_engine.model.work import WorkTable, WorkWord, is_collective
+from tprof_engine.model.work import FORWARD, WorkRow, WorkTable, WorkWord, is_collective
 
 CommKey = tuple[int | None, str, str, int]  # (rank, op, phase, group size)
 
@@ -29,7 +29,7 @@ class CommRow:
     phase: str
     group: int
     calls: float
-    bytes: float  # what its tensors send: the bytes it reads
+    bytes: float  # what it sends (:func:`sent`)
     dtypes: tuple[str, ...]
     modules: tuple[str, ...]
     varies: bool
@@ -57,9 +57,9 @@ def communication(work: WorkTable) -> dict[CommKey, CommRow]:
         rank, op = split(row.op)
         total = found.setdefault((rank, op, row.phase, row.group), _Sum())
         total.calls += row.calls
-        total.bytes += row.bytes_read
+        total.bytes += sent(row)
         total.dtypes.update(row.dtypes)
-        total.modules.add(row.module or "(top level)")
+        total.modules.add(row.module or TOP_LEVEL)
         total.varies = total.varies or row.varies
     per = work.iterations
     return {
@@ -85,6 +85,14 @@ class _Sum:
     dtypes: set[str] = field(default_factory=set)
     modules: set[str] = field(default_factory=set)
     varies: bool = False
+
+
+def sent(row: WorkRow) -> int:
+    """The bytes a collective sends: of the tensors it reads and doesn't write (an
+    all-gather's or reduce-scatter's input), else of those it works on in place (an
+    all-reduce's or broadcast's tensors)."""
+    only_read = row.bytes_read - row.bytes_written
+    return only_read if only_read > 0 else row.bytes_written
 
 
 def without_collectives(work: WorkTable) -> WorkTable:
@@ -127,7 +135,8 @@ UNCHANGED_KIND: Final = "same"
 
 def _compared(key: CommKey, b: CommRow | None, c: CommRow | None) -> tuple[str, str]:
     """How one collective moved (grew, shrank, changed or the same) and the line that says so."""
-    where = _where(key)
+    either = c or b
+    where = _where(key, either.modules if either is not None else ())
     if b is None:
         assert c is not None
         return "grew", f"{where}: new, {_calls(c.calls)} per step, {_size(c.bytes)}"
@@ -146,9 +155,17 @@ def _compared(key: CommKey, b: CommRow | None, c: CommRow | None) -> tuple[str, 
     return UNCHANGED_KIND, ""
 
 
-def _where(key: CommKey) -> str:
+TOP_LEVEL: Final = "(top level)"
+
+
+def _where(key: CommKey, modules: tuple[str, ...] = ()) -> str:
+    """``c10d::allreduce_ in backward (group of 2)``; a collective of the body's own code,
+    outside every module and not in backward, ``at top level`` (the census's "forward" is
+    every phase but backward, hooks and the optimizer's step)."""
     _, op, phase, group = key
     of = f" (group of {group})" if group else ""
+    if phase == FORWARD and modules and set(modules) == {TOP_LEVEL}:
+        return f"{op} at top level, outside backward{of}"
     return f"{op} in {phase}{of}"
 
 

@@ -79,6 +79,24 @@ def test_an_extra_all_reduce_of_the_loss_is_new_and_a_wider_dtype_sends_more() -
     assert "170,004 B → 340,008 B, dtype bfloat16 → float32" in wider.lines[0]
 
 
+def test_a_collective_of_the_bodys_own_code_reads_at_top_level() -> None:
+    loss = row("c10d::allreduce_", rank=0, phase="forward", nbytes=4, module="")
+    v = judge_communication(census(), census(loss))
+    assert v.lines == (
+        "c10d::allreduce_ at top level, outside backward (group of 2): new, 1 call per step, "
+        "4 B (rank 0)",
+    )
+
+
+def test_an_all_gather_sends_its_input_and_an_all_reduce_its_tensor() -> None:
+    # _allgather_base_(output, input): reads both (1,024 B in, 2,048 B out), writes the output
+    gather = replace(row("c10d::_allgather_base_", nbytes=0), bytes_read=3072, bytes_written=2048)
+    ((_, only),) = communication(census(gather)).items()
+    assert only.bytes == 1024
+    (reduce,) = communication(census(row("c10d::allreduce_", nbytes=512))).values()
+    assert reduce.bytes == 512
+
+
 def test_fewer_collectives_improve_and_a_dtype_alone_changes() -> None:
     v = judge_communication(census(*both_ranks(calls=3)), census(*both_ranks()))
     assert v.verdict == "improved"

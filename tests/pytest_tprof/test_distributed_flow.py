@@ -53,8 +53,8 @@ def test_an_extra_all_reduce_fails_naming_the_collective_its_phase_and_ranks(
     run = project.runpytest_subprocess("--tprof", *FAST, "--tprof-json=out.json", node)
     assert run.ret == 1, run.stdout.str()
     line = (
-        "communication: c10d::allreduce_ in forward (group of 2): new, 1 call per step, 4 B "
-        "(ranks 0, 1)"
+        "communication: c10d::allreduce_ at top level, outside backward (group of 2): new, "
+        "1 call per step, 4 B (ranks 0, 1)"
     )
     assert line in run.stdout.str()
     assert "INTERNALERROR" not in run.stdout.str()
