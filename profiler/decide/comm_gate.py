@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
-from typing import Final
+from typing import Any, Final
 
 from tprof_engine.model.ranks import ranks_text, split
 from tprof_engine.model.work import FORWARD, WorkRow, WorkTable, WorkWord, is_collective
@@ -76,6 +76,35 @@ def communication(work: WorkTable) -> dict[CommKey, CommRow]:
         )
         for key, t in found.items()
     }
+
+
+def collectives(work: WorkTable) -> list[CommRow]:
+    """The census's collectives per step, in one order: phase, op, group, rank."""
+    return sorted(communication(work).values(), key=lambda r: _order(r.key))
+
+
+def row_place(row: CommRow) -> str:
+    """``c10d::allreduce_ in backward (group of 2)``: the collective and where it ran."""
+    return _where(row.key, row.modules)
+
+
+def communication_rows(work: WorkTable) -> list[dict[str, Any]]:
+    """The census's collectives per step as plain rows, for the JSON report."""
+    return [
+        {
+            "rank": r.rank,
+            "op": r.op,
+            "where": row_place(r),
+            "phase": r.phase,
+            "group": r.group,
+            "calls_per_step": r.calls,
+            "bytes_per_step": r.bytes,
+            "dtypes": list(r.dtypes),
+            "modules": list(r.modules),
+            "varies": r.varies,
+        }
+        for r in collectives(work)
+    ]
 
 
 @dataclass(slots=True)

@@ -6,6 +6,7 @@ import shlex
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from tprof_engine.decide.comm_gate import communication_rows
 from tprof_engine.model.results import ProfiledTest
 from tprof_engine.model.verdicts import (
     EXPLAINED,
@@ -332,6 +333,8 @@ def _test_json(t: ProfiledTest) -> dict[str, Any]:
         # per-round samples (probe units, µs) of the first flagged ops, for distribution plots
         "round_samples": v["round_samples"],
         "work": _work_json(t.verdict.work),
+        # the census's collectives per rank, step and phase (distributed tests)
+        "communication": [] if t.work is None else communication_rows(t.work),
         # device runs: each flagged op's kernels, copies and fills, largest move first
         "device_rows": v["device_rows"],
         # seconds per stage of its profiling: the profiled rounds and what the plugin added

@@ -8,6 +8,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from tprof_engine.decide import busy
+from tprof_engine.decide.comm_gate import collectives, row_place
 from tprof_engine.decide.rule import Rule
 from tprof_engine.model.arrays import FloatArray
 from tprof_engine.model.errors import ConfigError
@@ -48,8 +49,32 @@ def show_lines(
     if len(shown) < len(rows):
         lines.append(f"  ... {len(rows) - len(shown)} more ops (--limit 0 shows all)")
     if source.work is not None:
-        lines += _work_lines(source.work, limit)
+        lines += _comm_lines(source.work) + _work_lines(source.work, limit)
     return lines
+
+
+def _comm_lines(work: WorkTable) -> list[str]:
+    """The census's collectives per rank and step, when it has any."""
+    rows = collectives(work)
+    if not rows:
+        return []
+    cells = [("rank", "collective", "calls/step", "bytes sent/step", "dtypes", "modules")]
+    cells += [
+        (
+            "-" if r.rank is None else str(r.rank),
+            row_place(r),
+            f"{r.calls:g}",
+            f"{round(r.bytes):,}",
+            "/".join(r.dtypes),
+            ", ".join(r.modules),
+        )
+        for r in rows
+    ]
+    return [
+        "",
+        "  communication per step:",
+        *("  " + line for line in aligned(cells, right=(2, 3))),
+    ]
 
 
 def _work_lines(work: WorkTable, limit: int | None) -> list[str]:

@@ -136,3 +136,30 @@ def test_a_single_process_census_names_no_rank() -> None:
     assert judge_communication(before, after).lines == (
         "c10d::allreduce_ in backward (group of 1): 1 → 2 calls per step, 340,008 B → 340,008 B",
     )
+
+
+def test_the_json_report_and_tprof_show_list_the_collectives_per_step() -> None:
+    from pathlib import Path
+
+    from tprof_engine.model.results import ProfiledTest, Source
+    from tprof_engine.model.verdicts import UNCHANGED as SAME
+    from tprof_engine.model.verdicts import TestVerdict
+    from tprof_engine.render.report import json_report
+    from tprof_engine.render.show import show_lines
+
+    work = census(*both_ranks(calls=2, nbytes=2 * BUCKET))
+    test = ProfiledTest(
+        nodeid="t.py::test", verdict=TestVerdict(verdict=SAME, reason=""), work=work
+    )
+    (doc,) = json_report([test], environment={})["tests"]
+    assert [(r["rank"], r["where"], r["calls_per_step"], r["bytes_per_step"]) for r in
+            doc["communication"]] == [
+        (0, "c10d::allreduce_ in backward (group of 2)", 2.0, 2.0 * BUCKET),
+        (1, "c10d::allreduce_ in backward (group of 2)", 2.0, 2.0 * BUCKET),
+    ]  # fmt: skip
+    tables = (table({tagged(0, "c10d::allreduce_"): (90.0, 2)}, seed=1),)
+    source = Source(path=Path("b.json"), kind="baseline", nodeid="t.py::test", tables=tables,
+                    work=work)  # fmt: skip
+    text = "\n".join(show_lines(source))
+    assert "communication per step:" in text
+    assert "c10d::allreduce_ in backward (group of 2)           2          680,016" in text
