@@ -10,11 +10,10 @@ any growth fails the test, no floor, no statistics, no confirmation.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
-from tprof_engine.model.ranks import ranks_text, split
+from tprof_engine.model.ranks import said_once, split
 from tprof_engine.model.work import FORWARD, WorkRow, WorkTable, WorkWord, is_collective
 
 CommKey = tuple[int | None, str, str, int]  # (rank, op, phase, group size)
@@ -155,7 +154,7 @@ def judge_communication(baseline: WorkTable, current: WorkTable) -> CommVerdict:
         word = "improved"
     elif changed:
         word = "changed"
-    lines = _by_ranks(grew) + _by_ranks(shrank) + _by_ranks(changed)
+    lines = said_once(grew) + said_once(shrank) + said_once(changed)
     return CommVerdict(verdict=word, lines=lines, not_gated=tuple(dict.fromkeys(not_gated)))
 
 
@@ -196,16 +195,6 @@ def _where(key: CommKey, modules: tuple[str, ...] = ()) -> str:
     if phase == FORWARD and modules and set(modules) == {TOP_LEVEL}:
         return f"{op} at top level, outside backward{of}"
     return f"{op} in {phase}{of}"
-
-
-def _by_ranks(found: Iterable[tuple[str, int | None]]) -> tuple[str, ...]:
-    """Lines that read the same for several ranks, said once with the ranks named."""
-    ranks: dict[str, list[int | None]] = {}
-    for text, rank in found:
-        ranks.setdefault(text, []).append(rank)
-    return tuple(
-        f"{text} ({who})" if (who := ranks_text(rs)) else text for text, rs in ranks.items()
-    )
 
 
 def _order(key: CommKey) -> tuple[str, str, int, int]:

@@ -7,6 +7,7 @@ from dataclasses import dataclass, replace
 
 from tprof_engine.decide.replacements import Replacements, subtree_work
 from tprof_engine.model.errors import ConfigError
+from tprof_engine.model.ranks import bare, said_once, split
 from tprof_engine.model.work import (
     DEFAULT_WORK_FLOOR,
     EMPTY,
@@ -359,7 +360,13 @@ def _row_line(r: WorkDelta, measures: Sequence[str]) -> str:
 
 def _change_lines(rows: Sequence[WorkDelta], sides: _Sides) -> list[str]:
     """Differences below the floor: rows, dtypes, copies, syncs."""
-    out = [_small_change(r, sides) for r in rows if not r.gated and r.status not in QUIET]
+    small = [
+        (_small_change(r, sides, label=row_label((bare(r.op), r.module, r.phase), r.grad_fns)),
+         split(r.op)[0])
+        for r in rows
+        if not r.gated and r.status not in QUIET
+    ]  # fmt: skip
+    out = list(said_once(small))  # a distributed test's ranks that read the same, once
     base, cur = sides.baseline, sides.current
     if base.compiled != cur.compiled:
         out.append(f"calls into compiled code {base.compiled:,} → {cur.compiled:,}")
@@ -370,7 +377,7 @@ def _change_lines(rows: Sequence[WorkDelta], sides: _Sides) -> list[str]:
     return out
 
 
-def _small_change(r: WorkDelta, sides: _Sides) -> str:
+def _small_change(r: WorkDelta, sides: _Sides, *, label: str) -> str:
     parts = []
     if r.status in ("added", "deleted"):
         parts.append(f"{'new' if r.status == 'added' else 'gone'}, below the floor")
@@ -385,8 +392,8 @@ def _small_change(r: WorkDelta, sides: _Sides) -> str:
         parts.append(f"dtypes {value_text(base_types)} → {value_text(cur_types)}")
     tail = r.difference()
     if not parts:
-        return f"{row_label(r.key, r.grad_fns)}: {tail}"
-    return f"{row_label(r.key, r.grad_fns)}: {', '.join(parts)}" + (f" — {tail}" if tail else "")
+        return f"{label}: {tail}"
+    return f"{label}: {', '.join(parts)}" + (f" — {tail}" if tail else "")
 
 
 def _calls(n: int) -> str:

@@ -46,3 +46,14 @@ def ranks_text(ranks: Iterable[int | None]) -> str:
     if len(known) == 1:
         return f"rank {known[0]}"
     return "ranks " + ", ".join(map(str, known))
+
+
+def said_once(found: Iterable[tuple[str, int | None]]) -> tuple[str, ...]:
+    """Lines that read the same for several ranks, said once with the ranks named
+    (``… (ranks 0, 1)``); a single process's lines as they are."""
+    ranks: dict[str, list[int | None]] = {}
+    for text, rank in found:
+        ranks.setdefault(text, []).append(rank)
+    return tuple(
+        f"{text} ({who})" if (who := ranks_text(rs)) else text for text, rs in ranks.items()
+    )

@@ -156,3 +156,41 @@ def test_a_distributed_runs_traces_share_a_folder_that_goes_when_the_test_passes
     )
     assert trace_files.bounded(tmp_path, limit_bytes=10) != []
     assert len(trace_files.traces_of(tmp_path, nodeid)) == 1
+
+
+def test_a_work_change_that_reads_the_same_on_every_rank_is_said_once() -> None:
+    from tprof_engine.decide.work_gate import judge_work
+
+    def rows(*, extra: bool) -> WorkTable:
+        found = []
+        for rank in (0, 1):
+            found.append(
+                WorkRow(
+                    op=tagged(rank, "aten::addmm"),
+                    module="fc",
+                    phase="forward",
+                    calls=1,
+                    flops=10**9,
+                    bytes_read=10**6,
+                    bytes_written=10**5,
+                )
+            )
+            if extra:
+                found.append(
+                    WorkRow(
+                        op=tagged(rank, "aten::clone"),
+                        module="fc",
+                        phase="forward",
+                        calls=1,
+                        flops=0,
+                        bytes_read=64,
+                        bytes_written=64,
+                    )
+                )
+        return WorkTable(rows=tuple(found))
+
+    v = judge_work(rows(extra=False), rows(extra=True))
+    assert v.verdict == "changed"
+    assert v.reasons == (
+        "aten::clone in fc (forward): new, below the floor, bytes +128 (ranks 0, 1)",
+    )
