@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import shutil
 import tempfile
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -86,7 +87,10 @@ class Ranked:
             trace_dir=None if self._config.trace_dir is None else str(traces),
             timeout_s=self._body.timeout_s,
         )  # fmt: skip
+        started = time.perf_counter()
         results = self._launch(plan)
+        slowest = _slowest_rank(r.costs for r in results)
+        launch = Costs({"ranks": max(0.0, time.perf_counter() - started - slowest.total_s)})
         tables = [r.table for r in results]
         if first:
             self._first_census(results)
@@ -102,7 +106,7 @@ class Ranked:
             warmup_used=max(r.warmup_used for r in results),
             iterations=results[0].iterations, trace_path=None,
             trace_problem="; ".join(r.trace_problem for r in results if r.trace_problem),
-            reduction=self._runner.reduction, costs=_slowest_rank(r.costs for r in results),
+            reduction=self._runner.reduction, costs=slowest.plus(launch),
             cuda=spec.cuda, warmup_settled=all(r.warmup_settled for r in results),
             meta={"ranks": len(results)},
             write_trace=lambda path: _move_traces(traces, results, path),

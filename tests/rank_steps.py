@@ -59,3 +59,8 @@ def make_failing_step(rank: int, how: str = "raise") -> Callable[[], None]:
 def make_nothing(rank: int) -> int:
     """Not a step: make_step must return one."""
     return rank
+
+
+def make_step_from_environment(rank: int) -> Callable[[], None]:
+    """make_ddp_step with the plant the test's environment names (TPROF_RANK_PLANT)."""
+    return make_ddp_step(rank, plant=os.environ.get("TPROF_RANK_PLANT", ""))

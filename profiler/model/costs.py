@@ -10,7 +10,9 @@ The stages, in the order a test meets them:
 - ``export``: the Chrome trace written;
 - ``census``: the work census (the body run once more under the FLOP counter);
 - ``judge``: the verdict (statistics, work gate) and the side-by-side trace of a regression;
-- ``save``: the baseline read, merged and written.
+- ``save``: the baseline read, merged and written;
+- ``ranks``: a distributed test's ranks started and stopped (new processes, torch imported,
+  the process group joined and left), beyond what their stages took.
 
 A re-capture (a busy machine, a confirmation) adds to the same stages.  Everything but
 ``rounds`` is what the plugin adds to the body's own time.
@@ -23,7 +25,10 @@ import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
-STAGES = ("load", "calibrate", "rounds", "profiler", "reduce", "export", "census", "judge", "save")
+STAGES = (
+    "load", "calibrate", "rounds", "profiler", "reduce", "export", "census", "judge", "save",
+    "ranks",
+)  # fmt: skip
 BODY_STAGES = frozenset({"rounds"})  # the body's own time, profiled
 
 
@@ -39,6 +44,11 @@ class Costs:
         for stage, s in other.seconds.items():
             merged[stage] = merged.get(stage, 0.0) + s
         return Costs(merged)
+
+    @property
+    def total_s(self) -> float:
+        """Every stage's seconds together."""
+        return sum(self.seconds.values())
 
     @property
     def plugin_s(self) -> float:

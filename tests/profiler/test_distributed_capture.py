@@ -58,6 +58,15 @@ def test_every_rank_runs_the_protocol_and_its_census_sees_the_bucket_all_reduce(
         assert (info["rank"], info["world_size"], info["backend"]) == (rank, 2, "gloo")
 
 
+def test_the_ranks_see_the_environment_the_test_had_when_it_started_them(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    for plant, calls in (("", 1), ("extra", 2), ("", 1)):
+        monkeypatch.setenv("TPROF_RANK_PLANT", plant)
+        (r0, _) = distributed.launch(plan(rank_steps.make_step_from_environment, census=False))
+        assert r0.table.calls[r0.table.index()["c10d::allreduce_"]].tolist() == [calls] * 4
+
+
 @pytest.mark.parametrize(
     ("how", "said"),
     [
