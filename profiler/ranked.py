@@ -19,11 +19,13 @@ from pathlib import Path
 from typing import Any
 
 from tprof_engine.config import RunConfig
+from tprof_engine.decide.comm_gate import diverged
+from tprof_engine.decide.judge import iterations_of
 from tprof_engine.model.costs import Costs
 from tprof_engine.model.errors import CaptureError
 from tprof_engine.model.records import OpTable
 from tprof_engine.model.work import WorkTable
-from tprof_engine.reduce.ranks import diverged, join_tables, join_work, rank_notes
+from tprof_engine.reduce.ranks import join_tables, join_work, rank_notes
 from tprof_engine.store import schema
 from tprof_engine.store.trace_files import rank_folder
 
@@ -69,8 +71,6 @@ class Ranked:
         shutil.rmtree(self._scratch, ignore_errors=True)
 
     def iterations(self, baseline: schema.Baseline | None) -> int:
-        from tprof_engine.decide.judge import iterations_of
-
         stored = None if baseline is None else iterations_of(baseline.protocol)
         return stored or 0  # 0: the ranks calibrate and agree on the most any needs
 

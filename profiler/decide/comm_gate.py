@@ -10,6 +10,7 @@ any growth fails the test, no floor, no statistics, no confirmation.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
@@ -123,6 +124,24 @@ def sent(row: WorkRow) -> int:
     return only_read if only_read > 0 else row.bytes_written
 
 
+def diverged(works: Sequence[WorkTable | None]) -> str | None:
+    """Why the ranks' censuses can't be the same program's, or None: every rank must call the
+    same collectives, as often, in the same phases and group sizes (their bytes may differ)."""
+    seen: dict[tuple[tuple[str, str, int, float], ...], list[int]] = {}
+    for rank, work in enumerate(works):
+        if work is not None:
+            calls = sorted((r.op, r.phase, r.group, r.calls) for r in collectives(work))
+            seen.setdefault(tuple(calls), []).append(rank)
+    if len(seen) <= 1:
+        return None
+    groups = [
+        f"ranks {', '.join(map(str, ranks))}: "
+        + (", ".join(f"{op} in {phase} ×{n:g}" for op, phase, _, n in calls) or "none")
+        for calls, ranks in seen.items()
+    ]
+    return "the ranks called different collectives: " + "; ".join(groups)
+
+
 def without_collectives(work: WorkTable) -> WorkTable:
     """The census without its collectives: the work gate judges computation, this gate them."""
     return replace(work, rows=tuple(r for r in work.rows if not is_collective(r.op)))
@@ -143,7 +162,7 @@ def judge_communication(baseline: WorkTable, current: WorkTable) -> CommVerdict:
     for key in sorted(before.keys() | now.keys(), key=_order):
         b, c = before.get(key), now.get(key)
         if (b is not None and b.varies) or (c is not None and c.varies):
-            not_gated.append(_where(key))
+            not_gated.append(_where(key, _modules(b, c)))
             continue
         kind, text = _compared(key, b, c)
         {"grew": grew, "shrank": shrank, "changed": changed}.get(kind, []).append((text, key[0]))
@@ -163,8 +182,7 @@ UNCHANGED_KIND: Final = "same"
 
 def _compared(key: CommKey, b: CommRow | None, c: CommRow | None) -> tuple[str, str]:
     """How one collective moved (grew, shrank, changed or the same) and the line that says so."""
-    either = c or b
-    where = _where(key, either.modules if either is not None else ())
+    where = _where(key, _modules(b, c))
     if b is None:
         assert c is not None
         return "grew", f"{where}: new, {_calls(c.calls)} per step, {_size(c.bytes)}"
@@ -184,6 +202,14 @@ def _compared(key: CommKey, b: CommRow | None, c: CommRow | None) -> tuple[str, 
 
 
 TOP_LEVEL: Final = "(top level)"
+
+
+def _modules(b: CommRow | None, c: CommRow | None) -> tuple[str, ...]:
+    """Where a collective ran: now, else in the baseline."""
+    for row in (c, b):
+        if row is not None:
+            return row.modules
+    return ()
 
 
 def _where(key: CommKey, modules: tuple[str, ...] = ()) -> str:

@@ -254,14 +254,16 @@ def with_work(
     word = worst([verdict.verdict, work.verdict])
     reason = verdict.reason
     if work.verdict != UNCHANGED:
-        work_reason = f"work: {work.headline()}"
-        if verdict.reason == NOTHING_CHANGED:
-            reason = work_reason
-        elif work.regressed:  # what fails the test comes first
-            reason = f"{work_reason} | {reason}"
-        else:
-            reason = f"{reason} | {work_reason}"
+        reason = _joined(reason, f"work: {work.headline()}", leads=work.regressed)
     return replace(verdict, verdict=word, reason=reason, work=work)
+
+
+def _joined(reason: str, gate: str, *, leads: bool) -> str:
+    """An exact gate's reason joined to the verdict's: alone when nothing else changed, first
+    when it fails the test, else after."""
+    if reason == NOTHING_CHANGED:
+        return gate
+    return f"{gate} | {reason}" if leads else f"{reason} | {gate}"
 
 
 GRAPH_PREFIX = GRAPH_KEY.split("{")[0]
@@ -284,13 +286,7 @@ def with_communication(
     failing = comm.verdict == REGRESSED
     verdict = verdict.with_cause(Cause(kind=COMMUNICATION, text=text, failing=failing))
     word = worst([verdict.verdict, comm.verdict])
-    if verdict.reason == NOTHING_CHANGED:
-        reason = text
-    elif failing:
-        reason = f"{text} | {verdict.reason}"
-    else:
-        reason = f"{verdict.reason} | {text}"
-    return replace(verdict, verdict=word, reason=reason)
+    return replace(verdict, verdict=word, reason=_joined(verdict.reason, text, leads=failing))
 
 
 def _differences(

@@ -298,16 +298,7 @@ def _sync_order(s: HostSync) -> tuple[str, str, str, str]:
 def _row_differences(key: RowKey, mine: WorkRow | None, theirs: WorkRow | None) -> list[str]:
     if mine is None or theirs is None:
         return [f"{row_label(key)} only in the {'other' if mine is None else 'first'} table"]
-    fields = (
-        "calls",
-        "flops",
-        "bytes_read",
-        "bytes_written",
-        "dtypes",
-        "signature",
-        "varies",
-        "group",
-    )
+    fields = (*_ROW_KEYS[3:], "group")  # the work, not the row's key
     changed = [
         f"{name} {value_text(getattr(mine, name))} → {value_text(getattr(theirs, name))}"
         for name in fields

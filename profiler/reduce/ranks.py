@@ -98,29 +98,6 @@ def join_work(works: Sequence[WorkTable | None]) -> WorkTable | None:
     )
 
 
-def diverged(works: Sequence[WorkTable | None]) -> str | None:
-    """Why the ranks' collectives can't be the same program's, or None: every rank must call
-    the same collectives, as often, in the same group sizes (their bytes may differ)."""
-    seen: dict[tuple[tuple[str, str, int, int], ...], list[int]] = {}
-    for rank, w in enumerate(works):
-        if w is None:
-            continue
-        calls: dict[tuple[str, str, int], int] = {}
-        for r in w.rows:
-            if is_collective(r.op):
-                key = (r.op, r.phase, r.group)
-                calls[key] = calls.get(key, 0) + r.calls
-        seen.setdefault(tuple(sorted((*k, n) for k, n in calls.items())), []).append(rank)
-    if len(seen) <= 1:
-        return None
-    groups = [f"ranks {', '.join(map(str, rs))}: {_listed(k)}" for k, rs in seen.items()]
-    return "the ranks called different collectives: " + "; ".join(groups)
-
-
-def _listed(calls: tuple[tuple[str, str, int, int], ...]) -> str:
-    return ", ".join(f"{op} in {phase} ×{n}" for op, phase, _, n in calls) or "none"
-
-
 def rank_notes(tables: Sequence[OpTable]) -> tuple[str, ...]:
     """Which rank was slowest in each round, how far the ranks' rounds spread, and each
     rank's time in collectives per round (median), for the test's notes."""

@@ -176,7 +176,7 @@ def _remove(found: Iterable[Path]) -> list[Path]:
         except OSError:
             continue  # read-only or in use: left for the next run
         gone.append(p)
-        if p.name.startswith("rank"):
+        if _RANK_NAME.fullmatch(p.name):
             with contextlib.suppress(OSError):
                 p.parent.rmdir()  # a run's rank folder, once its last trace went
     return gone

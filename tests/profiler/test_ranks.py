@@ -11,12 +11,13 @@ import pytest
 from tprof_testing import table
 
 from tprof_engine.decide import busy
+from tprof_engine.decide.comm_gate import diverged
 from tprof_engine.decide.rule import Rule
 from tprof_engine.model.errors import CaptureError
 from tprof_engine.model.ranks import bare, ranks_in, ranks_text, split, tagged
 from tprof_engine.model.records import RoundLoad
 from tprof_engine.model.work import WorkRow, WorkTable
-from tprof_engine.reduce.ranks import diverged, join_tables, join_work, rank_notes
+from tprof_engine.reduce.ranks import join_tables, join_work, rank_notes
 from tprof_engine.store import trace_files
 
 OPS = {"aten::addmm": (800.0, 6), "c10d::allreduce_": (90.0, 1)}
