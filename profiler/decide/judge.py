@@ -97,6 +97,9 @@ def judge(
 
 
 MACHINE_BUSY = "machine busy"
+# What an inconclusive test still vouches for; the work gate, judged later, takes back its part.
+EXACT_UNCHANGED = "calls and work unchanged"
+CALLS_UNCHANGED = "calls unchanged"
 
 
 def quiet_rounds(
@@ -133,7 +136,7 @@ def too_noisy(verdict: TestVerdict, rule: Rule) -> str | None:
     """
     if not verdict.timing_compared:
         shown = ", ".join(verdict.differences) or "no comparable timings"
-        return f"calls and work unchanged; timings not compared: {shown}"
+        return f"{EXACT_UNCHANGED}; timings not compared: {shown}"
     limit = rule.useful_floor * 100.0
     noisy, short = [], []
     for f in verdict.families:
@@ -254,6 +257,7 @@ def with_work(
     word = worst([verdict.verdict, work.verdict])
     reason = verdict.reason
     if work.verdict != UNCHANGED:
+        reason = reason.replace(EXACT_UNCHANGED, CALLS_UNCHANGED, 1)
         reason = _joined(reason, f"work: {work.headline()}", leads=work.regressed)
     return replace(verdict, verdict=word, reason=reason, work=work)
 

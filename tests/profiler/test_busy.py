@@ -24,6 +24,7 @@ from tprof_engine.decide.rule import Rule
 from tprof_engine.model.errors import BaselineError
 from tprof_engine.model.records import OpTable, RoundLoad, concat_rounds
 from tprof_engine.model.verdicts import CHANGED, INCONCLUSIVE, REGRESSED, UNCHANGED
+from tprof_engine.model.work import WorkRow, WorkTable
 from tprof_engine.store import baselines, reading, schema
 
 OPS = {"aten::addmm": (800.0, 6), "aten::relu": (120.0, 3), "aten::copy_": (60.0, 4)}
@@ -86,6 +87,25 @@ def test_too_few_quiet_rounds_read_inconclusive_machine_busy_and_never_fail_on_t
         "waited for a CPU (75% of their time)"
     )
     assert not v.timing_regressed
+
+
+def conv_census(out_channels: int) -> WorkTable:
+    conv = WorkRow(
+        op="aten::convolution", module="conv2", phase="forward", calls=1,
+        flops=9216 * out_channels, bytes_read=4096, bytes_written=256 * out_channels,
+        dtypes=("float32",), signature=f"weight f32[{out_channels}, 16, 3, 3]",
+    )  # fmt: skip
+    return WorkTable(rows=(conv,))
+
+
+def test_a_work_change_on_a_busy_machine_does_not_read_as_work_unchanged() -> None:
+    base = Recorded(tables=sessions(), work=conv_census(32))
+    busy_now = loaded(table(OPS, seed=1), list(range(14)))
+    v = judge(base, Recorded(tables=(busy_now,), work=conv_census(64)), Rule())
+    assert v.verdict == REGRESSED and v.work_regressed
+    assert v.reason.startswith("work: FLOPs +100.0%")
+    assert "calls unchanged; timings not compared: machine busy" in v.reason
+    assert "work unchanged" not in v.reason
 
 
 def test_rounds_beside_busy_processes_are_left_out_and_a_crowded_run_is_not_judged() -> None:
