@@ -93,7 +93,8 @@ def judge(
     verdict = with_noise_check(verdict, rule)
     per_call = 1 if ib != ic else (ib or 1)  # tables already per iteration when they differ
     verdict = with_compile_structure(verdict, base_tables[-1], current_table, per_call=per_call)
-    return with_work(verdict, baseline.work, current.work, rule)
+    verdict = with_work(verdict, baseline.work, current.work, rule)
+    return with_enclosing_ops(verdict, current_table.meta.get("parents", {}), current.work)
 
 
 MACHINE_BUSY = "machine busy"
@@ -260,6 +261,35 @@ def with_work(
         reason = reason.replace(EXACT_UNCHANGED, CALLS_UNCHANGED, 1)
         reason = _joined(reason, f"work: {work.headline()}", leads=work.regressed)
     return replace(verdict, verdict=word, reason=reason, work=work)
+
+
+# How many enclosing ops are climbed to find the census's op (aten::mkldnn_convolution in
+# aten::_convolution in aten::convolution: two).
+ENCLOSING_DEPTH = 6
+
+
+def with_enclosing_ops(
+    verdict: TestVerdict, parents: Mapping[str, str], work: WorkTable | None
+) -> TestVerdict:
+    """Each timed op the work census doesn't name, with the census op it runs inside: the
+    op ``parents`` (the reduction's most frequent direct holder of each op) lead up to."""
+    if work is None or not parents:
+        return verdict
+    census = {r.op for r in work.rows}
+    ops = tuple(
+        o if o.op in census else replace(o, inside=_enclosing(o.op, parents, census))
+        for o in verdict.ops
+    )
+    return replace(verdict, ops=ops)
+
+
+def _enclosing(op: str, parents: Mapping[str, str], census: set[str]) -> str | None:
+    for _ in range(ENCLOSING_DEPTH):
+        held_by = parents.get(op)
+        if held_by is None or held_by in census:
+            return held_by
+        op = held_by
+    return None
 
 
 def _joined(reason: str, gate: str, *, leads: bool) -> str:

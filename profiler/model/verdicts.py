@@ -140,6 +140,9 @@ class OpVerdict:
     vs_rest_floor_pct: float | None = None
     # Regressed on the op-against-the-rest route alone (not in probe units).
     vs_rest_only: bool = False
+    # The work census's op this op runs inside, when the census doesn't name it itself
+    # (``aten::mkldnn_convolution`` runs inside ``aten::convolution``); None otherwise.
+    inside: str | None = None
 
     @property
     def flagged(self) -> bool:

@@ -104,6 +104,7 @@ def reduce_events(
     info = dict(meta or {})
     info.setdefault("events", len(ev))
     info["whole_trace_as_round"] = p.rounds.whole_trace
+    info["parents"] = _op_parents(ev, p)
 
     def per_op(weights: Any) -> Any:  # ns summed per op and round, in µs
         return _summed(cells, weights[counted], shape) / 1000.0
@@ -173,6 +174,28 @@ def _placed(ev: EventArrays) -> _Placed:
         counted=counted, probe_cpu=probe_cpu, probe_dev=probe_dev, names=names,
         cpu_names=cpu_names,
     )  # fmt: skip
+
+
+def _op_parents(ev: EventArrays, p: _Placed) -> dict[str, str]:
+    """The op each op's counted events ran directly inside, where one op held more than half of
+    them: how a kernel's op (``aten::mkldnn_convolution``) is found under the op the work
+    census names (``aten::convolution``)."""
+    cpu = p.cpu
+    child = np.flatnonzero(p.counted & cpu.has_parent)
+    parent = p.kept_as[cpu.parent[child]]
+    is_op = (ev.kind[cpu.idx[parent]] == KIND_OP) & p.counted[parent]
+    kid, holder = p.cpu_names[child[is_op]], p.cpu_names[parent[is_op]]
+    if kid.size == 0:
+        return {}
+    n = len(p.names)
+    pairs, counts = np.unique(kid * n + holder, return_counts=True)
+    kid, holder = pairs // n, pairs % n
+    order = np.lexsort((-counts, kid))  # per op, its most frequent holder first
+    first = order[np.r_[True, kid[order][1:] != kid[order][:-1]]]
+    held = np.bincount(kid, weights=counts, minlength=n)
+    first = first[(2 * counts[first] > held[kid[first]]) & (kid[first] != holder[first])]
+    held_by = zip(kid[first].tolist(), holder[first].tolist(), strict=True)
+    return {p.names[k]: p.names[h] for k, h in held_by}
 
 
 def _probe_times(

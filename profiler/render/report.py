@@ -133,10 +133,12 @@ def where_lines(v: TestVerdict) -> list[str]:
     if v.work is None:
         return []
     out = []
-    for name in dict.fromkeys(o.op for o in v.flagged_ops()):  # once, not once per family
-        found = [r for r in v.work.rows if r.op == name and r.cur_calls > 0]
+    flagged = {o.op: o.inside for o in v.flagged_ops()}  # once, not once per family
+    for name, inside in flagged.items():
+        found = [r for r in v.work.rows if r.op == (inside or name) and r.cur_calls > 0]
         if found:
-            out.append(f"{name} runs " + "; ".join(_where(found)))
+            held = f" inside {inside}, which runs" if inside else ""
+            out.append(f"{name} runs{held} " + "; ".join(_where(found)))
     for name in dict.fromkeys(op for f in v.families for op in f.grew_before):
         found = [r for r in v.work.rows if r.op == name and r.cur_calls > 0]
         if found:
@@ -304,7 +306,7 @@ def _test_json(t: ProfiledTest) -> dict[str, Any]:
     keep = (
         "op", "family", "verdict", "baseline_median_us", "current_median_us", "delta_us",
         "delta_pct", "p_value", "calls_baseline", "calls_current", "share", "mde_pct", "floor_pct",
-        "vs_rest_pct", "vs_rest_floor_pct", "note",
+        "vs_rest_pct", "vs_rest_floor_pct", "note", "inside",
     )  # fmt: skip
     return {
         "nodeid": t.nodeid,

@@ -100,7 +100,7 @@ def op_row(o: Mapping[str, Any], *, timing_compared: bool = True) -> OpRow:
         and o.get("p_value") is not None
     )
     return OpRow(
-        op=str(o.get("op", "")),
+        op=str(o.get("op", "")) + (f" (in {o['inside']})" if o.get("inside") else ""),
         family=fmt.family(o.get("family", "")),
         calls=f"{o.get('calls_baseline')} → {o.get('calls_current')}",
         baseline_us=fmt.us(o.get("baseline_median_us")),

@@ -320,3 +320,26 @@ def test_dropping_leading_rounds_keeps_the_later_columns() -> None:
     assert later.rounds == 1
     assert metric(later, "aten::add", "self_cpu_us") == [0.5]
     assert drop_leading_rounds(table, 0) is table
+
+
+def test_each_op_is_given_the_op_that_held_most_of_its_calls_when_one_held_most() -> None:
+    table = reduce(
+        [
+            step(0, 0, 10_000),
+            Ev("## block ##", 100, 9_900, KIND_ANNOTATION),  # an annotation holds no op
+            Ev("aten::convolution", 200, 3_000),
+            Ev("aten::_convolution", 300, 2_900),
+            Ev("aten::mkldnn_convolution", 400, 2_800),
+            Ev("aten::empty", 500, 600),  # once in a convolution, once in a copy: no holder
+            Ev("aten::copy_", 3_100, 4_000),
+            Ev("aten::empty", 3_200, 3_300),
+            step(1, 10_000, 20_000),
+            Ev("aten::convolution", 10_200, 13_000),
+            Ev("aten::_convolution", 10_300, 12_900),
+            Ev("aten::mkldnn_convolution", 10_400, 12_800),
+        ]
+    )
+    assert table.meta["parents"] == {
+        "aten::_convolution": "aten::convolution",
+        "aten::mkldnn_convolution": "aten::_convolution",
+    }

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from tprof_engine.decide.judge import with_enclosing_ops
 from tprof_engine.decide.work_gate import judge_work
 from tprof_engine.model.results import ProfiledTest
 from tprof_engine.model.verdicts import REGRESSED, OpVerdict, TestVerdict
@@ -42,6 +43,37 @@ def test_a_flagged_op_says_where_it_runs_from_the_census_largest_share_first() -
         "aten::mm runs in fc1 (backward of AddmmBackward0) 75% of its FLOPs, 1 call, "
         "model.py:12 in forward; in fc2 (backward of AddmmBackward0) 25% of its FLOPs, 2 calls"
     ]
+
+
+def test_a_timed_op_the_census_doesnt_name_is_shown_inside_the_census_op_it_runs_in() -> None:
+    # the reduction's holders: the kernel's op in aten::_convolution in aten::convolution
+    parents = {
+        "aten::mkldnn_convolution": "aten::_convolution",
+        "aten::_convolution": "aten::convolution",
+    }
+    conv = WorkRow(
+        op="aten::convolution", module="conv2", phase="forward", calls=1, flops=9000,
+        bytes_read=100, bytes_written=100,
+    )  # fmt: skip
+    census = WorkTable(rows=(conv, mm("fc1", 1000, 1)))
+    slow = OP.__class__(**{**OP.to_dict(), "op": "aten::mkldnn_convolution"})
+    timed = TestVerdict(
+        verdict=REGRESSED, reason="CPU: …", ops=(slow, OP), work=judge_work(census, census)
+    )
+    v = with_enclosing_ops(timed, parents, census)
+    assert [(o.op, o.inside) for o in v.ops] == [
+        ("aten::mkldnn_convolution", "aten::convolution"),
+        ("aten::mm", None),  # the census names it
+    ]
+    assert where_lines(v)[0] == (
+        "aten::mkldnn_convolution runs inside aten::convolution, which runs in conv2 (forward) "
+        "100% of its FLOPs, 1 call"
+    )
+    text = failure_text(profiled(v))
+    assert "aten::mkldnn_convolution (in aten::convolution)  CPU" in text
+    (doc,) = json_report([profiled(v)], environment={})["tests"]
+    assert doc["ops"][0]["inside"] == "aten::convolution"
+    assert "aten::mkldnn_convolution (in aten::convolution)" in markdown_summary([profiled(v)])
 
 
 def test_the_failure_lists_the_work_verdict_and_the_rows_that_moved() -> None:
