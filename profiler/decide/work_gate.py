@@ -71,6 +71,7 @@ def judge_work(
         floor=floor,
         compiled=bool(baseline.compiled or current.compiled),
         totals=totals,
+        iterations=current.iterations,
     )
 
 

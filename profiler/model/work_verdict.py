@@ -101,6 +101,7 @@ class WorkVerdict:
     floor: float
     compiled: bool  # compiled code ran in either census: its work is counted as eager ops
     totals: tuple[str, ...] = ()  # each total that moved past the floor, short: "FLOPs +98.8%"
+    iterations: int = 1  # calls of the body the census's rows count (1: per call)
 
     @property
     def regressed(self) -> bool:
@@ -130,6 +131,7 @@ class WorkVerdict:
             "flops": [self.base_flops, self.cur_flops],
             "bytes": [self.base_bytes, self.cur_bytes],
             "rows": [r.to_dict() for r in self.rows],
+            "iterations": self.iterations,
         }
 
     @classmethod
@@ -146,6 +148,7 @@ class WorkVerdict:
             floor=float(d["floor"]),
             compiled=bool(d.get("compiled", False)),
             totals=tuple(str(t) for t in d.get("totals", [])),
+            iterations=int(d.get("iterations", 1)),
         )
 
 

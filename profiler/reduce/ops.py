@@ -101,10 +101,8 @@ def reduce_events(
         if mem_rows.size
         else None
     )
-    info = dict(meta or {})
-    info.setdefault("events", len(ev))
-    info["whole_trace_as_round"] = p.rounds.whole_trace
-    info["parents"] = _op_parents(ev, p)
+    info = {"events": len(ev), **(meta or {})}
+    info.update(whole_trace_as_round=p.rounds.whole_trace, parents=_op_parents(ev, p))
 
     def per_op(weights: Any) -> Any:  # ns summed per op and round, in µs
         return _summed(cells, weights[counted], shape) / 1000.0

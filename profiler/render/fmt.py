@@ -111,6 +111,11 @@ def local_path(path: str) -> str:
         return path
 
 
+def calls_per(steps: int) -> str:
+    """The header of a work table's calls: per call of the body ("step"), or per ``steps``."""
+    return "calls/step" if steps == 1 else f"calls/{steps} steps"
+
+
 def total_move(base: int, cur: int) -> str:
     """A total, baseline → current, with its change: ``2,000 → 4,000 (+100.0%)``."""
     moved = f" ({(cur - base) / base:+.1%})" if base and cur != base else ""

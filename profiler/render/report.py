@@ -44,7 +44,7 @@ def failure_text(
     to do next (``record_args``: what the command that records it must repeat)."""
     v = test.verdict
     lines = [f"tprof: {v.verdict} — {v.reason}"]
-    timing = _timing_lines(v, verbose=verbose)
+    timing = _timing_lines(v, verbose=verbose, iterations=test.iterations or 1)
     work = [] if v.work is None else ["", *work_lines(v.work, verbose=verbose)]
     # The exact cause leads: a work regression before the timing rows it explains.
     blocks = [work, timing] if v.work_regressed else [timing, work]
@@ -57,12 +57,18 @@ def failure_text(
     return "\n".join(lines)
 
 
-def _timing_lines(v: TestVerdict, *, verbose: bool) -> list[str]:
-    """The flagged op rows (every row, verbose) with where they ran, and the kernels."""
+def _timing_lines(v: TestVerdict, *, verbose: bool, iterations: int = 1) -> list[str]:
+    """The flagged op rows (every row, verbose) with where they ran, and the kernels; a round
+    of several calls of the body says so, since the work rows count one call."""
     out: list[str] = []
     shown = rows.op_rows(v.to_dict(), flagged_only=not verbose)
     if shown:
-        out += ["", *op_table(shown, limit=None if verbose else 12), *where_lines(v)]
+        out += ["", *op_table(shown, limit=None if verbose else 12)]
+        if iterations > 1:
+            out.append(
+                f"a round is {iterations} calls of the body: calls and µs above are per round"
+            )
+        out += where_lines(v)
     if verbose and v.device_rows:
         out += ["", *device_row_lines([r.to_dict() for r in v.device_rows])]
     return out
@@ -185,17 +191,18 @@ def work_lines(work: WorkVerdict, *, verbose: bool = False) -> list[str]:
     )
     if moved and (verbose or work.verdict != "unchanged"):
         lines.append("")
-        lines.extend(work_table(moved, limit=None if verbose else 12))
+        lines.extend(work_table(moved, limit=None if verbose else 12, steps=work.iterations))
     if verbose:
         lines.append("")
         lines.extend(module_table(by_module(work.rows)))
     return lines
 
 
-def work_table(rows: Sequence[WorkDelta], *, limit: int | None = None) -> list[str]:
-    """Aligned rows: op, module, phase, FLOPs and bytes baseline → current, calls per round,
-    status, and for a row whose amounts didn't move, what did (its inputs or calls)."""
-    header = ("op", "module", "phase", "FLOPs", "bytes", "calls/round", "status", "")
+def work_table(rows: Sequence[WorkDelta], *, limit: int | None = None, steps: int = 1) -> list[str]:
+    """Aligned rows: op, module, phase, FLOPs and bytes baseline → current, calls per call of
+    the body (per ``steps`` calls, for a census of several), status, and for a row whose
+    amounts didn't move, what did (its inputs or calls)."""
+    header = ("op", "module", "phase", "FLOPs", "bytes", fmt.calls_per(steps), "status", "")
     cells = [header]
     for r in rows if limit is None else rows[:limit]:
         cells.append(

@@ -25,7 +25,7 @@ from tprof_engine.render import fmt
 OP_COLUMNS: Final = (
     "op",
     "family",
-    "calls",
+    "calls/round",
     "baseline µs",
     "current µs",
     "Δ µs",

@@ -340,8 +340,9 @@ def test_the_time_outside_any_op_is_charged_to_the_op_after_it() -> None:
     before = dict(zip(t.names, t.host_before_us, strict=True))
     assert (before["aten::relu"] > 250).all(), before
     # Another process may take the CPU inside any round and only ever adds time, so the
-    # bound above holds in every round and this one in the quietest.
-    assert before["aten::mm"].min() < 100, before
+    # bound above holds in every round and this one in the quietest: the body's start to its
+    # first op (about 100 µs on a quiet machine), not the 300 µs spin.
+    assert before["aten::mm"].min() < 200, before
     assert (t.host_us > 250).all()
 
 

@@ -159,7 +159,7 @@ def test_the_rows_carry_the_json_numbers_and_words(rendered: dict[str, str]) -> 
         o = ops[(cells["family"].lower(), cells["op"])]
         word = cells["verdict"].split(" (")[0]
         assert word == o["verdict"]
-        assert cells["calls"] == f"{o['calls_baseline']} → {o['calls_current']}"
+        assert cells["calls/round"] == f"{o['calls_baseline']} → {o['calls_current']}"
         assert float(cells["current µs"].replace(",", "")) == pytest.approx(
             o["current_median_us"], abs=0.05
         )

@@ -116,7 +116,7 @@ def table_ops(failure: str) -> set[str]:
     start = next(i for i, line in enumerate(lines) if re.match(r"\s+op\s+family\s", line))
     ops = set()
     for line in lines[start + 1 :]:
-        if not line.strip() or line.lstrip().startswith("..."):
+        if not line.strip() or line.lstrip().startswith(("...", "a round is")):
             break
         ops.add(line.split()[0])
     return ops
@@ -233,7 +233,7 @@ def test_the_json_report_and_the_summary_list_every_profiled_test(
     keys = {
         "op", "family", "verdict", "baseline_median_us", "current_median_us", "delta_us",
         "delta_pct", "p_value", "calls_baseline", "calls_current", "share", "mde_pct", "floor_pct",
-        "vs_rest_pct", "vs_rest_floor_pct", "note",
+        "vs_rest_pct", "vs_rest_floor_pct", "note", "inside",
     }  # fmt: skip
     for t in tests.values():
         assert t["ops"]
