@@ -83,7 +83,9 @@ def junit_properties(test: ProfiledTest) -> list[tuple[str, str]]:
     is inside its floor, so it is left out."""
     v = test.verdict
     props: list[tuple[str, str]] = [(VERDICT_PROPERTY, v.verdict)]
-    top = v.top_op()
+    # The op that moved most, when the timing saw one move: a work or calls failure whose
+    # timings weren't compared, or moved within their floors, has no top op.
+    top = next(iter(v.flagged_ops()), None) if v.timing_compared else None
     if top is not None and v.verdict not in _NOTHING_MOVED:
         props.append(("tprof_top_op", f"{top.op} {top.delta_pct:+.0f}%"))
     why = rows.why(v.to_dict())
@@ -107,12 +109,16 @@ def next_steps(test: ProfiledTest, *, record_args: Sequence[str] = ()) -> list[s
         "meant it? record it as the new baseline: "
         f'pytest --tprof-save --tprof-reset{given} "{test.nodeid}"'
     ]
-    moved = [] if v.work is None else [r for r in v.work.rows if r.status != "unchanged"]
-    if v.work_regressed and not any(r.source for r in moved):
+    # Source lines come with the census's rows: offered when a census ran without them.
+    if v.work is not None and not any(r.source for r in v.work.rows):
         out.append("which line of your code: re-run with --tprof --tprof-collect=stack")
     trace = test.side_by_side or test.trace
-    if trace and (v.timing_regressed or v.structure_regressed):
+    if trace:
         out.append(f"see the ops in time: open {trace} in https://ui.perfetto.dev")
+    if test.trace and not test.side_by_side and (v.timing_regressed or v.structure_regressed):
+        out.append(
+            "see it beside the baseline's rounds: record baselines with --tprof-save-trace"
+        )
     return out
 
 

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from tprof_testing import table
 
 from tprof_engine.decide.judge import Recorded, judge
 from tprof_engine.decide.rule import Rule
 from tprof_engine.model.results import ProfiledTest
 from tprof_engine.model.verdicts import REGRESSED, UNCHANGED
+from tprof_engine.model.work import WorkRow, WorkTable
 from tprof_engine.render.report import failure_text, next_steps
 
 OPS = {"aten::addmm": (800.0, 6), "aten::relu": (120.0, 3)}
@@ -27,12 +30,45 @@ def test_a_timing_regression_says_how_to_accept_it_and_where_its_trace_opens() -
         "meant it? record it as the new baseline: "
         'pytest --tprof-save --tprof-reset "tests/test_model.py::test_step[cpu]"',
         "see the ops in time: open /runs/t.pt.trace.json.gz in https://ui.perfetto.dev",
+        "see it beside the baseline's rounds: record baselines with --tprof-save-trace",
     ]
     assert failure_text(test).endswith(
         "\n  next:\n    meant it? record it as the new baseline: "
         'pytest --tprof-save --tprof-reset "tests/test_model.py::test_step[cpu]"\n'
-        "    see the ops in time: open /runs/t.pt.trace.json.gz in https://ui.perfetto.dev"
+        "    see the ops in time: open /runs/t.pt.trace.json.gz in https://ui.perfetto.dev\n"
+        "    see it beside the baseline's rounds: record baselines with --tprof-save-trace"
     )
+    beside = replace(test, side_by_side="/runs/t.vs-baseline.pt.trace.json.gz")
+    assert next_steps(beside)[1:] == [
+        "see the ops in time: open /runs/t.vs-baseline.pt.trace.json.gz in https://ui.perfetto.dev"
+    ]
+
+
+def test_every_regression_names_its_trace_and_a_census_without_sources_the_stack_option() -> None:
+    work = WorkTable(rows=(WorkRow(
+        op="aten::addmm", module="fc1", phase="forward", calls=1, flops=1000,
+        bytes_read=100, bytes_written=100,
+    ),))  # fmt: skip
+    wider = WorkTable(rows=(replace(work.rows[0], flops=3000),))
+    verdict = judge(
+        Recorded(tables=SESSIONS, work=work), Recorded(tables=(table(OPS, seed=1),), work=wider),
+        Rule(),
+    )  # fmt: skip
+    test = ProfiledTest(nodeid=NODE, verdict=verdict, trace="/runs/t.pt.trace.json.gz")
+    assert verdict.work_regressed and not verdict.timing_regressed
+    from tprof_engine.render.report import junit_properties
+
+    assert "tprof_top_op" not in dict(junit_properties(test))  # no timing figure as its cause
+    assert next_steps(test)[1:] == [
+        "which line of your code: re-run with --tprof --tprof-collect=stack",
+        "see the ops in time: open /runs/t.pt.trace.json.gz in https://ui.perfetto.dev",
+    ]
+    sourced = WorkTable(rows=(replace(wider.rows[0], source="model.py:3 in forward"),))
+    placed = judge(
+        Recorded(tables=SESSIONS, work=work), Recorded(tables=(table(OPS, seed=1),), work=sourced),
+        Rule(),
+    )  # fmt: skip
+    assert "--tprof-collect=stack" not in " ".join(next_steps(replace(test, verdict=placed)))
 
 
 def test_a_test_that_passes_has_no_next_steps() -> None:
