@@ -323,11 +323,12 @@ class TprofPlugin:
             machine = busy.run_summary(
                 [(r.nodeid, r.table) for r in results if r.table is not None],
                 self.settings.run.rule,
+                saving=self.settings.run.save,
             )
             terminal.summary(
                 terminalreporter,
                 results,
-                [*([machine] if machine else []), *self.messages],
+                [*machine, *self.messages],
                 baseline_dir=self.runner.env_dir,
                 trace_dir=self.settings.run.trace_dir,
             )

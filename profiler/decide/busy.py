@@ -177,21 +177,31 @@ def quietest(table: OpTable, rule: Disturbance, rounds: int) -> OpTable:
     return table.with_rounds(np.sort(order[:rounds]))
 
 
+# A baseline session with fewer undisturbed rounds than this is left out of the timing.
+SESSION_QUIET_ROUNDS = 2
+
+
 def run_summary(
-    tables: Sequence[tuple[str, OpTable]], rule: Disturbance, *, worst: int = 3
-) -> str | None:
-    """One line on how busy the machine was over a run: the share of measured rounds
-    disturbed (waited for a CPU, or ran beside busy processes) and the tests most disturbed.
-    None when no table has readings."""
+    tables: Sequence[tuple[str, OpTable]], rule: Disturbance, *, worst: int = 3,
+    saving: bool = False,
+) -> list[str]:  # fmt: skip
+    """How busy the machine was over a run: the share of measured rounds disturbed (waited
+    for a CPU, or ran beside busy processes) and the tests most disturbed; saving, which
+    tests' sessions keep no timing.  Nothing when no table has readings."""
     found = [(name, b) for name, t in tables if (b := busy_of(t, rule)) is not None]
     if not found:
-        return None
+        return []
     rounds = sum(b.rounds for _, b in found)
     disturbed = sum(b.disturbed for _, b in found)
     waited = sum(b.waited for _, b in found)
+    judged = (
+        "no round was undisturbed, so no timing could be judged"
+        if disturbed == rounds
+        else "timing is judged on the others"
+    )
     line = (
         f"machine: {disturbed} of {rounds} measured rounds ({disturbed / rounds:.0%}) disturbed "
-        f"({waited} waited for a CPU); timing is judged on the others"
+        f"({waited} waited for a CPU); {judged}"
     )
     hit = sorted(
         (nb for nb in found if nb[1].disturbed), key=lambda nb: -nb[1].disturbed / nb[1].rounds
@@ -200,4 +210,14 @@ def run_summary(
         line += "; most: " + ", ".join(
             f"{name} ({b.disturbed} of {b.rounds})" for name, b in hit[:worst]
         )
-    return line
+    untimed = [name for name, b in found if b.quiet < SESSION_QUIET_ROUNDS]
+    return [line, *([_untimed_sessions(untimed, worst)] if saving and untimed else [])]
+
+
+def _untimed_sessions(names: Sequence[str], worst: int) -> str:
+    shown = " ".join(f'"{n}"' for n in names[:worst]) + (" …" if len(names) > worst else "")
+    return (
+        f"machine: {len(names)} session(s) saved on a busy machine keep no timing (calls and "
+        f"work still gate; timing is judged on the other sessions): save again when the "
+        f"machine is quieter: pytest --tprof-save {shown}"
+    )

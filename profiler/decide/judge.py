@@ -79,7 +79,14 @@ def judge(
         current_table = per_iteration(current_table, ic)
         diffs = [d for d in diffs if not d.startswith("iterations ")]
         found.append(f"rounds of {ib} and {ic} iterations: compared per iteration")
+    sessions = len(base_tables)
     base_tables, current_table, machine_busy = quiet_rounds(base_tables, current_table, rule)
+    if machine_busy is None and len(base_tables) < sessions:
+        found.append(
+            f"{sessions - len(base_tables)} of {sessions} baseline sessions left out of the "
+            f"timing: saved on a busy machine (fewer than {busy.SESSION_QUIET_ROUNDS} "
+            "undisturbed rounds)"
+        )
     if machine_busy is not None and not diffs:
         diffs.append(machine_busy)
     verdict = compare_across(
@@ -117,7 +124,7 @@ def quiet_rounds(
     now = busy.busy_of(current, rule)
     quiet_now = busy.quiet_table(current, rule)
     kept = [busy.quiet_table(t, rule) for t in baseline]
-    usable = [t for t in kept if t.rounds >= 2]
+    usable = [t for t in kept if t.rounds >= busy.SESSION_QUIET_ROUNDS]
     if now is not None and now.quiet < rule.quiet_rounds_needed(current.rounds):
         return list(baseline), current, f"{MACHINE_BUSY}: {now.describe()}"
     if not usable:

@@ -434,11 +434,33 @@ def test_the_summary_line_gives_the_share_of_disturbed_rounds_and_the_worst_test
         ("t.py::half", loaded(table(OPS, seed=2), list(range(10)))),
         ("t.py::crowded", loaded(table(OPS, seed=3), [], crowded=tuple(range(ROUNDS)))),
     ]
-    assert busy.run_summary(tables, Rule()) == (
+    line = (
         "machine: 30 of 60 measured rounds (50%) disturbed (10 waited for a CPU); timing is "
         "judged on the others; most: t.py::crowded (20 of 20), t.py::half (10 of 20)"
     )
-    assert busy.run_summary([("t", table(OPS, seed=1))], Rule()) is None  # no readings
+    assert busy.run_summary(tables, Rule()) == [line]
+    assert busy.run_summary(tables, Rule(), saving=True) == [
+        line,
+        "machine: 1 session(s) saved on a busy machine keep no timing (calls and work still "
+        "gate; timing is judged on the other sessions): save again when the machine is "
+        'quieter: pytest --tprof-save "t.py::crowded"',
+    ]
+    assert busy.run_summary([("t", table(OPS, seed=1))], Rule()) == []  # no readings
+    (every,) = busy.run_summary(tables[2:], Rule())
+    assert every.endswith(
+        "disturbed (0 waited for a CPU); no round was undisturbed, so no timing could be "
+        "judged; most: t.py::crowded (20 of 20)"
+    )
+
+
+def test_a_baseline_session_saved_on_a_busy_machine_is_named_as_left_out() -> None:
+    base = (*sessions(2), loaded(table(OPS, seed=12), [], crowded=tuple(range(ROUNDS))))
+    v = verdict_of(loaded(table(OPS, seed=1), []), base)
+    assert v.sessions == 2  # the ones the timing learned from
+    assert (
+        "1 of 3 baseline sessions left out of the timing: saved on a busy machine (fewer "
+        "than 2 undisturbed rounds)"
+    ) in v.notes
 
 
 def test_a_host_familys_ops_travel_in_the_json_form() -> None:
