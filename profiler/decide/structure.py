@@ -82,7 +82,14 @@ def structure_of(
     for o in ops.values():
         added += _added_us(o)
     share = _added_share(ops, total.base_us, total.cur_us)
-    changes = tuple(v for v in verdicts if v.verdict in STRUCTURAL_OPS)
+    # The ops that moved most first: a flag op that came (aten::_nnpack_available) after the
+    # convolution that replaced the kernel.
+    changes = tuple(
+        sorted(
+            (v for v in verdicts if v.verdict in STRUCTURAL_OPS),
+            key=lambda v: -abs(v.delta_us) if math.isfinite(v.delta_us) else 0.0,
+        )
+    )
     regressed = bool(changes) and (
         rule.strict_calls or (share >= rule.structure_share and added >= rule.abs_floor_us)
     )

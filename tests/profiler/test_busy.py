@@ -491,3 +491,14 @@ def test_a_trace_of_many_rounds_keeps_its_counter_track(tmp_path: object) -> Non
     capture.capture(lambda: torch.relu(x), rounds=120, warmup=2, trace_path=path)
     trace = json.loads(gzip.decompress(path.read_bytes()))
     assert len([e for e in trace["traceEvents"] if e.get("ph") == "C"]) == 122
+
+
+def test_the_family_that_added_the_most_time_leads_the_reason() -> None:
+    # 800 µs more outside any op, and aten::relu 120 → 240 µs: both fail, the host first
+    base = tuple(with_gap_before_relu(t, 100.0) for t in sessions())
+    slower = table({**OPS, "aten::relu": (240.0, 3)}, seed=1)
+    v = verdict_of(with_gap_before_relu(loaded(slower, []), 900.0), base)
+    assert v.verdict == REGRESSED
+    assert [f.family for f in v.families][:2] == ["host", "cpu"]
+    assert v.reason.startswith("HOST: time outside any op")
+    assert " | CPU: " in v.reason

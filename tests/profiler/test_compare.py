@@ -153,6 +153,18 @@ def test_a_new_op_adding_material_time_fails_on_structure() -> None:
     assert v.families[0].structure_regressed
 
 
+def test_the_calls_that_changed_are_listed_largest_move_first() -> None:
+    # the kernel replaced by a slower one, and a flag op that came with it
+    base_ops = {**OPS, "aten::mkldnn_convolution": (300.0, 2)}
+    repl = {**OPS, "aten::_nnpack_available": (1.0, 2), "aten::_slow_conv2d_forward": (900.0, 2)}
+    v = compare([table(base_ops, seed=i) for i in range(3)], table(repl, seed=9))
+    assert v.verdict == REGRESSED
+    assert v.reason.endswith(
+        ": aten::_slow_conv2d_forward 0→2, aten::mkldnn_convolution 2→0, "
+        "aten::_nnpack_available 0→2"
+    ), v.reason
+
+
 def test_a_cheaper_replacement_is_changed_not_regressed() -> None:
     base_ops = {**OPS, "aten::native_layer_norm": (157.0, 1)}
     repl = {
