@@ -18,6 +18,7 @@ from tprof_engine.model.verdicts import (
     REGRESSED,
     SAVED,
     STRUCTURAL_OPS,
+    UNCHANGED,
 )
 from tprof_engine.render import fmt
 
@@ -109,7 +110,8 @@ def op_row(o: Mapping[str, Any], *, timing_compared: bool = True) -> OpRow:
         delta_pct=fmt.pct(o.get("delta_pct"), verdict),
         floor=fmt.share(o.get("floor_pct")) if timed else "-",
         p=fmt.p_value_floored(o.get("p_value")) if timed else "-",
-        verdict=verdict,
+        # An op whose timing wasn't compared was judged on its calls alone: not "unchanged".
+        verdict=verdict if timing_compared or verdict != UNCHANGED else "calls unchanged",
         note=str(o.get("note") or ""),
     )
 

@@ -150,3 +150,12 @@ def test_html_draws_the_work_that_moved_per_module() -> None:
     assert "fc1 (backward)" in work
     assert "FLOPs +200%" in work
     assert "fc2 (backward)" not in work  # its work didn't move
+
+
+def test_an_op_whose_timing_was_not_compared_reads_calls_unchanged_not_unchanged() -> None:
+    from tprof_engine.render.rows import op_row
+
+    o = {**OP.to_dict(), "verdict": "unchanged", "delta_pct": -96.0}
+    assert op_row(o, timing_compared=False).verdict == "calls unchanged"
+    assert op_row(o, timing_compared=True).verdict == "unchanged"
+    assert op_row({**o, "verdict": "new"}, timing_compared=False).verdict == "new"
