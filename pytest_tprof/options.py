@@ -288,7 +288,23 @@ def _checked(given: dict[str, tuple[Any, str]]) -> dict[str, Any]:
     floor, name = given["tprof_floor"]
     if floor is not None and not 0 <= floor < FLOOR_LIMIT:
         raise pytest.UsageError(f"{name} must be a fraction like 0.1 (got {floor})")
+    for ini in _FOLDERS:
+        _check_folder(*given[ini])
     return {ini: value for ini, (value, _) in given.items()}
+
+
+_FOLDERS = ("tprof_baseline_dir", "tprof_trace_dir")
+
+
+def _check_folder(value: Any, name: str) -> None:
+    """A folder option given a test instead (``--tprof-baseline-dir tests/t.py::test_x``:
+    the option took the next word) is refused before it runs every test into that folder."""
+    text = "" if value is None else str(value)
+    if "::" in text or text.endswith(".py"):
+        raise pytest.UsageError(
+            f"{name} got {text!r}, which names a test, not a folder: the option took the next "
+            f"word as its value; write {name.strip(chr(39))}=FOLDER before the tests"
+        )
 
 
 def own_load(env: Mapping[str, str], threads: int) -> int:

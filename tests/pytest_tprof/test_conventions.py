@@ -152,8 +152,14 @@ def test_help_lists_every_option_in_its_group_with_its_default(
             "*: error: argument --tprof-rounds: invalid int value: 'many'",
         ),
         (["-o", "tprof_rounds=many"], "ERROR: ini option 'tprof_rounds' must be int (got 'many')"),
+        (
+            ["--tprof-baseline-dir", "t.py::test_one"],
+            "ERROR: '--tprof-baseline-dir' got 't.py::test_one', which names a test, not a "
+            "folder: the option took the next word as its value; write "
+            "--tprof-baseline-dir=FOLDER before the tests",
+        ),
     ],
-    ids=["rounds", "warm-up", "floor", "not a number", "ini"],
+    ids=["rounds", "warm-up", "floor", "not a number", "ini", "a test as a folder"],
 )
 def test_a_bad_option_value_is_a_usage_error(
     pytester: pytest.Pytester, args: list[str], message: str
