@@ -116,9 +116,7 @@ def next_steps(test: ProfiledTest, *, record_args: Sequence[str] = ()) -> list[s
     if trace:
         out.append(f"see the ops in time: open {trace} in https://ui.perfetto.dev")
     if test.trace and not test.side_by_side and (v.timing_regressed or v.structure_regressed):
-        out.append(
-            "see it beside the baseline's rounds: record baselines with --tprof-save-trace"
-        )
+        out.append("see it beside the baseline's rounds: record baselines with --tprof-save-trace")
     return out
 
 
@@ -182,6 +180,10 @@ def _where(rows: Sequence[WorkDelta]) -> list[str]:
     return parts
 
 
+# A failure's work reasons, before -v: the largest moves; the table below lists 12 rows.
+WORK_REASONS_SHOWN = 8
+
+
 def work_lines(work: WorkVerdict, *, verbose: bool = False) -> list[str]:
     """The work verdict: its reasons, the rows that moved and, verbose, work per module."""
     head = (
@@ -189,7 +191,10 @@ def work_lines(work: WorkVerdict, *, verbose: bool = False) -> list[str]:
         f"bytes): FLOPs {fmt.total_move(work.base_flops, work.cur_flops)}, "
         f"bytes {fmt.total_move(work.base_bytes, work.cur_bytes)}"
     )
-    lines = [head, *(f"  {r}" for r in work.row_reasons)]
+    reasons = work.row_reasons if verbose else work.row_reasons[:WORK_REASONS_SHOWN]
+    lines = [head, *(f"  {r}" for r in reasons)]
+    if len(reasons) < len(work.row_reasons):
+        lines.append(f"  … {len(work.row_reasons) - len(reasons)} more (-v lists every one)")
     # Views (no FLOPs, no bytes either side) come and go with the ops they feed: -v lists them.
     moved = sorted(
         (r for r in work.rows if r.status != "unchanged" and (verbose or r.does_work)),

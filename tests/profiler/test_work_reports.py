@@ -159,3 +159,14 @@ def test_an_op_whose_timing_was_not_compared_reads_calls_unchanged_not_unchanged
     assert op_row(o, timing_compared=False).verdict == "calls unchanged"
     assert op_row(o, timing_compared=True).verdict == "unchanged"
     assert op_row({**o, "verdict": "new"}, timing_compared=False).verdict == "new"
+
+
+def test_a_failure_lists_its_first_work_reasons_and_how_many_more_minus_v_shows() -> None:
+    base = WorkTable(rows=tuple(mm(f"fc{i}", 1000, 1) for i in range(12)))
+    wider = WorkTable(rows=tuple(mm(f"fc{i}", 3000, 1) for i in range(12)))
+    v = TestVerdict(verdict=REGRESSED, reason="work: …", work=judge_work(base, wider))
+    short = failure_text(profiled(v)).splitlines()
+    assert sum(line.startswith("    aten::mm in fc") for line in short) == 8
+    assert "    … 4 more (-v lists every one)" in short
+    full = failure_text(profiled(v), verbose=True).splitlines()
+    assert sum(line.startswith("    aten::mm in fc") for line in full) == 12
