@@ -47,7 +47,10 @@ def main() -> int:
     # Twice the hidden width: on a shared machine some ops of this small test run at one of
     # two speeds per process, and floors learned from three sessions can reach 30-100 %, so a
     # 50 % plant is caught only most of the time (10 of 11 runs measured); 2x stands out.
-    print("2) Planting a twice-as-wide hidden matmul in test_mlp_training_step and re-running\n")
+    print(
+        "2) Planting twice-as-wide hidden layers (the MLP of test_mlp_training_step, and the\n"
+        "   DDP model of test_ddp_training_step) and re-running: both should fail\n"
+    )
     slow = pytest(["-q", "-rf", "--tprof", *common], {**env, "TPROF_SLOW_MATMUL": "1.0"})
     print(_without_profiler_noise(slow.stdout))
     out = slow.stdout
@@ -55,8 +58,9 @@ def main() -> int:
     work = "work regressed" in out and "aten::addmm in fc1 (forward)" in out
     if caught and work:
         print(
-            "The planted change was caught: the test failed on its work (aten::addmm in fc1 and\n"
-            "fc2, forward and backward: the FLOPs doubled, exactly) with the ops' timings beside."
+            "The planted change was caught: both tests failed on their work (the hidden layers'\n"
+            "matmuls, aten::addmm forward and aten::mm backward in fc1 and fc2, do exactly twice\n"
+            "the FLOPs), each failure leading with its largest work row, the timings beside."
         )
         print("Open the trace above in https://ui.perfetto.dev or chrome://tracing.")
         return 0
