@@ -10,6 +10,8 @@ import warnings
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from tprof_engine.model.verdicts import CALLS_CHANGED, IMPROVED, NEW, REGRESSED, REMOVED
+from tprof_engine.model.work import row_label
 from tprof_engine.render import fmt
 
 if TYPE_CHECKING:
@@ -19,13 +21,14 @@ CHART_OPS = 15  # bars per family panel
 LABEL_CHARS = 48
 
 
-# One colour per op verdict, shared by the charts and the badges.
+# One colour per op verdict, shared by the charts and the op tables: each its own, as a
+# legend names them side by side; the other words draw as OTHER, named "other".
 COLOURS = {
-    "regressed": "#c62828",
-    "improved": "#2e7d32",
-    "new": "#ef6c00",
-    "calls-changed": "#ef6c00",
-    "removed": "#1565c0",
+    REGRESSED: "#c62828",
+    IMPROVED: "#2e7d32",
+    NEW: "#ef6c00",
+    CALLS_CHANGED: "#7b1fa2",
+    REMOVED: "#1565c0",
 }
 
 
@@ -33,8 +36,59 @@ OTHER = "#9e9e9e"
 BASELINE = "#90a4ae"
 
 
+CHART_WIDTH = 8.0  # inches, of a one-axes chart whose labels and caption fit in it
+SPARE_WIDTH = 0.9  # inches beside the label column and the axes: ticks, pads, right margin
+RIGHT_MARGIN = 0.25  # inches right of the axes, so the outermost points end inside the image
+TEXT_ALLOWANCE = 1.1  # how much wider a viewer may set text than matplotlib's metrics say
+
+
 def _label(name: str) -> str:
     return name if len(name) <= LABEL_CHARS else name[: LABEL_CHARS - 1] + "…"
+
+
+def legend_entry(verdict: str) -> tuple[str, str]:
+    """The name and colour an op verdict has in a legend: its own word and colour, or
+    "other" for the words the charts don't colour."""
+    return (verdict, COLOURS[verdict]) if verdict in COLOURS else ("other", OTHER)
+
+
+def _text_width(text: str, size: str | float) -> float:
+    """How wide ``text`` sets in inches at a font size (``"medium"``: the rc font size)."""
+    from matplotlib.font_manager import FontProperties
+    from matplotlib.textpath import text_to_path
+
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Glyph .* missing from", category=UserWarning)
+        width, _, _ = text_to_path.get_text_width_height_descent(
+            text, FontProperties(size=size), ismath=False
+        )
+    return TEXT_ALLOWANCE * width / 72.0
+
+
+def _chart_width(
+    labels: Sequence[str], caption: str, *, panels: int = 1, least: float = CHART_WIDTH
+) -> float:
+    """A chart's width in inches, ``least`` or more: per panel, its y labels' column beside
+    an axes as wide as its caption.  Constrained layout makes room for text by shrinking the
+    axes, never by widening the figure, so a caption wider than its axes would be cut off."""
+    from matplotlib import rcParams
+
+    column = max((_text_width(s, rcParams["ytick.labelsize"]) for s in labels), default=0.0)
+    caption_width = _text_width(caption, rcParams["axes.labelsize"])
+    return max(least, panels * (column + caption_width + SPARE_WIDTH))
+
+
+def _figure(width: float, height: float) -> Figure:
+    """A chart's figure, laid out with a margin right of its axes: with no right frame, the
+    axes would otherwise end at the image's edge and cut its outermost points and labels."""
+    from matplotlib.figure import Figure
+    from matplotlib.layout_engine import ConstrainedLayoutEngine
+
+    margin = ConstrainedLayoutEngine(rect=(0.0, 0.0, 1.0 - RIGHT_MARGIN / width, 1.0))
+    return Figure(figsize=(width, height), layout=margin)
+
+
+DELTA_CAPTION = "Δ self time per round (µs), current − baseline"
 
 
 def delta_chart(ops: Sequence[Mapping[str, Any]], totals: Mapping[str, float], title: str) -> str:
@@ -50,11 +104,12 @@ def delta_chart(ops: Sequence[Mapping[str, Any]], totals: Mapping[str, float], t
             panels.append((fam, fmt.ops_by_interest(rows)[:CHART_OPS]))
     if not panels:
         return ""
-    from matplotlib.figure import Figure
     from matplotlib.patches import Patch
 
     tallest = max(len(rows) for _, rows in panels)
-    fig = Figure(figsize=(5.6 * len(panels) + 1.5, 0.26 * tallest + 1.3), layout="constrained")
+    labels = [_label(str(o.get("op"))) for _, rows in panels for o in rows]
+    width = _chart_width(labels, DELTA_CAPTION, panels=len(panels), least=5.6 * len(panels) + 1.5)
+    fig = _figure(width, 0.26 * tallest + 1.3)
     axes = fig.subplots(1, len(panels), squeeze=False)[0]
     used: dict[str, str] = {}
     for ax, (fam, rows) in zip(axes, panels, strict=True):
@@ -69,22 +124,19 @@ def _delta_panel(
 ) -> None:
     """One family's bars, labelled with each op's change; ``used`` gathers the legend."""
     deltas = [fmt.num(o.get("delta_us")) or 0.0 for o in rows]
-    colours = []
-    for o in rows:
-        v = str(o.get("verdict", ""))
-        colour = COLOURS.get(v, OTHER)
-        used[v if v in COLOURS else "other"] = colour
-        colours.append(colour)
+    entries = [legend_entry(str(o.get("verdict", ""))) for o in rows]
+    used.update(entries)
+    colours = [colour for _, colour in entries]
     y = list(range(len(rows)))
     ax.barh(y, deltas, color=colours, height=0.7)
     ax.set_yticks(y, [_label(str(o.get("op"))) for o in rows])
     ax.invert_yaxis()
     ax.axvline(0.0, color="#424242", linewidth=0.8)
-    ax.set_xlabel("Δ self time per round (µs), current − baseline")
+    ax.set_xlabel(DELTA_CAPTION)
     ax.set_title(f"{fmt.FAMILY[fam]}: per-op deltas")
     span = max(max(abs(d) for d in deltas), 0.05 * total) or 1.0
     for yi, d, o in zip(y, deltas, rows, strict=True):
-        text = fmt.pct(o.get("delta_pct"), str(o.get("verdict", "")))
+        text = _delta_text(o)
         ax.text(
             d + (0.02 * span if d >= 0 else -0.02 * span),
             yi,
@@ -102,6 +154,25 @@ def _delta_panel(
     _plain_axes(ax)
 
 
+def _delta_text(o: Mapping[str, Any]) -> str:
+    """An op's change as its bar's label: ``+31%``, or ``new`` / ``gone`` when its time
+    came from nothing or went to nothing."""
+    moved = _from_or_to_nothing(o.get("baseline_median_us"), o.get("current_median_us"))
+    return moved or fmt.pct(o.get("delta_pct"), str(o.get("verdict", "")))
+
+
+def _from_or_to_nothing(base: Any, cur: Any) -> str:
+    """``new`` for an amount that was 0 and is not, ``gone`` for one that went to 0, else
+    ``""``: a change from nothing has no ratio, and one to nothing reads plainer as a word
+    than as −100 %."""
+    b, c = fmt.num(base), fmt.num(cur)
+    if b == 0 and c:
+        return "new"
+    if c == 0 and b:
+        return "gone"
+    return ""
+
+
 def medians_chart(flagged: Sequence[Mapping[str, Any]]) -> str:
     """Baseline and current fast-round time of the flagged ops, side by side."""
     rows = [
@@ -112,74 +183,91 @@ def medians_chart(flagged: Sequence[Mapping[str, Any]]) -> str:
     ]
     if not rows:
         return ""
-    from matplotlib.figure import Figure
     from matplotlib.patches import Patch
 
-    fig = Figure(figsize=(8.0, 0.42 * len(rows) + 1.3), layout="constrained")
+    labels = [
+        f"{_label(str(o.get('op')))} ({fmt.FAMILY.get(str(o.get('family')), '')})" for o in rows
+    ]
+    caption = "fast-round self time per round (µs, 25th percentile)"
+    fig = _figure(_chart_width(labels, caption), 0.42 * len(rows) + 1.3)
     ax = fig.subplots()
     y = list(range(len(rows)))
     base = [fmt.num(o.get("baseline_median_us")) or 0.0 for o in rows]
     cur = [fmt.num(o.get("current_median_us")) or 0.0 for o in rows]
-    colours = [COLOURS.get(str(o.get("verdict")), OTHER) for o in rows]
+    entries = [legend_entry(str(o.get("verdict"))) for o in rows]
     ax.barh([v - 0.2 for v in y], base, height=0.38, color=BASELINE)
-    ax.barh([v + 0.2 for v in y], cur, height=0.38, color=colours)
-    labels = [
-        f"{_label(str(o.get('op')))} ({fmt.FAMILY.get(str(o.get('family')), '')})" for o in rows
-    ]
+    ax.barh([v + 0.2 for v in y], cur, height=0.38, color=[c for _, c in entries])
     ax.set_yticks(y, labels)
     ax.invert_yaxis()
-    ax.set_xlabel("fast-round self time per round (µs, 25th percentile)")
+    ax.set_xlabel(caption)
     ax.set_title("Flagged ops: baseline vs current")
     _plain_axes(ax)
-    handles = [Patch(color=BASELINE, label="baseline"), Patch(color=colours[0], label="current")]
-    fig.legend(handles=handles, loc="outside lower center", ncols=2, frameon=False)
+    # The current bars are coloured by verdict: the legend names each colour it shows.
+    used = {"baseline": BASELINE, **{f"current, {v}": c for v, c in entries}}
+    handles = [Patch(color=c, label=v) for v, c in used.items()]
+    fig.legend(handles=handles, loc="outside lower center", ncols=len(handles), frameon=False)
     return _img(fig, "baseline vs current fast-round times of the flagged ops")
 
 
 def rounds_chart(rounds: Sequence[Mapping[str, Any]]) -> str:
     """Per-round distributions of the flagged ops: baseline rounds vs current rounds."""
-    from matplotlib.figure import Figure
-
     rows = [r for r in rounds if r.get("baseline_us") or r.get("current_us")][:CHART_OPS]
     if not rows:
         return ""
-    fig = Figure(figsize=(8.0, 0.75 * len(rows) + 1.3), layout="constrained")
-    ax = fig.subplots()
-    data: list[list[float]] = []
-    positions: list[float] = []
-    for i, r in enumerate(rows):
-        data += [list(r.get("baseline_us") or [0.0]), list(r.get("current_us") or [0.0])]
-        positions += [i - 0.18, i + 0.18]
-    parts = ax.boxplot(data, positions=positions, orientation="horizontal", widths=0.3,
-                       patch_artist=True, showfliers=True, manage_ticks=False)  # fmt: skip
-    for k, box in enumerate(parts["boxes"]):
-        box.set_facecolor(BASELINE if k % 2 == 0 else COLOURS.get("regressed", OTHER))
     labels = [
         f"{_label(str(r.get('op')))} ({fmt.FAMILY.get(str(r.get('family')), '')})" for r in rows
     ]
-    ax.set_yticks(list(range(len(rows))), labels)
-    ax.invert_yaxis()
-    low, high, beyond = _box_axis(parts["whiskers"], data)
-    ax.set_xlim(low, high)
+    data: list[list[float]] = []
+    for r in rows:
+        data += [list(r.get("baseline_us") or [0.0]), list(r.get("current_us") or [0.0])]
+    low, high, beyond = _box_axis(data)
     plural = "" if beyond == 1 else "s"
     clipped = f"; {beyond} outlying round{plural} beyond the axis" if beyond else ""
-    ax.set_xlabel(
+    caption = (
         "self time per round, drift-probe units (µs); upper box: baseline, lower: current" + clipped
     )
+    fig = _figure(_chart_width(labels, caption), 0.75 * len(rows) + 1.3)
+    ax = fig.subplots()
+    positions = [i + side for i in range(len(rows)) for side in (-0.18, 0.18)]
+    parts = ax.boxplot(data, positions=positions, orientation="horizontal", widths=0.3,
+                       patch_artist=True, showfliers=True, manage_ticks=False)  # fmt: skip
+    for k, box in enumerate(parts["boxes"]):
+        box.set_facecolor(BASELINE if k % 2 == 0 else COLOURS[REGRESSED])
+    ax.set_yticks(list(range(len(rows))), labels)
+    ax.invert_yaxis()
+    ax.set_xlim(low, high)
+    ax.set_xlabel(caption)
     ax.set_title("Flagged ops: per-round distributions")
     _plain_axes(ax)
     return _img(fig, "per-round distributions of the flagged ops, baseline vs current")
 
 
-def _box_axis(whiskers: Sequence[Any], data: Sequence[Sequence[float]]) -> tuple[float, float, int]:
-    """An axis that spans the whiskers (a lone slow round must not flatten every box),
-    and how many rounds fall outside it."""
-    ends = [float(x) for w in whiskers for x in w.get_xdata()]
+def _box_axis(data: Sequence[Sequence[float]]) -> tuple[float, float, int]:
+    """An axis that spans the boxes' whiskers (a lone slow round must not flatten every
+    box), and how many rounds fall outside it."""
+    from matplotlib import cbook, rcParams
+
+    stats = cbook.boxplot_stats(data, whis=rcParams["boxplot.whiskers"])  # as boxplot draws
+    ends = [float(s[end]) for s in stats for end in ("whislo", "whishi")]
     low, high = min(ends), max(ends)
     pad = 0.08 * (high - low or abs(high) or 1.0)
     low, high = max(0.0, low - pad), high + pad
-    beyond = sum(1 for values in data for v in values if not low <= v <= high)
+    points = sorted(v for values in data for v in values)
+    high = _headroom(points, high, 0.04 * (high - low))
+    beyond = sum(1 for v in points if not low <= v <= high)
     return low, high, beyond
+
+
+def _headroom(points: Sequence[float], end: float, room: float) -> float:
+    """The axis's upper end moved past ``end`` until no point it shows lies within ``room``
+    of it: a point at the very end would be drawn cut in half, at the image's edge.  Points
+    past the end stay beyond the axis (``points`` ascending)."""
+    for v in points:
+        if v > end:
+            break
+        if v > end - room:
+            end = v + room
+    return end
 
 
 def _plain_axes(ax: Any) -> None:
@@ -213,30 +301,30 @@ def work_chart(work: Any) -> str:
     rows = sorted(rows, key=lambda m: -abs(_work_move(m)[0]))[:WORK_MODULES]
     if not rows:
         return ""
-    from matplotlib.figure import Figure
     from matplotlib.patches import Patch
 
-    fig = Figure(figsize=(8.0, 0.42 * len(rows) + 1.4), layout="constrained")
+    labels = [_where(m) for m in rows]
+    caption = "current work over baseline work (FLOPs, or bytes where no FLOPs moved)"
+    fig = _figure(_chart_width(labels, caption), 0.42 * len(rows) + 1.4)
     ax = fig.subplots()
     y = list(range(len(rows)))
-    shares = [_work_share(m) for m in rows]
-    ax.barh([v - 0.2 for v in y], [1.0] * len(rows), height=0.38, color=BASELINE)
-    grew = [COLOURS["regressed"] if s > 1 else COLOURS["improved"] for s in shares]
-    ax.barh([v + 0.2 for v in y], shares, height=0.38, color=grew)
-    for v, m, s in zip(y, rows, shares, strict=True):
-        text = f"{_work_move(m)[1]} {s - 1:+.0%}"
-        ax.text(max(s, 1.0) * 1.02, v + 0.2, text, va="center", fontsize=8)
-    labels = [_label(f"{m.get('module') or '(top)'} ({m.get('phase', '')})") for m in rows]
+    bars = [_work_bars(m) for m in rows]
+    ax.barh([v - 0.2 for v in y], [b for b, _, _ in bars], height=0.38, color=BASELINE)
+    grew = [COLOURS[REGRESSED] if c > b else COLOURS[IMPROVED] for b, c, _ in bars]
+    ax.barh([v + 0.2 for v in y], [c for _, c, _ in bars], height=0.38, color=grew)
+    right = max(1.0, *(c for _, c, _ in bars)) * 1.3
+    for v, (_, c, text) in zip(y, bars, strict=True):
+        ax.text(c + 0.015 * right, v + 0.2, text, va="center", fontsize=8)
     ax.set_yticks(y, labels)
     ax.invert_yaxis()
-    ax.set_xlim(0, max(*shares, 1.0) * 1.3)
-    ax.set_xlabel("current work over baseline work (FLOPs, or bytes where no FLOPs moved)")
+    ax.set_xlim(0, right)
+    ax.set_xlabel(caption)
     ax.set_title("Work that moved, per module and phase (exact)")
     _plain_axes(ax)
     handles = [
         Patch(color=BASELINE, label="baseline"),
-        Patch(color=COLOURS["regressed"], label="current, more"),
-        Patch(color=COLOURS["improved"], label="current, less"),
+        Patch(color=COLOURS[REGRESSED], label="current, more"),
+        Patch(color=COLOURS[IMPROVED], label="current, less"),
     ]
     fig.legend(handles=handles, loc="outside lower center", ncols=3, frameon=False)
     return _img(fig, "work per module and phase, baseline vs current")
@@ -250,8 +338,26 @@ def _work_move(m: Mapping[str, Any]) -> tuple[int, str]:
     return int(m.get("cur_bytes", 0)) - int(m.get("base_bytes", 0)), "bytes"
 
 
-def _work_share(m: Mapping[str, Any]) -> float:
-    """Current over baseline of the measure that moved (a new module reads as 2×: all new)."""
-    key = "flops" if _work_move(m)[1] == "FLOPs" else "bytes"
+def _work_bars(m: Mapping[str, Any]) -> tuple[float, float, str]:
+    """A module row's baseline and current bars, over the baseline's amount of the measure
+    that moved, and the current bar's label: ``FLOPs +200%``.  Work from nothing has no
+    ratio, so it draws no bars and reads ``FLOPs new, 0 → 3,145,728``; work that went to
+    nothing reads ``FLOPs gone, 2,048 → 0``."""
+    what = _work_move(m)[1]
+    key = "flops" if what == "FLOPs" else "bytes"
     base, cur = int(m.get(f"base_{key}", 0)), int(m.get(f"cur_{key}", 0))
-    return cur / base if base else 2.0
+    word = _from_or_to_nothing(base, cur)
+    if word:
+        return (1.0 if base else 0.0), 0.0, f"{what} {word}, {base:,} → {cur:,}"
+    return 1.0, cur / base, f"{what} {cur / base - 1:+.0%}"
+
+
+def _where(m: Mapping[str, Any]) -> str:
+    """Where a module row's work ran, in the terminal report's words: ``in fc1 (backward)``,
+    ``at top level (forward)``; a long module path loses its start rather than its phase."""
+    module, phase = str(m.get("module") or ""), str(m.get("phase", ""))
+    label = row_label(("", module, phase)).lstrip()
+    over = len(label) - LABEL_CHARS
+    if 0 < over < len(module):
+        label = row_label(("", "…" + module[over + 1 :], phase)).lstrip()
+    return _label(label)
