@@ -465,7 +465,8 @@ class Runner:
                     f"restarted (--tprof-reset; {len(existing.sessions)} older session(s) dropped)"
                 )
             elif unlike and what.startswith("appended"):
-                what = f"{what}; {unlike}; if that change is intended: tprof accept '{test.nodeid}'"
+                accept = f"tprof accept '{test.nodeid}'"
+                what = f"{what}; {unlike}; if the code changed on purpose: {accept}"
             baselines.save_baseline(path, updated)
         if self.config.save_trace and test.trace and Path(test.trace).is_file():
             trace_files.keep_beside_baseline(

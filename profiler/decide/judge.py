@@ -35,6 +35,7 @@ from tprof_engine.model.verdicts import (
     Cause,
     TestVerdict,
     TestWord,
+    family_total,
     worst,
 )
 from tprof_engine.model.work import WorkTable
@@ -425,9 +426,9 @@ def unlike_window(verdict: TestVerdict) -> str | None:
             return _unlike(f"{top.op} {top.family.upper()} {top.delta_pct:+.0f}%")
     moved = [f for f in verdict.families if f.verdict in (REGRESSED, IMPROVED)]
     if moved:
-        return _unlike(f"{moved[0].family.upper()} total op time {moved[0].delta_pct:+.0f}%")
+        return _unlike(f"{family_total(moved[0].family)} {moved[0].delta_pct:+.0f}%")
     return None
 
 
 def _unlike(what: str) -> str:
-    return f"unlike the window: {what} (its floor would learn that difference)"
+    return f"unlike the window: {what} (kept: the floor learns that spread)"

@@ -375,3 +375,13 @@ def worst(words: Sequence[TestWord]) -> TestWord:
 
 
 _OP_FIELDS: Final = frozenset(OpVerdict.__dataclass_fields__)
+
+
+# How reports name each family, and what its judged total measures after that name.
+FAMILY_LABEL: Final = {"cpu": "CPU", "cuda": "CUDA", "gpu-idle": "GPU", "host": "host"}
+TOTAL_WORDS: Final = {"gpu-idle": "idle time", "host": "time outside any op"}
+
+
+def family_total(name: str) -> str:
+    """A family's judged total in words: ``CPU total op time``, ``host time outside any op``."""
+    return f"{FAMILY_LABEL.get(name, name)} {TOTAL_WORDS.get(name, 'total op time')}"

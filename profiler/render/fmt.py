@@ -11,14 +11,17 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from tprof_engine.model.verdicts import FLAGGED_OPS, NEW, REGRESSED, verdict_rank
+from tprof_engine.model.verdicts import (
+    FAMILY_LABEL,
+    FLAGGED_OPS,
+    NEW,
+    REGRESSED,
+    family_total,
+    verdict_rank,
+)
 from tprof_engine.model.work_verdict import WorkVerdict
 
-FAMILY = {"cpu": "CPU", "cuda": "CUDA", "gpu-idle": "GPU", "host": "host"}
-
-
-# What each family's judged total measures, after its label: "CPU total op time".
-TOTAL = {"gpu-idle": "idle time", "host": "time outside any op"}
+FAMILY = FAMILY_LABEL
 
 
 def family(name: Any) -> str:
@@ -202,4 +205,4 @@ def _count(v: Any) -> str:
 
 def total(family_name: str) -> str:
     """A family's judged total in words: ``CPU total op time``, ``host time outside any op``."""
-    return f"{family(family_name)} {TOTAL.get(family_name, 'total op time')}"
+    return family_total(str(family_name))

@@ -125,7 +125,7 @@ def test_a_session_slower_than_its_window_is_named_before_it_joins() -> None:
     rule = Rule()
     slower = judge.judge(base, recorded([table(3.0, seed=9)], ["h"]), rule)
     assert judge.unlike_window(slower) == (
-        "unlike the window: aten::mm CPU +200% (its floor would learn that difference)"
+        "unlike the window: aten::mm CPU +200% (kept: the floor learns that spread)"
     )
     same = judge.judge(base, recorded([table(1.0, seed=9)], ["h"]), rule)
     assert judge.unlike_window(same) is None
@@ -182,3 +182,18 @@ def test_rounds_too_short_for_the_absolute_floor_are_inconclusive_not_unchanged(
     assert v.reason.startswith("rounds too short to judge: CPU rounds of 10.0 µs, so a slowdown")
     assert "abs_floor_us" in v.reason
     assert judge.judge(base, recorded([now], ["h"]), Rule(abs_floor_us=0.0)).verdict == REGRESSED
+
+
+def test_a_save_whose_time_outside_ops_moved_names_that_time_as_reports_do() -> None:
+    from tprof_engine.model.verdicts import FamilyResult, TestVerdict
+
+    host = FamilyResult.from_dict(
+        {"family": "host", "verdict": "improved", "baseline_total_us": 100.0,
+         "current_total_us": 27.0, "delta_pct": -73.0, "p_value": 0.001, "floor_pct": 20.0,
+         "floor_source": "learned", "mde_pct": 5.0, "timing_regressed": False, "op_gate": [],
+         "reasons": [], "structure_added_us": 0.0, "structure_regressed": False}
+    )  # fmt: skip
+    v = TestVerdict(verdict="improved", reason="", families=(host,))
+    assert judge.unlike_window(v) == (
+        "unlike the window: host time outside any op -73% (kept: the floor learns that spread)"
+    )
