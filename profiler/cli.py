@@ -19,6 +19,7 @@ from typing import Any, TextIO
 
 from tprof_engine.decide import judge as judging
 from tprof_engine.decide.rule import Rule
+from tprof_engine.diff_sides import Unjudged, diff_steps, pair_folders
 from tprof_engine.model.errors import ConfigError, TprofError
 from tprof_engine.model.limits import FLOOR_LIMIT
 from tprof_engine.model.results import ProfiledTest, Source
@@ -30,7 +31,6 @@ from tprof_engine.sources import (
     load_folder,
     load_report,
     load_source,
-    pair_sources,
     recorded_in,
 )
 from tprof_engine.store import baselines, files, merge, paths, reading, schema
@@ -55,13 +55,15 @@ def _cmd_show(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     path = Path(args.path)
     limit = None if args.limit == 0 else args.limit
     if path.is_dir():
-        sources, errors = load_folder(path)
+        sources, damaged = load_folder(path)
+        errors = [d.error for d in damaged]
         if not sources and not errors:
             raise TprofError(
                 f"{path}: no baseline files (*.json) or traces (*.json.gz) in this folder; "
                 "pass a folder written by pytest --tprof-save, a baseline file or a Chrome trace"
             )
     elif path.exists():
+        reading.check_kind(path, "give a baseline file, a baselines folder or a trace")
         sources, errors = [load_source(path)], []
     else:
         raise TprofError(f"{path}: no such file or folder; check the path")
@@ -81,17 +83,19 @@ def _cmd_diff(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         if not p.exists():
             raise TprofError(f"{p}: no such file or folder; check the path")
     rule = Rule(rel_floor=args.floor, strict_calls=args.strict)
-    pairing, errors = _paired_sources(a, b)
+    pairing, errors, unjudged = _paired_sources(a, b)
     tests = _judge_pairs(pairing, rule, out, verbose=args.verbose)
     for s in pairing.only_baseline:
         print(f"only in {a}: {s.label} ({s.path})", file=out)
     for s in pairing.only_current:
         print(f"only in {b}: {s.label} ({s.path})", file=out)
+    for u in unjudged:
+        print(u.line(), file=out)
     for message in errors:
         print(f"tprof: error: {message}", file=err)
-    print(_diff_summary(tests, pairing, a, b), file=out)
+    print(_diff_summary(tests, pairing, a, b, unjudged=len(unjudged)), file=out)
     if args.json is not None:
-        _write_diff_report(Path(args.json), tests, pairing, a, b)
+        _write_diff_report(Path(args.json), tests, pairing, a, b, unjudged)
         print(f"JSON report: {args.json}", file=out)
     if errors:
         return EXIT_ERROR
@@ -103,31 +107,24 @@ def _cmd_diff(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     return EXIT_REGRESSED if any(t.verdict.regressed for t in tests) else EXIT_OK
 
 
-def _paired_sources(a: Path, b: Path) -> tuple[Pairing, list[str]]:
-    """The tests of two folders paired (and a message per unreadable file), or two files."""
+def _paired_sources(a: Path, b: Path) -> tuple[Pairing, list[str], list[Unjudged]]:
+    """The tests of two folders paired (a message per unreadable file, and the tests that one
+    of them left uncompared), or two files."""
     if a.is_dir() and b.is_dir():
-        sa, ea = load_folder(a)
-        sb, eb = load_folder(b)
-        for folder, found, errs in ((a, sa, ea), (b, sb, eb)):
-            if not found and not errs:
-                raise TprofError(
-                    f"{folder}: no baseline files (*.json) or traces (*.json.gz) in this folder; "
-                    "pass a folder written by pytest --tprof-save or --tprof-trace-dir"
-                )
-        return pair_sources(sa, sb), ea + eb
+        return pair_folders(a, b)
+    give = "pass two baseline folders, or two files (baselines or traces)"
     if a.is_dir() or b.is_dir():
         folder, file = (a, b) if a.is_dir() else (b, a)
-        raise ConfigError(
-            f"{folder} is a folder but {file} is a file; "
-            "pass two baseline folders, or two files (baselines or traces)"
-        )
+        raise ConfigError(f"{folder} is a folder but {file} is a file; {give}")
+    for path in (a, b):
+        reading.check_kind(path, give)
     base, cur = load_source(a), load_source(b)
     if base.nodeid is not None and cur.nodeid is not None and base.nodeid != cur.nodeid:
         raise ConfigError(
             f"{a} holds {base.nodeid!r} but {b} holds {cur.nodeid!r}, so they can't be judged "
             "as one test; pass two files of the same test"
         )
-    return Pairing(pairs=[(base, cur)], only_baseline=[], only_current=[]), []
+    return Pairing(pairs=[(base, cur)], only_baseline=[], only_current=[]), [], []
 
 
 def _judge_pairs(pairing: Pairing, rule: Rule, out: TextIO, *, verbose: bool) -> list[ProfiledTest]:
@@ -144,23 +141,33 @@ def _judge_pairs(pairing: Pairing, rule: Rule, out: TextIO, *, verbose: bool) ->
             rounds=cur.tables[-1].rounds,
         )
         tests.append(test)
-        for line in _pair_lines(test, cur, verbose=verbose):
+        for line in _pair_lines(test, base, cur, verbose=verbose):
             print(line, file=out)
     return tests
 
 
-def _pair_lines(test: ProfiledTest, current: Source, *, verbose: bool) -> list[str]:
-    """A judged pair's summary line, and its per-op details when it failed or when verbose."""
+def _pair_lines(
+    test: ProfiledTest, baseline: Source, current: Source, *, verbose: bool
+) -> list[str]:
+    """A judged pair's summary line, and its per-op details when it failed or when verbose.
+
+    The details end with a diff's own next steps: the plugin's (re-record with pytest, re-run
+    with --tprof-collect) are about a test run, not about two files compared.
+    """
     lines = [summary_line(test)]
     if verbose or test.verdict.verdict in (REGRESSED, CHANGED):
-        lines.append(_indent(failure_text(test, verbose=verbose)))
+        steps = diff_steps(test, baseline, current)
+        lines.append(_indent(failure_text(test, verbose=verbose, steps=steps)))
         if current.kind == "baseline":
             lines.append(f"      current: {current.path}")
     return lines
 
 
-def _diff_summary(tests: Sequence[ProfiledTest], pairing: Pairing, a: Path, b: Path) -> str:
-    """The closing line: tests compared, per verdict, and tests found on one side only."""
+def _diff_summary(
+    tests: Sequence[ProfiledTest], pairing: Pairing, a: Path, b: Path, *, unjudged: int = 0
+) -> str:
+    """The closing line: tests compared, per verdict, tests found on one side only and tests
+    not compared because a side's file is damaged."""
     counts: dict[str, int] = {}
     for t in tests:
         counts[t.verdict.verdict] = counts.get(t.verdict.verdict, 0) + 1
@@ -170,11 +177,18 @@ def _diff_summary(tests: Sequence[ProfiledTest], pairing: Pairing, a: Path, b: P
     if pairing.only_baseline or pairing.only_current:
         n_a, n_b = len(pairing.only_baseline), len(pairing.only_current)
         line += f"; {n_a} only in {a}, {n_b} only in {b}"
+    if unjudged:
+        line += f"; {unjudged} not compared (a damaged file)"
     return line
 
 
 def _write_diff_report(
-    path: Path, tests: Sequence[ProfiledTest], pairing: Pairing, a: Path, b: Path
+    path: Path,
+    tests: Sequence[ProfiledTest],
+    pairing: Pairing,
+    a: Path,
+    b: Path,
+    unjudged: Sequence[Unjudged],
 ) -> None:
     env = _common_environment([cur for _, cur in pairing.pairs])
     doc = json_report(
@@ -186,6 +200,7 @@ def _write_diff_report(
             "current": str(b),
             "only_in_baseline": [s.label for s in pairing.only_baseline],
             "only_in_current": [s.label for s in pairing.only_current],
+            "not_compared": [u.label for u in unjudged],
         },
     )
     _write(path, json.dumps(doc, indent=2, sort_keys=True) + "\n", "JSON report")
@@ -388,7 +403,9 @@ def _add_accept(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         description=(
             "After `pytest --tprof --tprof-save` recorded an intended change, keep only that "
             "newest session of each named test's baseline, so the floor learns nothing from "
-            "sessions of the code before it. Name tests by node id or baseline file."
+            "sessions of the code before it. When that session is the same code as the others "
+            "(nothing changed was saved since), nothing is dropped and the command exits 2. "
+            "Name tests by node id or baseline file."
         ),
     )
     accept.add_argument("tests", metavar="TEST", nargs="+", help="node id or baseline file")
@@ -402,24 +419,41 @@ def _add_accept(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
 
 
 def _cmd_accept(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    code = EXIT_OK
-    for test in args.tests:
-        given = Path(test)
+    codes = [_accept(test, args, out, err) for test in args.tests]
+    return max(codes, default=EXIT_OK)
+
+
+def _accept(test: str, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    """Accept the newest session of one named test's baselines; an error is printed, not raised."""
+    given, code = Path(test), EXIT_OK
+    try:
+        if given.is_file():
+            reading.check_kind(
+                given, "name the test by its node id or give its baseline file", traces=False
+            )
         found = [given] if given.is_file() else paths.baselines_of(Path(args.baseline_dir), test)
         if not found:
-            print(
-                f"tprof: error: {test}: no baseline under {args.baseline_dir}; record one with "
-                "pytest --tprof-save (or pass --baseline-dir)",
-                file=err,
+            raise TprofError(
+                f"{test}: no baseline under {args.baseline_dir}; record one with "
+                "pytest --tprof-save (or pass --baseline-dir)"
             )
+    except TprofError as exc:
+        print(f"tprof: error: {exc}", file=err)
+        return EXIT_ERROR
+    for path in found:
+        try:
+            done = baselines.accept_newest(path, record_args=_record_args(args, given, path))
+            print(f"accepted {test}: {done}", file=out)
+        except TprofError as exc:
+            print(f"tprof: error: {exc}", file=err)
             code = EXIT_ERROR
-        for path in found:
-            try:
-                print(f"accepted {test}: {baselines.accept_newest(path)}", file=out)
-            except TprofError as exc:
-                print(f"tprof: error: {exc}", file=err)
-                code = EXIT_ERROR
     return code
+
+
+def _record_args(args: argparse.Namespace, given: Path, path: Path) -> tuple[str, ...]:
+    """What a save of the test must be given to record into ``path``'s baseline folder."""
+    root = path.parent.parent if given.is_file() else Path(args.baseline_dir)
+    return () if root == Path("baselines") else (f"--tprof-baseline-dir={root}",)
 
 
 def _add_merge(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -73,17 +73,26 @@ def load_source(path: Path) -> Source:
     )
 
 
-def load_folder(folder: Path) -> tuple[list[Source], list[str]]:
-    """Every baseline and gzipped trace under ``folder`` (recursive); a message per bad one."""
+@dataclass(frozen=True, slots=True)
+class Damaged:
+    """A file of a folder that could not be read, and the error naming it."""
+
+    path: Path
+    error: str
+
+
+def load_folder(folder: Path) -> tuple[list[Source], list[Damaged]]:
+    """Every baseline and gzipped trace under ``folder`` (recursive), and each file that could
+    not be read."""
     sources: list[Source] = []
-    errors: list[str] = []
+    damaged: list[Damaged] = []
     gzipped = (p for p in Path(folder).rglob("*.json.gz") if not p.name.startswith("."))
     for path in sorted({*paths.iter_baselines(folder), *gzipped}):
         try:
             sources.append(load_source(path))
         except TprofError as exc:
-            errors.append(str(exc))
-    return sources, errors
+            damaged.append(Damaged(path, str(exc)))
+    return sources, damaged
 
 
 def recorded_in(source: Source) -> judging.Recorded:

@@ -98,7 +98,7 @@ def host_family(
         )
         grew = [
             (op, d)
-            for op, d in _host_growth(baseline, current, rule)
+            for op, d in _host_growth(baseline, current, reference, rule)
             if d >= rule.attribution_share * (total.cur_us - total.base_us)
         ][:HOST_RANKED]
         if verdict == REGRESSED and grew:
@@ -114,22 +114,25 @@ HOST_RANKED = 3  # ops named as the ones the time outside any op grew before
 
 
 def _host_growth(
-    baseline: Sequence[OpTable], current: OpTable, rule: Rule
+    baseline: Sequence[OpTable], current: OpTable, reference: float, rule: Rule
 ) -> list[tuple[str, float]]:
-    """The ops before which the time outside any op grew, µs per round (raw), largest first:
-    the gap before each of the body's outermost ops, against the baseline's pooled rounds."""
+    """The ops before which the time outside any op grew, µs per round in drift-probe units
+    (the total's units, so the two add up), largest first: the gap before each of the body's
+    outermost ops, against the baseline's pooled rounds."""
     if current.host_before_us is None:
         return []
     pooled: dict[str, list[FloatArray]] = {}
     for t in baseline:
         if t.host_before_us is None:
             return []  # a baseline from before the gaps were kept: nothing to rank against
+        units = scale(t, "probe_cpu_us", reference, rule)
         for i, name in enumerate(t.names):
-            pooled.setdefault(name, []).append(t.host_before_us[i])
+            pooled.setdefault(name, []).append(t.host_before_us[i] * units)
+    units = scale(current, "probe_cpu_us", reference, rule)
     grew = []
     for i, name in enumerate(current.names):
         before = rule.center(np.concatenate(pooled[name])) if name in pooled else 0.0
-        delta = rule.center(current.host_before_us[i]) - before
+        delta = rule.center(current.host_before_us[i] * units) - before
         if delta > 0:
             grew.append((name, delta))
     return sorted(grew, key=lambda g: -g[1])

@@ -38,10 +38,15 @@ def op_table(op_rows: Sequence[OpRow], *, limit: int | None = None) -> list[str]
 
 
 def failure_text(
-    test: ProfiledTest, *, verbose: bool = False, record_args: Sequence[str] = ()
+    test: ProfiledTest,
+    *,
+    verbose: bool = False,
+    record_args: Sequence[str] = (),
+    steps: Sequence[str] | None = None,
 ) -> str:
     """The message of a test that tprof failed: verdict, per-op table, trace path, and what
-    to do next (``record_args``: what the command that records it must repeat)."""
+    to do next (``record_args``: what the command that records it must repeat; ``steps``, when
+    given, replace the plugin's next steps, as a comparison of two files has its own)."""
     v = test.verdict
     lines = [f"tprof: {v.verdict} — {v.reason}"]
     timing = _timing_lines(v, verbose=verbose, iterations=test.iterations or 1)
@@ -51,7 +56,8 @@ def failure_text(
     lines.extend("  " + line if line else "" for block in blocks for line in block)
     lines.append("")
     lines.extend("  " + line for line in details(test))
-    steps = next_steps(test, record_args=record_args)
+    if steps is None:
+        steps = next_steps(test, record_args=record_args)
     if steps:
         lines += ["", "  next:", *("    " + line for line in steps)]
     return "\n".join(lines)

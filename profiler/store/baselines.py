@@ -5,6 +5,7 @@ per-round arrays of one ``--tprof-save`` run) so the rule can learn how a test d
 from __future__ import annotations
 
 import datetime as _dt
+import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -12,10 +13,13 @@ from typing import Any
 
 import numpy as np
 
+from tprof_engine.decide import judge as judging
+from tprof_engine.decide.rule import Rule
 from tprof_engine.decide.work_gate import judge_work
 from tprof_engine.model.environment import Fingerprint, differences
-from tprof_engine.model.errors import BaselineError
+from tprof_engine.model.errors import BaselineError, ConfigError
 from tprof_engine.model.records import OpTable
+from tprof_engine.model.verdicts import TestVerdict
 from tprof_engine.model.work import WorkTable
 from tprof_engine.store.packing import packed
 from tprof_engine.store.paths import is_folder, locked, temp_file_for
@@ -29,16 +33,22 @@ def now_iso() -> str:
     return _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat()
 
 
-def accept_newest(path: Path) -> str:
+def accept_newest(path: Path, *, record_args: Sequence[str] = ()) -> str:
     """Keep only the newest session of the baseline at ``path``: an intended change accepted.
 
     After ``pytest --tprof-save`` recorded the changed code, its session alone is the window,
-    so the floor learns nothing from sessions of the code before.  Says what it did.
+    so the floor learns nothing from sessions of the code before.  Says what it did.  When the
+    newest session measured the same code as the older ones (:func:`same_code_as_older`), the
+    change isn't recorded yet: nothing is dropped, and a :class:`ConfigError` says to record
+    it first (``record_args``: what that save must be given besides the node id).
     """
     with locked(path):
         base = load_baseline(path)
         newest = base.sessions[-1]
         dropped = len(base.sessions) - 1
+        same = same_code_as_older(base) if dropped else None
+        if same is not None:
+            raise ConfigError(_not_recorded_yet(path, base, same, record_args))
         if dropped:
             save_baseline(path, replace(base, sessions=(newest,)))
     if not dropped:
@@ -46,6 +56,55 @@ def accept_newest(path: Path) -> str:
     return (
         f"kept the newest session (recorded {newest.recorded_at}), dropped {dropped} older: {path}"
     )
+
+
+def same_code_as_older(base: Baseline, rule: Rule | None = None) -> TestVerdict | None:
+    """The judgement showing that the newest session measured the same code as the older ones,
+    or None when it measured other code (a change to accept).
+
+    The same code: a save would append it to them (the same ops, calls per round and work
+    census) and its timing isn't unlike theirs (:func:`judge.unlike_window`, the judgement a
+    save warns with).  Dropping the older sessions would keep one of the code before and lose
+    the rest.
+    """
+    newest, older = base.sessions[-1], base.sessions[:-1]
+    ops = _structure(newest.table)
+    if any(_structure(s.table) != ops or _work_changed(s.work, newest.work) for s in older):
+        return None
+    side = judging.Recorded  # both sides: the baseline's environment and protocol
+    verdict = judging.judge(
+        side(tables=tuple(s.table for s in older), fingerprint=base.fingerprint,
+             protocol=base.protocol, work=older[-1].work, hosts=base.hosts[:-1]),
+        side(tables=(newest.table,), fingerprint=base.fingerprint, protocol=base.protocol,
+             work=newest.work, hosts=base.hosts[-1:]),
+        rule or Rule(),
+    )  # fmt: skip
+    return verdict if judging.unlike_window(verdict) is None else None
+
+
+def _not_recorded_yet(
+    path: Path, base: Baseline, same: TestVerdict, record_args: Sequence[str]
+) -> str:
+    """Why ``tprof accept`` dropped nothing, and the save that records the change first."""
+    test = shlex.quote(base.nodeid)
+    given = "".join(f" {shlex.quote(a)}" for a in record_args)
+    older = len(base.sessions) - 1
+    timing = "timings within their floor"
+    if not same.timing_compared:
+        timing = f"timings not compared: {', '.join(same.differences) or 'none comparable'}"
+    text = (
+        f"{path}: nothing dropped: its newest session (recorded {base.sessions[-1].recorded_at}) "
+        f"is the same code as the {older} older one{'s' if older != 1 else ''} (the same ops, "
+        f"calls and work census; {timing}), so the change to accept is not recorded yet; first "
+        f"record the changed code with pytest --tprof-save{given} {test}, then run "
+        f"tprof accept {test} again"
+    )
+    if not same.timing_compared:  # a change of timing alone could hide there
+        text += (
+            "; if you did and only its timing moved, start the window from a new session "
+            f"instead: pytest --tprof-save --tprof-reset{given} {test}"
+        )
+    return text
 
 
 def load_baseline(

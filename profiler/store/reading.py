@@ -25,6 +25,28 @@ _CONFLICT = re.compile(r"^(<{7}|>{7}|\|{7})( |$)|^={7}$")
 _CONSTANT = re.compile(r"(?<=[\[,:])\s*(-?Infinity|NaN)\b")
 
 
+# A baseline is ``<test>.json``; a Chrome trace ``.pt.trace.json``, gzipped or not.
+_KINDS = (".json", ".json.gz")
+_TRACES = (".gz", ".pt.trace.json")
+
+
+def check_kind(path: Path, give: str, *, traces: bool = True) -> None:
+    """A :class:`ConfigError` when ``path`` is a file whose name is neither a baseline's nor
+    (``traces``) a trace's, told before it is read.
+
+    Such a file (``models.py``) isn't a damaged baseline, and reading it as one would only say
+    to restore it from git.  ``give`` says what to pass instead.  Anything but a regular file
+    is left to the reader, which names its kind (a FIFO, a device).
+    """
+    name = Path(path).name.lower()
+    if not Path(path).is_file() or (
+        name.endswith(_KINDS) and (traces or not name.endswith(_TRACES))
+    ):
+        return
+    what = "a tprof baseline (.json) or a Chrome trace (.pt.trace.json[.gz])"
+    raise ConfigError(f"{path} is not {what if traces else 'a tprof baseline (.json)'}; {give}")
+
+
 def read_baseline_data(path: Path) -> Any:
     """The parsed JSON of a baseline file, not yet validated (:func:`baseline_from_dict` does).
 

@@ -286,7 +286,10 @@ def test_a_damaged_baseline_exits_2_naming_the_file(
     assert captured.err == f"tprof: error: {damaged}: empty file; {FIX}\n"
     # The readable test is still compared, and the damaged one is not reported as missing.
     assert captured.out.startswith(f"UNCHANGED    {CONV} | ")
-    assert f"only in {suite['A']}: {MLP}" in captured.out
+    assert f"not compared: {MLP}, because its file in {suite['B']} is damaged: {damaged}" in (
+        captured.out
+    )
+    assert "only in" not in captured.out
 
 
 def test_a_truncated_baseline_file_exits_2_without_a_traceback(

@@ -138,7 +138,10 @@ def _baseline(sessions: int) -> schema.Baseline:
         protocol=PROTOCOL,
         sessions=tuple(
             schema.Session(
-                table=table(seed=i), recorded_at=f"2026-01-0{i + 1}T00:00:00+00:00", warmup_used=1
+                # the newest a saved timing change, the change accept is for
+                table=table(3.0 if i == sessions - 1 else 1.0, seed=i),
+                recorded_at=f"2026-01-0{i + 1}T00:00:00+00:00",
+                warmup_used=1,
             )
             for i in range(sessions)
         ),
