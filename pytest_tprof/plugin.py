@@ -6,6 +6,7 @@ registered in ``pytest_configure`` when ``--tprof`` (or ``--tprof-save``) is giv
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from collections.abc import Generator
@@ -341,8 +342,13 @@ class TprofPlugin:
             self.results[r.nodeid] = r
 
     def _progress(self, text: str) -> None:
+        """A note on the progress line while a test runs: written past pytest's capture, or
+        it would land in the test's "Captured stdout call" section instead."""
         tr = self.config.pluginmanager.get_plugin("terminalreporter")
-        if tr is not None and not self.is_worker:
+        if tr is None or self.is_worker:
+            return
+        capture = self.config.pluginmanager.get_plugin("capturemanager")
+        with capture.global_and_fixture_disabled() if capture else contextlib.nullcontext():
             tr.write(f" {text} ", yellow=True, flush=True)
 
     def _confirm_serially(self) -> bool:

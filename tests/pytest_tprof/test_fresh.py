@@ -89,6 +89,9 @@ def test_a_slowdown_every_process_shows_fails_confirmed(suite: pytest.Pytester) 
     result.assert_outcomes(failed=1)
     assert test["verdict"] == "regressed"
     assert "confirmed in a fresh process" in test["notes"]  # type: ignore[operator]
+    # the note is on the test's progress line, not in its captured output
+    noted = [line for line in result.outlines if "[tprof: slower; confirming" in line]
+    assert len(noted) == 1 and noted[0].startswith("test_modes.py "), noted
 
 
 def test_without_confirmation_no_fresh_process_runs(suite: pytest.Pytester) -> None:
