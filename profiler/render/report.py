@@ -91,7 +91,8 @@ def junit_properties(test: ProfiledTest) -> list[tuple[str, str]]:
     props: list[tuple[str, str]] = [(VERDICT_PROPERTY, v.verdict)]
     # The op that moved most, when the timing saw one move: a work or calls failure whose
     # timings weren't compared, or moved within their floors, has no top op.
-    top = next(iter(v.flagged_ops()), None) if v.timing_compared else None
+    top = next((o for o in v.flagged_ops() if o.verdict == REGRESSED), None)
+    top = top if v.timing_compared else None
     if top is not None and v.verdict not in _NOTHING_MOVED:
         props.append(("tprof_top_op", f"{top.op} {top.delta_pct:+.0f}%"))
     why = rows.why(v.to_dict())
@@ -115,8 +116,10 @@ def next_steps(test: ProfiledTest, *, record_args: Sequence[str] = ()) -> list[s
         "meant it? record it as the new baseline: "
         f'pytest --tprof-save --tprof-reset{given} "{test.nodeid}"'
     ]
-    # Source lines come with the census's rows: offered when a census ran without them.
-    if v.work is not None and not any(r.source for r in v.work.rows):
+    # Source lines come with the census's rows: offered when a census ran without them and
+    # the failure names rows (work that moved, flagged ops), not time outside any op alone.
+    named = v.work_regressed or bool(v.flagged_ops())
+    if named and v.work is not None and not any(r.source for r in v.work.rows):
         out.append("which line of your code: re-run with --tprof --tprof-collect=stack")
     trace = test.side_by_side or test.trace
     if trace:

@@ -126,8 +126,11 @@ def op_rows(test: Mapping[str, Any], *, flagged_only: bool = False) -> list[OpRo
     return [op_row(o, timing_compared=compared) for o in ordered]
 
 
-def family_line(f: Mapping[str, Any], ops: Sequence[Mapping[str, Any]]) -> str:
-    """The judged total of one family, and what its op rows add up to beside it.
+def family_line(
+    f: Mapping[str, Any], ops: Sequence[Mapping[str, Any]], *, judged: bool = True
+) -> str:
+    """The judged total of one family, and what its op rows add up to beside it; a total
+    whose timings were not compared is shown as measured, not judged, with no floor.
 
     The total is the fast-round (lower quantile) time of the whole round's op time; each op
     row is that op's own fast-round time.  When different rounds were slow for different
@@ -135,10 +138,12 @@ def family_line(f: Mapping[str, Any], ops: Sequence[Mapping[str, Any]]) -> str:
     """
     fam = str(f.get("family", ""))
     totals = f"{fmt.us(f.get('baseline_total_us'))} → {fmt.us(f.get('current_total_us'))}"
+    moved = f"{totals} µs/round ({fmt.pct(f.get('delta_pct'))})"
     line = (
-        f"{fmt.total(fam)} (judged) {totals} µs/round ({fmt.pct(f.get('delta_pct'))}), "
-        f"floor {fmt.share(f.get('floor_pct'))} ({f.get('floor_source', '')}), "
-        f"min detectable effect {fmt.share(f.get('mde_pct'))}"
+        f"{fmt.total(fam)} (judged) {moved}, floor {fmt.share(f.get('floor_pct'))} "
+        f"({f.get('floor_source', '')}), min detectable effect {fmt.share(f.get('mde_pct'))}"
+        if judged
+        else f"{fmt.total(fam)} (not judged: timings not compared) {moved}"
     )
     base, cur = _row_sums([o for o in ops if o.get("family") == fam])
     if base > 0:
@@ -162,7 +167,12 @@ def _row_sums(ops: Sequence[Mapping[str, Any]]) -> tuple[float, float]:
 def family_lines(test: Mapping[str, Any]) -> list[str]:
     """:func:`family_line` for each family of a verdict's JSON form."""
     ops = [o for o in test.get("ops", []) if isinstance(o, Mapping)]
-    return [family_line(f, ops) for f in test.get("families", []) if isinstance(f, Mapping)]
+    judged = test.get("timing_compared") is not False
+    return [
+        family_line(f, ops, judged=judged)
+        for f in test.get("families", [])
+        if isinstance(f, Mapping)
+    ]
 
 
 def causes(test: Mapping[str, Any]) -> list[str]:

@@ -100,3 +100,35 @@ def test_junit_names_the_top_op_only_of_a_test_whose_ops_moved() -> None:
     assert slower["tprof_verdict"] == "regressed"
     assert slower["tprof_top_op"].startswith("aten::addmm +")
     assert "aten::addmm" in slower["tprof_why"]
+
+
+def test_a_new_op_is_no_top_op_and_time_outside_ops_alone_offers_no_stack_option() -> None:
+    from tprof_engine.model.verdicts import NEW, FamilyResult, OpVerdict, TestVerdict
+    from tprof_engine.render.report import junit_properties
+
+    new = OpVerdict(
+        op="aten::_slow_conv2d_forward", family="cpu", verdict=NEW, baseline_median_us=0.0,
+        current_median_us=500.0, delta_us=500.0, delta_pct=float("inf"), p_value=None,
+        calls_baseline=0, calls_current=2, share=0.0, floor_pct=20.0, mde_pct=None, gated=False,
+    )  # fmt: skip
+    host = FamilyResult.from_dict(
+        {"family": "host", "verdict": "regressed", "baseline_total_us": 100.0,
+         "current_total_us": 149.0, "delta_pct": 49.0, "p_value": 0.001, "floor_pct": 13.0,
+         "floor_source": "learned", "mde_pct": 5.0, "timing_regressed": True, "op_gate": [],
+         "reasons": ["time outside any op"], "structure_added_us": 0.0,
+         "structure_regressed": False}
+    )  # fmt: skip
+    census = WorkTable(rows=(WorkRow(
+        op="aten::convolution", module="conv1", phase="forward", calls=1, flops=1000,
+        bytes_read=100, bytes_written=100,
+    ),))  # fmt: skip
+    from tprof_engine.decide.work_gate import judge_work
+
+    v = TestVerdict(
+        verdict=REGRESSED, reason="HOST: …", ops=(new,), families=(host,),
+        work=judge_work(census, census),
+    )  # fmt: skip
+    test = ProfiledTest(nodeid=NODE, verdict=v, trace="/runs/t.pt.trace.json.gz")
+    assert "tprof_top_op" not in dict(junit_properties(test))  # not "+inf%" of a new op
+    hostonly = replace(test, verdict=replace(v, ops=()))
+    assert not any("--tprof-collect=stack" in s for s in next_steps(hostonly))

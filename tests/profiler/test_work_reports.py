@@ -170,3 +170,18 @@ def test_a_failure_lists_its_first_work_reasons_and_how_many_more_minus_v_shows(
     assert "    … 4 more (-v lists every one)" in short
     full = failure_text(profiled(v), verbose=True).splitlines()
     assert sum(line.startswith("    aten::mm in fc") for line in full) == 12
+
+
+def test_a_total_whose_timing_was_not_compared_reads_not_judged_without_a_floor() -> None:
+    from tprof_engine.render.rows import family_lines
+
+    fam = {
+        "family": "cpu", "baseline_total_us": 1768.6, "current_total_us": 2307.7,
+        "delta_pct": 30.5, "floor_pct": 26.0, "floor_source": "learned", "mde_pct": 5.0,
+    }  # fmt: skip
+    (judged,) = family_lines({"families": [fam], "ops": []})
+    assert judged.startswith("CPU total op time (judged) 1,768.6 → 2,307.7 µs/round (+30%), floor")
+    (shown,) = family_lines({"families": [fam], "ops": [], "timing_compared": False})
+    assert shown == (
+        "CPU total op time (not judged: timings not compared) 1,768.6 → 2,307.7 µs/round (+30%)"
+    )
