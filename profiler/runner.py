@@ -449,7 +449,7 @@ class Runner:
         protocol = {k: v for k, v in test.protocol.items() if k != "warmup_used"}
         with paths.locked(path):  # read under the lock: a concurrent save's session is kept
             existing, error = self.load(test.nodeid)
-            unlike = None if existing is None else self._unlike_window(existing, test, protocol)
+            unlike = self._unlike_window(existing, test, protocol)
             updated, what = baselines.with_session(
                 None if self.config.reset else existing,
                 nodeid=test.nodeid,
@@ -458,15 +458,10 @@ class Runner:
                 session=session,
                 window=self.config.window,
             )
-            if error is not None:
-                what = "replaced a damaged file"
-            elif self.config.reset and existing is not None:
-                what = (
-                    f"restarted (--tprof-reset; {len(existing.sessions)} older session(s) dropped)"
-                )
-            elif unlike and what.startswith("appended"):
-                accept = f"tprof accept '{test.nodeid}'"
-                what = f"{what}; {unlike}; if the code changed on purpose: {accept}"
+            what = baselines.save_note(
+                what, existing, len(updated.sessions), damaged=error is not None,
+                reset=self.config.reset, unlike=unlike, nodeid=test.nodeid,
+            )  # fmt: skip
             baselines.save_baseline(path, updated)
         if self.config.save_trace and test.trace and Path(test.trace).is_file():
             trace_files.keep_beside_baseline(
@@ -481,10 +476,13 @@ class Runner:
         return test
 
     def _unlike_window(
-        self, existing: schema.Baseline, test: ProfiledTest, protocol: Mapping[str, Any]
+        self, existing: schema.Baseline | None, test: ProfiledTest, protocol: Mapping[str, Any]
     ) -> str | None:
-        """How the session about to be saved differs in timing from the window it joins."""
-        if test.table is None:
+        """How the session about to be saved differs in timing from the window it joins; not
+        asked of a window of fewer sessions than advised, whose floors are still narrow."""
+        if test.table is None or existing is None:
+            return None
+        if len(existing.sessions) < baselines.SESSIONS_ADVISED:
             return None
         current = judge.Recorded(
             tables=(test.table,), fingerprint=self.fingerprint, protocol=protocol,

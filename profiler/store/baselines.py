@@ -27,6 +27,20 @@ from tprof_engine.store.reading import encoded, read_baseline_data
 from tprof_engine.store.schema import Baseline, Session, baseline_from_dict
 
 DEFAULT_WINDOW = 5
+# Sessions a baseline wants before it gates timing well (the README's "save three times"):
+# fewer learn floors too narrow to read a save as unlike its window, and a save says so.
+SESSIONS_ADVISED = 3
+
+
+def sessions_advice(sessions: int) -> str:
+    """What a save of a window of ``sessions`` should add, or "" once it has enough."""
+    if sessions >= SESSIONS_ADVISED:
+        return ""
+    more = SESSIONS_ADVISED - sessions
+    return (
+        f"{sessions} session{'s' if sessions > 1 else ''} so far: save {more} more before "
+        "timing gates well (calls and work gate already)"
+    )
 
 
 def now_iso() -> str:
@@ -119,6 +133,26 @@ def load_baseline(
     path = Path(path)
     data = read_baseline_data(path)
     return baseline_from_dict(data, path=path, expected_nodeid=expected_nodeid, keep=keep)
+
+
+def save_note(
+    what: str,
+    existing: Baseline | None,
+    sessions: int,
+    *,
+    damaged: bool,
+    reset: bool,
+    unlike: str | None,
+    nodeid: str,
+) -> str:
+    """What a save says it did to the window, and how many sessions more it wants."""
+    if damaged:
+        what = "replaced a damaged file"
+    elif reset and existing is not None:
+        what = f"restarted (--tprof-reset; {len(existing.sessions)} older session(s) dropped)"
+    elif unlike and what.startswith("appended"):
+        what = f"{what}; {unlike}; if the code changed on purpose: tprof accept '{nodeid}'"
+    return "; ".join(filter(None, (what, sessions_advice(sessions))))
 
 
 def with_session(

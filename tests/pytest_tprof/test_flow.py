@@ -146,7 +146,9 @@ def test_record_pass_catch_slowdown_and_extra_op_then_re_record(suite: pytest.Py
         loaded = {baselines.load_baseline(p).nodeid: baselines.load_baseline(p) for p in files}
         assert sorted(loaded) == [MATMUL, STEADY]
         assert {len(b.sessions) for b in loaded.values()} == {sessions}
-    saved.stdout.fnmatch_lines(["SAVED * test_suite.py::test_matmul | appended (2 sessions): *"])
+    saved.stdout.fnmatch_lines(
+        ["SAVED * test_suite.py::test_matmul | appended (2 sessions); 2 sessions so far: save 1 *"]
+    )
     assert not (suite.path / "baselines").exists()
 
     # 2. Unchanged code passes.
@@ -186,7 +188,7 @@ def test_record_pass_catch_slowdown_and_extra_op_then_re_record(suite: pytest.Py
     resaved = run_in(suite, "--tprof-save")
     resaved.assert_outcomes(passed=2)
     resaved.stdout.fnmatch_lines(
-        ["SAVED * test_suite.py::test_matmul | restarted (ops or calls changed): *"]
+        ["SAVED * test_suite.py::test_matmul | restarted (ops or calls changed); 1 session so far: *: *"]
     )
     baseline = baselines.load_baseline(folder / f"{paths.slug(MATMUL)}.json")
     assert len(baseline.sessions) == 1

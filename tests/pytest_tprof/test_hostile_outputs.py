@@ -169,7 +169,8 @@ def test_a_trace_folder_that_is_a_file_is_a_note_and_the_save_goes_on(suite: Sui
         f": trace not written: {blocking} is a file, not a folder; move it away or pass "
         "another --tprof-trace-dir"
     )
-    assert entry.startswith(f"SAVED        {ONE} | recorded: {path} | {trace}")
+    recorded = f"recorded; {baselines.sessions_advice(1)}"
+    assert entry.startswith(f"SAVED        {ONE} | {recorded}: {path} | {trace}")
     assert entry.endswith(why)
     assert baselines.load_baseline(path).nodeid == ONE
 
@@ -270,7 +271,8 @@ def test_two_runs_saving_one_baseline_at_once_both_keep_their_session(suite: Sui
     notes = sorted(
         x.split(" | ")[1] for out in outputs for x in out.splitlines() if x.startswith("SAVED")
     )
-    assert notes == [f"appended (2 sessions): {path}", f"appended (3 sessions): {path}"]
+    two = f"appended (2 sessions); {baselines.sessions_advice(2)}"
+    assert notes == [f"{two}: {path}", f"appended (3 sessions): {path}"]
     assert len(baselines.load_baseline(path).sessions) == 3
     assert sorted(p.name for p in path.parent.iterdir()) == [path.name]  # no lock or temp file
 
@@ -364,7 +366,7 @@ def test_a_test_that_failed_reads_not_saved_and_is_not_saved(suite: Suite) -> No
     assert lines[0] == line(
         "not-saved", "test_two.py::test_fails_after_profiling", "the test failed"
     )
-    assert lines[1].startswith("SAVED        test_two.py::test_passes | recorded: ")
+    assert lines[1].startswith("SAVED        test_two.py::test_passes | recorded; 1 session so ")
     assert [baselines.load_baseline(p).nodeid for p in paths.iter_baselines(suite.base)] == [
         "test_two.py::test_passes"
     ]

@@ -78,7 +78,12 @@ def test_saving_an_unchanged_adam_step_three_times_keeps_three_sessions(
     pytester: pytest.Pytester,
 ) -> None:
     pytester.makepyfile(test_adam=ADAM)
-    for what in ("recorded", "appended (2 sessions)", "appended (3 sessions)"):
+    advice = baselines.sessions_advice
+    for what in (
+        f"recorded; {advice(1)}",
+        f"appended (2 sessions); {advice(2)}",
+        "appended (3 sessions)",
+    ):
         # The defaults that showed it: the first save's calibration runs the step before the
         # profiler; later saves take the baseline's iterations, so the first of their three
         # warm-up rounds makes Adam's state, and the warm-up settles in rounds 2 and 3.
