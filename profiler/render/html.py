@@ -61,6 +61,10 @@ def _matplotlib() -> Any:
     return matplotlib
 
 
+# Said above a test's timing charts when its timings were not compared.
+NOT_JUDGED = "Timings not compared (see why above): the charts show them as measured, not judged."
+
+
 def html_report(doc: Mapping[str, Any], *, link_base: Path | None = None) -> str:
     """The HTML report of a JSON report document, as one self-contained page.
 
@@ -171,6 +175,8 @@ def _section(i: int, t: Mapping[str, Any], link_base: Path | None) -> list[str]:
         if isinstance(f, Mapping)
     }
     chart = charts.delta_chart(ops, totals, str(t.get("nodeid", "")))
+    if chart and t.get("timing_compared") is False:
+        out.append(f"<p class='note'>{NOT_JUDGED}</p>")
     if chart:
         out.append(chart)
     rounds = [r for r in t.get("round_samples", []) if isinstance(r, Mapping)]

@@ -306,3 +306,14 @@ def test_markdown_names_files_under_the_current_folder_relative_to_it(
     text = markdown_from_report(doc)
     assert "- trace: `.tprof/traces/t.test_a.pt.trace.json.gz`" in text
     assert "- baseline: `/elsewhere/baselines/t.test_a.json`" in text
+
+
+def test_html_says_timing_charts_were_not_judged_when_timings_were_not_compared(
+    doc: dict[str, Any],
+) -> None:
+    pytest.importorskip("matplotlib")
+    from tprof_engine.render.html import NOT_JUDGED, html_report
+
+    assert NOT_JUDGED not in html_report(doc)
+    busy = {**doc, "tests": [{**t, "timing_compared": False} for t in doc["tests"]]}
+    assert html_report(busy).count(NOT_JUDGED) == len(doc["tests"])
