@@ -132,5 +132,6 @@ def machine_now() -> str | None:
     return (
         f"machine: {os.cpu_count()} CPUs, {max(running, 0)} other task(s) runnable now, "
         f"load average {load1:.1f}; rounds that wait for a CPU or run beside busy processes "
-        "are left out of the timing"
+        "are left out of the timing (and captured again, up to twice, so a busy test counts "
+        "more rounds)"
     )
