@@ -398,7 +398,7 @@ class Runner:
         base = found.baseline
         baseline = judge.Recorded(
             tables=tuple(base.tables), fingerprint=base.fingerprint, protocol=base.protocol,
-            work=base.work, hosts=base.hosts,
+            work=base.work, hosts=base.hosts, holders=base.holders,
         )  # fmt: skip
         return judge.judge(baseline, current, rule)
 
@@ -462,7 +462,8 @@ class Runner:
                 what, existing, len(updated.sessions), damaged=error is not None,
                 reset=self.config.reset, unlike=unlike, nodeid=test.nodeid,
             )  # fmt: skip
-            baselines.save_baseline(path, updated)
+            holders = judge.census_holders(test.table.meta.get("parents", {}), test.work)
+            baselines.save_baseline(path, replace(updated, holders=holders))
         if self.config.save_trace and test.trace and Path(test.trace).is_file():
             trace_files.keep_beside_baseline(
                 Path(test.trace), self.baseline_trace_path(test.nodeid)

@@ -56,6 +56,7 @@ class Recorded:
     device_names: tuple[str, ...] | None = None  # set for traces
     work: WorkTable | None = None  # the work census (a baseline's: its last session's)
     hosts: tuple[str | None, ...] = ()  # the host each table was recorded on (None: unknown)
+    holders: Mapping[str, str] = field(default_factory=dict)  # a baseline's (schema.Baseline)
     # What traced every Python line while this side was profiled (environment.line_tracer):
     # its timings are the tracer's as much as the code's, so they are reported, not gated.
     tracer: str | None = None
@@ -102,7 +103,9 @@ def judge(
     per_call = 1 if ib != ic else (ib or 1)  # tables already per iteration when they differ
     verdict = with_compile_structure(verdict, base_tables[-1], current_table, per_call=per_call)
     verdict = with_work(verdict, baseline.work, current.work, rule)
-    return with_enclosing_ops(verdict, current_table.meta.get("parents", {}), current.work)
+    # The current run's holders, and the baseline's for an op the current run no longer calls.
+    holders = {**baseline.holders, **current_table.meta.get("parents", {})}
+    return with_enclosing_ops(verdict, holders, current.work or baseline.work)
 
 
 MACHINE_BUSY = "machine busy"
@@ -289,6 +292,15 @@ def with_enclosing_ops(
         for o in verdict.ops
     )
     return replace(verdict, ops=ops)
+
+
+def census_holders(parents: Mapping[str, str], work: WorkTable | None) -> dict[str, str]:
+    """What a baseline keeps of a run's holders: those of the ops its census doesn't name,
+    enough to place an op a later run no longer calls (its chain up to a census op)."""
+    if work is None:
+        return {}
+    census = {r.op for r in work.rows}
+    return {op: held for op, held in parents.items() if op not in census}
 
 
 def _enclosing(op: str, parents: Mapping[str, str], census: set[str]) -> str | None:

@@ -83,6 +83,9 @@ class Baseline:
     sessions: tuple[Session, ...]
     tool_version: str = __version__
     path: Path | None = None
+    # The op each op the newest census doesn't name ran inside, from the newest session's
+    # profile (``OpTable.meta["parents"]``): places an op the current run no longer calls.
+    holders: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def tables(self) -> list[OpTable]:
@@ -107,6 +110,7 @@ class Baseline:
             "environment": self.fingerprint.to_dict(),
             "protocol": dict(self.protocol),
             "sessions": [s.to_dict() for s in self.sessions],
+            **({"holders": dict(sorted(self.holders.items()))} if self.holders else {}),
         }
 
 
@@ -133,7 +137,17 @@ def baseline_from_dict(
         sessions=sessions,
         tool_version=str(data.get("tool_version", "")),
         path=path,
+        holders=_checked_holders(data.get("holders", {}), fail),
     )
+
+
+def _checked_holders(value: Any, fail: _Fail) -> dict[str, str]:
+    """The baseline's op holders: an object of op name → op name (absent in older files)."""
+    if not isinstance(value, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) and k and v for k, v in value.items()
+    ):
+        raise fail("'holders' must be an object of op name → the op it ran inside")
+    return dict(value)
 
 
 def _check_schema(data: Any, fail: _Fail) -> None:

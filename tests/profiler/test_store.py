@@ -585,6 +585,23 @@ def test_a_saved_baseline_loads_back_equal(tmp_path: Path) -> None:
     assert dict(loaded.protocol) == make_protocol()
 
 
+def test_a_baselines_op_holders_load_back_and_bad_ones_name_the_field(tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    path = paths.baseline_path(tmp_path, "env", NODEID)
+    held = {"aten::mkldnn_convolution": "aten::_convolution"}
+    baselines.save_baseline(path, replace(make_baseline(), holders=held))
+    assert dict(baselines.load_baseline(path).holders) == held
+    baselines.save_baseline(path, make_baseline())  # an older file has none
+    assert "holders" not in json.loads(path.read_text())
+    assert dict(baselines.load_baseline(path).holders) == {}
+    doc = json.loads(path.read_text())
+    doc["holders"] = {"aten::mm": 3}
+    path.write_text(json.dumps(doc))
+    with pytest.raises(BaselineError, match="'holders' must be an object of op name"):
+        baselines.load_baseline(path)
+
+
 def test_saving_the_same_baseline_twice_writes_the_same_bytes(tmp_path: Path) -> None:
     path = tmp_path / "b.json"
     baselines.save_baseline(path, make_baseline())

@@ -185,3 +185,42 @@ def test_a_total_whose_timing_was_not_compared_reads_not_judged_without_a_floor(
     assert shown == (
         "CPU total op time (not judged: timings not compared) 1,768.6 → 2,307.7 µs/round (+30%)"
     )
+
+
+def test_an_op_the_current_run_no_longer_calls_is_placed_by_the_baselines_holders() -> None:
+    from dataclasses import replace
+
+    from tprof_testing import table
+
+    from tprof_engine.decide.judge import Recorded, census_holders, judge
+    from tprof_engine.decide.rule import Rule
+
+    conv = WorkRow(
+        op="aten::convolution", module="conv1", phase="forward", calls=1, flops=9000,
+        bytes_read=100, bytes_written=100,
+    )  # fmt: skip
+    census = WorkTable(rows=(conv,))
+    ops = {"aten::convolution": (50.0, 1), "aten::_convolution": (20.0, 1)}
+    before = {**ops, "aten::mkldnn_convolution": (300.0, 1)}
+    after = {**ops, "aten::_slow_conv2d_forward": (900.0, 1)}
+    parents = {"aten::_convolution": "aten::convolution"}
+    held = census_holders(
+        {**parents, "aten::mkldnn_convolution": "aten::_convolution", "aten::convolution": "x"},
+        census,
+    )
+    assert held == {
+        "aten::_convolution": "aten::convolution",
+        "aten::mkldnn_convolution": "aten::_convolution",
+    }  # the census's own ops aren't kept
+    now = table(after, seed=1)
+    now = replace(
+        now, meta={"parents": {**parents, "aten::_slow_conv2d_forward": "aten::_convolution"}}
+    )
+    v = judge(
+        Recorded(tables=tuple(table(before, seed=s) for s in (2, 3, 4)), work=census, holders=held),
+        Recorded(tables=(now,), work=census),
+        Rule(),
+    )
+    inside = {o.op: o.inside for o in v.ops}
+    assert inside["aten::mkldnn_convolution"] == "aten::convolution"  # removed: the baseline's
+    assert inside["aten::_slow_conv2d_forward"] == "aten::convolution"  # new: this run's
