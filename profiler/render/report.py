@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import shlex
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -74,7 +75,7 @@ def _timing_lines(v: TestVerdict, *, verbose: bool, iterations: int = 1) -> list
             out.append(
                 f"a round is {iterations} calls of the body: calls and µs above are per round"
             )
-        out += where_lines(v)
+        out += where_lines(v, limit=None if verbose else WHERE_SHOWN)
     if verbose and v.device_rows:
         out += ["", *device_row_lines([r.to_dict() for r in v.device_rows])]
     return out
@@ -146,18 +147,24 @@ def device_row_lines(rows: Sequence[Mapping[str, Any]]) -> list[str]:
     return ["device time of the flagged ops, per round:", *aligned(cells, right=(2, 3, 4, 5))]
 
 
-def where_lines(v: TestVerdict) -> list[str]:
+def where_lines(v: TestVerdict, *, limit: int | None = None) -> list[str]:
     """Where each flagged op runs, from the work census: its module paths and phases, with
-    each one's share of the op's FLOPs (of its bytes for ops without FLOPs, else its calls)."""
+    each one's share of the op's FLOPs (of its bytes for ops without FLOPs, else its calls);
+    the ``limit`` ops that moved most, and how many more -v places."""
     if v.work is None:
         return []
     out = []
-    flagged = {o.op: o.inside for o in v.flagged_ops()}  # once, not once per family
+    moved = sorted(
+        v.flagged_ops(), key=lambda o: -abs(o.delta_us) if math.isfinite(o.delta_us) else 0
+    )
+    flagged = {o.op: o.inside for o in moved}  # once, not once per family
     for name, inside in flagged.items():
         found = [r for r in v.work.rows if r.op == (inside or name) and r.cur_calls > 0]
         if found:
             held = f" inside {inside}, which runs" if inside else ""
             out.append(f"{name} runs{held} " + "; ".join(_where(found)))
+    if limit is not None and len(out) > limit:
+        out = [*out[:limit], f"… where {len(out) - limit} more ops run: -v places every one"]
     for name in dict.fromkeys(op for f in v.families for op in f.grew_before):
         found = [r for r in v.work.rows if r.op == name and r.cur_calls > 0]
         if found:
@@ -189,6 +196,8 @@ def _where(rows: Sequence[WorkDelta]) -> list[str]:
     return parts
 
 
+# A failure's lines placing its flagged ops, before -v: those that moved most.
+WHERE_SHOWN = 6
 # A failure's work reasons, before -v: the largest moves; the table below lists 12 rows.
 WORK_REASONS_SHOWN = 8
 

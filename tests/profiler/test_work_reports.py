@@ -224,3 +224,21 @@ def test_an_op_the_current_run_no_longer_calls_is_placed_by_the_baselines_holder
     inside = {o.op: o.inside for o in v.ops}
     assert inside["aten::mkldnn_convolution"] == "aten::convolution"  # removed: the baseline's
     assert inside["aten::_slow_conv2d_forward"] == "aten::convolution"  # new: this run's
+
+
+def test_a_failure_places_the_six_ops_that_moved_most_and_says_how_many_more() -> None:
+    names = [f"aten::op{i}" for i in range(8)]
+    census = WorkTable(rows=tuple(
+        WorkRow(op=n, module="m", phase="forward", calls=1, flops=0, bytes_read=8,
+                bytes_written=8)
+        for n in names
+    ))  # fmt: skip
+    ops = tuple(
+        OpVerdict(**{**OP.to_dict(), "op": n, "delta_us": float(i), "delta_pct": float(i)})
+        for i, n in enumerate(names)
+    )
+    v = TestVerdict(verdict=REGRESSED, reason="CPU: …", ops=ops, work=judge_work(census, census))
+    shown = where_lines(v, limit=6)
+    assert [line.split()[0] for line in shown[:6]] == names[::-1][:6]  # largest move first
+    assert shown[6:] == ["… where 2 more ops run: -v places every one"]
+    assert len(where_lines(v)) == 8
