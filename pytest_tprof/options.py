@@ -301,9 +301,10 @@ def _check_folder(value: Any, name: str) -> None:
     the option took the next word) is refused before it runs every test into that folder."""
     text = "" if value is None else str(value)
     if "::" in text or text.endswith(".py"):
+        flag = name.strip("'")
         raise pytest.UsageError(
             f"{name} got {text!r}, which names a test, not a folder: the option took the next "
-            f"word as its value; write {name.strip(chr(39))}=FOLDER before the tests"
+            f"word as its value; write {flag}=FOLDER before the tests"
         )
 
 

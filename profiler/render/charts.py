@@ -10,7 +10,14 @@ import warnings
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from tprof_engine.model.verdicts import CALLS_CHANGED, IMPROVED, NEW, REGRESSED, REMOVED
+from tprof_engine.model.verdicts import (
+    CALLS_CHANGED,
+    FAMILY_LABEL,
+    IMPROVED,
+    NEW,
+    REGRESSED,
+    REMOVED,
+)
 from tprof_engine.model.work import row_label
 from tprof_engine.render import fmt
 
@@ -133,7 +140,7 @@ def _delta_panel(
     ax.invert_yaxis()
     ax.axvline(0.0, color="#424242", linewidth=0.8)
     ax.set_xlabel(DELTA_CAPTION)
-    ax.set_title(f"{fmt.FAMILY[fam]}: per-op deltas")
+    ax.set_title(f"{fmt.family(fam)}: per-op deltas")
     span = max(max(abs(d) for d in deltas), 0.05 * total) or 1.0
     for yi, d, o in zip(y, deltas, rows, strict=True):
         text = _delta_text(o)
@@ -186,7 +193,7 @@ def medians_chart(flagged: Sequence[Mapping[str, Any]]) -> str:
     from matplotlib.patches import Patch
 
     labels = [
-        f"{_label(str(o.get('op')))} ({fmt.FAMILY.get(str(o.get('family')), '')})" for o in rows
+        f"{_label(str(o.get('op')))} ({FAMILY_LABEL.get(str(o.get('family')), '')})" for o in rows
     ]
     caption = "fast-round self time per round (µs, 25th percentile)"
     fig = _figure(_chart_width(labels, caption), 0.42 * len(rows) + 1.3)
@@ -215,7 +222,7 @@ def rounds_chart(rounds: Sequence[Mapping[str, Any]]) -> str:
     if not rows:
         return ""
     labels = [
-        f"{_label(str(r.get('op')))} ({fmt.FAMILY.get(str(r.get('family')), '')})" for r in rows
+        f"{_label(str(r.get('op')))} ({FAMILY_LABEL.get(str(r.get('family')), '')})" for r in rows
     ]
     data: list[list[float]] = []
     for r in rows:

@@ -21,12 +21,10 @@ from tprof_engine.model.verdicts import (
 )
 from tprof_engine.model.work_verdict import WorkVerdict
 
-FAMILY = FAMILY_LABEL
-
 
 def family(name: Any) -> str:
     """``cpu`` → ``CPU``; unknown families as they are."""
-    return FAMILY.get(str(name), str(name))
+    return FAMILY_LABEL.get(str(name), str(name))
 
 
 def num(v: Any) -> float | None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import shlex
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -90,10 +89,10 @@ def junit_properties(test: ProfiledTest) -> list[tuple[str, str]]:
     is inside its floor, so it is left out."""
     v = test.verdict
     props: list[tuple[str, str]] = [(VERDICT_PROPERTY, v.verdict)]
-    # The op that moved most, when the timing saw one move: a work or calls failure whose
-    # timings weren't compared, or moved within their floors, has no top op.
-    top = next((o for o in v.flagged_ops() if o.verdict == REGRESSED), None)
-    top = top if v.timing_compared else None
+    # The regressed op that moved most: a work or calls failure whose timings weren't
+    # compared, or moved within their floors, has none (nor has a new op's +inf%).
+    regressed = [o for o in v.flagged_ops() if o.verdict == REGRESSED and v.timing_compared]
+    top = regressed[0] if regressed else None
     if top is not None and v.verdict not in _NOTHING_MOVED:
         props.append(("tprof_top_op", f"{top.op} {top.delta_pct:+.0f}%"))
     why = rows.why(v.to_dict())
@@ -154,10 +153,7 @@ def where_lines(v: TestVerdict, *, limit: int | None = None) -> list[str]:
     if v.work is None:
         return []
     out = []
-    moved = sorted(
-        v.flagged_ops(), key=lambda o: -abs(o.delta_us) if math.isfinite(o.delta_us) else 0
-    )
-    flagged = {o.op: o.inside for o in moved}  # once, not once per family
+    flagged = {o.op: o.inside for o in v.flagged_ops()}  # once, not once per family
     for name, inside in flagged.items():
         found = [r for r in v.work.rows if r.op == (inside or name) and r.cur_calls > 0]
         if found:

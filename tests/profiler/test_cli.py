@@ -695,3 +695,151 @@ def test_a_corrupt_trace_exits_2_naming_the_file(
     err = capsys.readouterr().err
     assert err.startswith(f"tprof: error: {path}: ")
     assert "re-export the trace" in err
+
+
+# --- damaged files, next steps and files of other kinds, as tprof diff and show meet them ---
+# A damaged file is not "only in" the other folder, a diff's next steps are about the files
+# compared (not a pytest run), and a file that is no baseline or trace is named as such.
+
+NOT_A_FILE_WE_READ = "is not a tprof baseline (.json) or a Chrome trace (.pt.trace.json[.gz])"
+
+
+def truncate(path: Path) -> Path:
+    text = path.read_text(encoding="utf-8")
+    path.write_text(text[: len(text) // 2], encoding="utf-8")
+    return path
+
+
+# --- a damaged file is not "only in" the other folder --------------------------------------
+
+
+@pytest.mark.parametrize("damaged_side", ["A", "B"])
+def test_a_test_whose_file_is_damaged_on_one_side_is_not_compared_nor_only_on_the_other(
+    suite: dict[str, Path],
+    damaged_side: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    a, b = suite["A"], suite["B"]
+    side = a if damaged_side == "A" else b
+    damaged = truncate(paths.baseline_path(side, FP.key, CONV))
+    report = tmp_path / "diff.json"
+    assert main(["diff", str(a), str(b), "--json", str(report)]) == 2
+    captured = capsys.readouterr()
+    lines = captured.out.splitlines()
+    assert lines[0].startswith(f"UNCHANGED    {MLP} | ")
+    assert lines[1] == (
+        f"not compared: {CONV}, because its file in {side} is damaged: {damaged} "
+        "(its error says how)"
+    )
+    assert "only in" not in captured.out
+    assert lines[2] == "tprof diff: 1 test compared: 1 unchanged; 1 not compared (a damaged file)"
+    assert captured.err.startswith(f"tprof: error: {damaged}: truncated JSON at line ")
+    assert captured.err.endswith(f"; {FIX}\n")
+    doc = json.loads(report.read_text(encoding="utf-8"))
+    assert [t["nodeid"] for t in doc["tests"]] == [MLP]
+    assert doc["not_compared"] == [CONV]
+    assert doc["only_in_baseline"] == doc["only_in_current"] == []
+
+
+def test_a_test_really_missing_on_one_side_is_still_only_on_the_other(
+    suite: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    a, b = suite["A"], suite["B"]
+    paths.baseline_path(a, FP.key, CONV).unlink()
+    truncate(paths.baseline_path(a, FP.key, MLP))  # damaged, but its test is on both sides
+    write(b, "tests/test_new.py::test_new", [table(seed=7)])
+    assert main(["diff", str(a), str(b)]) == 2
+    out = capsys.readouterr().out
+    assert f"only in {b}: {CONV} (" in out
+    assert f"only in {b}: tests/test_new.py::test_new (" in out
+    assert f"not compared: {MLP}, because its file in {a} is damaged: " in out
+    assert out.splitlines()[-1] == (
+        f"tprof diff: 0 tests compared; 0 only in {a}, 2 only in {b}; "
+        "1 not compared (a damaged file)"
+    )
+
+
+def test_a_damaged_trace_in_a_folder_of_traces_is_matched_by_its_name(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for folder, seed in (("A", 1), ("B", 2)):
+        (tmp_path / folder).mkdir()
+        trace(tmp_path / folder / "test_mlp.pt.trace.json.gz", OPS, seed=seed)
+        trace(tmp_path / folder / "test_conv.pt.trace.json.gz", OPS, seed=seed + 10)
+    damaged = tmp_path / "A" / "test_conv.pt.trace.json.gz"
+    damaged.write_bytes(damaged.read_bytes()[:40])
+    assert main(["diff", str(tmp_path / "A"), str(tmp_path / "B")]) == 2
+    out = capsys.readouterr().out
+    assert f"not compared: test_conv.pt.trace.json.gz, because its file in {tmp_path / 'A'}" in out
+    assert "only in" not in out
+
+
+# --- a diff's next steps are about the files, not a pytest run --------------------------------
+
+
+def test_a_regressed_pair_of_folders_says_how_to_show_each_side_not_how_to_rerun_pytest(
+    suite: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    a, c = suite["A"], suite["C"]  # C: test_mlp's matmul twice as slow
+    assert main(["diff", str(a), str(c)]) == 1
+    out = capsys.readouterr().out
+    assert "pytest --" not in out and "--tprof" not in out  # the tmp path holds "pytest"
+    base, cur = paths.baseline_path(a, FP.key, MLP), paths.baseline_path(c, FP.key, MLP)
+    assert "\n      next:\n" in out and f"      current: {cur}\n" in out
+    assert f"        every op of each side: tprof show {base}; tprof show {cur}\n" in out
+
+
+def test_a_regressed_pair_of_traces_says_where_to_open_them(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    a = trace(tmp_path / "a.pt.trace.json.gz", OPS, seed=1)
+    c = trace(tmp_path / "c.pt.trace.json.gz", slower(2.0), seed=3)
+    assert main(["diff", str(a), str(c)]) == 1
+    out = capsys.readouterr().out
+    assert "pytest --" not in out and "--tprof" not in out
+    steps = out[out.index("\n      next:\n") :].splitlines()[2:]
+    assert steps[:-1] == [
+        f"        every op of each side: tprof show {a}; tprof show {c}",
+        f"        see the ops in time: open {a} in https://ui.perfetto.dev",
+        f"        see the ops in time: open {c} in https://ui.perfetto.dev",
+    ]
+
+
+# --- a file that is no baseline or trace ------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["models.py", "notes.txt", "trace.gz", "baseline.json.bak"])
+def test_show_of_a_file_that_is_no_baseline_or_trace_says_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str
+) -> None:
+    path = tmp_path / name
+    path.write_text("import torch\n", encoding="utf-8")
+    assert main(["show", str(path)]) == 2
+    assert capsys.readouterr().err == (
+        f"tprof: error: {path} {NOT_A_FILE_WE_READ}; give a baseline file, a baselines folder "
+        "or a trace\n"
+    )
+
+
+def test_diff_of_a_file_that_is_no_baseline_or_trace_says_so(
+    suite: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    models = tmp_path / "models.py"
+    models.write_text("import torch\n", encoding="utf-8")
+    base = paths.baseline_path(suite["A"], FP.key, MLP)
+    assert main(["diff", str(base), str(models)]) == 2
+    assert capsys.readouterr().err == (
+        f"tprof: error: {models} {NOT_A_FILE_WE_READ}; pass two baseline folders, or two files "
+        "(baselines or traces)\n"
+    )
+
+
+def test_a_damaged_baseline_still_says_to_restore_it(
+    suite: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    damaged = truncate(paths.baseline_path(suite["A"], FP.key, MLP))
+    assert main(["show", str(damaged)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"tprof: error: {damaged}: truncated JSON at line ")
+    assert err.endswith(f"; {FIX}\n")
