@@ -51,6 +51,9 @@ def metadata_for_trace(
     return meta
 
 
+TRACE_GZIP_LEVEL = 3
+
+
 def write_trace(
     prof: profile, path: Path, counters: list[tuple[int, dict[str, Any]]] | None = None
 ) -> tuple[Path | None, str]:
@@ -78,7 +81,8 @@ def write_trace(
 def _export_gzipped(prof: profile, path: Path, counters: list[tuple[int, dict[str, Any]]]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     # torch gzips its export line by line in Python (3.2 s for 105k events); the native
-    # export plus one gzip pass costs a tenth of that.
+    # export plus one gzip pass costs a tenth of that. Level 3 halves level 6's gzip time
+    # (0.19 s against 0.38 s for a 45 MB export of 164k events) for 18 % more bytes.
     with (
         files.scratch_dir(path) as scratch,
         files.atomic_path(path, mode_like_existing=False) as tmp,
@@ -87,7 +91,7 @@ def _export_gzipped(prof: profile, path: Path, counters: list[tuple[int, dict[st
         prof.export_chrome_trace(str(plain))
         if not _whole_json(plain):  # kineto logs a failed write and returns as if it had written
             raise OSError(errno.EIO, "the profiler's export failed; is the disk full?")
-        with open(plain, "rb") as src, gzip.open(tmp, "wb", compresslevel=6) as dst:
+        with open(plain, "rb") as src, gzip.open(tmp, "wb", compresslevel=TRACE_GZIP_LEVEL) as dst:
             at, extra = _counter_events(src, counters)
             src.seek(0)
             if at is None:

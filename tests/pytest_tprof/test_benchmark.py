@@ -25,7 +25,11 @@ def test_a_benchmark_test_gets_a_profile_in_its_benchmark_json(pytester: pytest.
     )
     out = pytester.path / "bench.json"
     result = pytester.runpytest_subprocess(
-        "--tprof", f"--tprof-baseline-dir={pytester.path / 'b'}", f"--benchmark-json={out}", *SMALL
+        "--tprof",
+        "--tprof-collect=traces",  # a test with no baseline keeps no trace unless asked
+        f"--tprof-baseline-dir={pytester.path / 'b'}",
+        f"--benchmark-json={out}",
+        *SMALL,
     )
     result.assert_outcomes(passed=1)
     bench = json.loads(out.read_text())["benchmarks"][0]
