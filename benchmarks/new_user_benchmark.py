@@ -16,6 +16,8 @@ profiler events:
   so calibration doesn't change the event count.  tprof profiles its 3 warm-up rounds too
   (23 rounds in the session, the warm-up dropped from the table) and runs its ≈200 µs drift
   probe in every round.
+* ``tprof 1st``: ``tprof`` against a baseline folder that holds nothing, as a suite's first
+  run (the test reads "no baseline"; it takes the census but compares nothing).
 * ``tprof-save``: the same test with ``--tprof-save`` (writes the baseline instead of comparing).
   Both run with ``--tprof-threads=0`` (torch's own intra-op threads, as the hand-written test),
   so the two sides do the same work; ``tprof 1-thr`` is ``tprof`` with tprof's default of one
@@ -145,8 +147,15 @@ def variants(root: Path) -> dict[str, list[str]]:
         "tprof": [*tprof, same_threads, "--tprof"],
         "tprof-save": [*tprof, same_threads, "--tprof-save"],
         "tprof 1-thr": [*tprof, "--tprof"],  # tprof's default: one intra-op thread
+        # A suite's first run: no baseline to compare with (a folder never saved to).
+        "tprof 1st": [*_first_run(tprof, root), same_threads, "--tprof"],
         "by hand": ["-p", "no:tprof", "test_by_hand.py"],  # a plain test: no plugin
     }
+
+
+def _first_run(args: list[str], root: Path) -> list[str]:
+    empty = f"--tprof-baseline-dir={root / 'never-saved'}"
+    return [empty if a.startswith("--tprof-baseline-dir=") else a for a in args]
 
 
 def run_pytest(root: Path, args: list[str], log: Path) -> dict[str, Any]:

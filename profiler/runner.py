@@ -30,7 +30,7 @@ from tprof_engine.model.verdicts import (
     TestVerdict,
 )
 from tprof_engine.model.work import WorkTable
-from tprof_engine.store import baselines, paths, schema, trace_files
+from tprof_engine.store import baselines, files, paths, schema, trace_files
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -83,6 +83,7 @@ class Runner:
                 "--tprof-collect=nvtx: this torch has no NVTX (a build without CUDA); "
                 "profiling without NVTX ranges",
             )
+        self._last_read: tuple[Any, schema.Baseline] | None = None  # see load()
         self.counter, counter_note = counters.instruction_counter(config.counters)
         self.environment_notes += (counter_note,) if counter_note else ()
 
@@ -120,16 +121,22 @@ class Runner:
         }
 
     def load(self, nodeid: str) -> tuple[schema.Baseline | None, str | None]:
-        """The test's baseline (its newest window of sessions), or the error that stands for it."""
+        """The test's baseline (its newest window of sessions), or the error that stands for it.
+
+        The last one read is kept while its file is unchanged: a save reads its test's file
+        again under the lock, and it is mostly as the run found it."""
         path = self.baseline_path(nodeid)
         if not path.exists():
             return None, paths.folder_error(path)
+        state = (path, files.file_state(path), nodeid, self.config.window)
+        if self._last_read is not None and self._last_read[0] == state and state[1] is not None:
+            return self._last_read[1], None
         try:
-            return baselines.load_baseline(
-                path, expected_nodeid=nodeid, keep=self.config.window
-            ), None
+            found = baselines.load_baseline(path, expected_nodeid=nodeid, keep=self.config.window)
         except BaselineError as exc:
             return None, str(exc)
+        self._last_read = (state, found)
+        return found, None
 
     def profile(
         self,

@@ -76,6 +76,18 @@ class FileTooLargeError(OSError):
         self.limit = limit
 
 
+def file_state(path: Path) -> tuple[int, int, int, int] | None:
+    """What a rewrite or a replacement of a regular file changes (device, inode, size,
+    modification time), or None for anything else."""
+    try:
+        info = os.stat(path)
+    except OSError:
+        return None
+    if not stat.S_ISREG(info.st_mode):
+        return None
+    return info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns
+
+
 def read_regular(path: Path, *, limit: int) -> bytes:
     """The bytes of the regular file ``path``, at most ``limit`` of them.
 

@@ -46,3 +46,36 @@ def test_a_profiled_test_says_what_each_stage_cost(tmp_path) -> None:
     saved = runner.save(test)
     assert saved.costs.seconds["save"] > 0
     assert type(test).from_dict(saved.to_dict()).costs.to_dict() == saved.costs.to_dict()
+
+
+def test_a_save_reads_its_baseline_again_only_when_the_file_changed(
+    tmp_path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import torch
+
+    from tprof_engine.config import Body, RunConfig
+    from tprof_engine.runner import Runner
+    from tprof_engine.store import baselines
+
+    config = RunConfig(baseline_dir=str(tmp_path / "b"), trace_dir=None, census=False)
+    runner, other = Runner(config), Runner(config)
+    a = torch.randn(8, 8)
+    body = Body(fn=lambda: torch.mm(a, a))
+    node = "t.py::test_mm"
+
+    def recorded(by: Runner) -> None:
+        by.save(by.profile(node, body, rounds=3, warmup=1)[1])
+
+    recorded(runner)
+    reads: list[object] = []
+    read = baselines.load_baseline
+    monkeypatch.setattr(
+        baselines, "load_baseline", lambda *a, **k: reads.append(a) or read(*a, **k)
+    )
+    recorded(runner)
+    assert len(reads) == 1  # the run's read, kept for its save
+    _, test = runner.profile(node, body, rounds=3, warmup=1)
+    recorded(other)  # another process records a session meanwhile: it is read and kept
+    runner.save(test)
+    assert len(reads) == 4
+    assert len(read(runner.baseline_path(node)).sessions) == 4

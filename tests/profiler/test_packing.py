@@ -50,6 +50,23 @@ def test_a_packed_file_reads_back_every_number_the_rule_uses(example: Path, tmp_
     doc = json.loads(new.read_text(encoding="utf-8"))
     distinct = {json.dumps(s.work.to_dict(), sort_keys=True) for s in before.sessions if s.work}
     assert len(doc["work"]) == len(distinct) < len(doc["sessions"])  # equal censuses once
+    assert len({id(s.work) for s in after.sessions if s.work}) == len(distinct)  # read once
+
+
+def test_a_census_equal_to_a_valid_one_is_read_once_and_a_damaged_one_still_fails(
+    tmp_path: Path,
+) -> None:
+    doc = open_file(EXAMPLES[0])
+    with_work = [i for i, s in enumerate(doc["sessions"]) if "work" in s]
+    assert len(with_work) >= 2
+    last = with_work[-1]
+    doc["sessions"][last]["work"] = json.loads(json.dumps(doc["sessions"][with_work[0]]["work"]))
+    doc["sessions"][last]["work"]["rows"][0]["flops"] = -1
+    path = tmp_path / "open.json"
+    path.write_text(reading.dumps(doc), encoding="utf-8")
+    with pytest.raises(BaselineError) as err:
+        baselines.load_baseline(path)
+    assert f"'sessions[{last}].work.rows[0].flops'" in str(err.value)
 
 
 def packed_copy(tmp_path: Path) -> tuple[Path, dict]:
