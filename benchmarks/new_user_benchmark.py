@@ -13,8 +13,9 @@ profiler events:
   takes the work census and compares; it writes its gzipped trace only when the verdict
   wants one: a test that passes keeps none, while the hand-written script always exports);
   ``--no-tprof-confirm`` so a noisy verdict doesn't re-measure and ``--tprof-min-round-us=0``
-  so calibration doesn't change the event count.  tprof profiles its 3 warm-up rounds too
-  (23 rounds in the session, the warm-up dropped from the table) and runs its ≈200 µs drift
+  so calibration doesn't change the event count.  tprof runs its first 2 warm-up rounds
+  before the profiler starts and profiles the third (21 rounds in the session, the warm-up
+  dropped from the table), and runs its ≈200 µs drift
   probe in every round.
 * ``tprof 1st``: ``tprof`` against a baseline folder that holds nothing, as a suite's first
   run (the test reads "no baseline"; it takes the census but compares nothing).

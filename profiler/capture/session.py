@@ -47,6 +47,10 @@ from tprof_engine.reduce.ops import (
 )
 
 MAX_WARMUP = 50  # bound on the automatic warm-up extension
+# Warm-up rounds run under the profiler: the last one, whose ops warmup_settled compares with
+# the first measured round's, and which takes the profiler's own first-round costs. The
+# earlier ones run before it starts: their events were read and dropped (2 of 23 rounds).
+PROFILED_WARMUP = 1
 PROBE_VERSION = "cpu-mm96x4-v1"
 
 
@@ -276,7 +280,8 @@ def _why_no_ops(value: Any) -> str:
 
 def _capture_once(call: Call, spec: RoundSpec) -> CaptureResult:
     watch = Stopwatch()
-    prof, wall_us, (load, starts_ns), value = _profile_rounds(call, spec, watch)
+    profiled = min(spec.warmup, PROFILED_WARMUP)
+    prof, wall_us, (load, starts_ns), value = _profile_rounds(call, spec, watch, profiled)
 
     with watch.stage("reduce"):
         if REDUCTION_PATH == "raw-events":
@@ -284,8 +289,8 @@ def _capture_once(call: Call, spec: RoundSpec) -> CaptureResult:
         else:
             table = table_from_function_events(prof, wall_us=wall_us)
         table = replace(table, load=load)
-        settled = warmup_settled(table, spec.warmup)
-        table = drop_leading_rounds(table, spec.warmup)
+        settled = warmup_settled(table, profiled)
+        table = drop_leading_rounds(table, profiled)
 
     later = functools.partial(write_trace, prof, counters=round_counters(starts_ns, wall_us, load))
     path = spec.trace_path
@@ -308,22 +313,25 @@ def _capture_once(call: Call, spec: RoundSpec) -> CaptureResult:
 
 
 def _profile_rounds(
-    call: Call, spec: RoundSpec, watch: Stopwatch
+    call: Call, spec: RoundSpec, watch: Stopwatch, profiled_warmup: int
 ) -> tuple[profile, FloatArray, tuple[RoundLoad, list[int]], Any]:
-    """Run the spec's warm-up and measured rounds in one profiler session.
+    """Run the spec's warm-up rounds, the last ``profiled_warmup`` of them and the measured
+    rounds in one profiler session.
 
-    Returns the session, each round's wall time in µs, what the machine let each round run
-    (with each round's start on the wall clock), and the body's last value; the spec's trace
-    metadata goes into the session's trace, one JSON value per key, and so do the rounds'
-    readings (``tprof_rounds``).  ``watch`` gets the rounds' seconds and the profiler's
-    start and stop.
+    Returns the session, each profiled round's wall time in µs, what the machine let each
+    run (with each one's start on the wall clock), and the body's last value; the spec's
+    trace metadata goes into the session's trace, one JSON value per key, and so do the
+    rounds' readings (``tprof_rounds``).  ``watch`` gets the rounds' seconds and the
+    profiler's start and stop.
     """
-    rounds = spec.warmup + spec.rounds
+    early = spec.warmup - profiled_warmup
+    rounds = profiled_warmup + spec.rounds
+    t_early = time.perf_counter()
+    value, nvtx_rounds = _unprofiled_rounds(call, spec, early)
     drift_probe = Probe(spec.cuda) if spec.probe else None
-    nvtx_rounds = _nvtx_round_names(spec.nvtx_label, spec.warmup, spec.rounds)
     wall_us = np.zeros(rounds)
-    value: Any = None
     t_start = time.perf_counter()
+    watch.add("rounds", t_start - t_early)
     with LoadMeter() as meter, started_quietly(_session(spec)) as prof:
         t_first = time.perf_counter()
         for r in range(rounds):
@@ -346,13 +354,27 @@ def _profile_rounds(
         t_last = time.perf_counter()
         load = meter.result()
         metadata = metadata_for_trace(
-            spec.warmup, spec.rounds, spec.iterations, spec.trace_metadata
+            profiled_warmup, spec.rounds, spec.iterations, spec.trace_metadata
         )
         for key, val in {**metadata, "tprof_rounds": round_readings(wall_us, load)}.items():
             prof.add_metadata_json(key, json.dumps(val, sort_keys=True))
     watch.add("rounds", t_last - t_first)
     watch.add("profiler", (t_first - t_start) + (time.perf_counter() - t_last))
     return prof, wall_us, (load, meter.starts_ns), value
+
+
+def _unprofiled_rounds(call: Call, spec: RoundSpec, early: int) -> tuple[Any, tuple[str, ...]]:
+    """The first ``early`` warm-up rounds, before the profiler starts (the body's calls alone):
+    the last value, and the NVTX names of the rounds left to run."""
+    names = _nvtx_round_names(spec.nvtx_label, spec.warmup, spec.rounds)
+    value: Any = None
+    for r in range(early):
+        args, kwargs = call.arguments()
+        with _nvtx_range(names[r] if names else None):
+            for _ in range(spec.iterations):
+                value = call.fn(*args, **kwargs)
+            sync(spec.cuda)
+    return value, names[early:]
 
 
 def _session(spec: RoundSpec) -> profile:

@@ -291,14 +291,15 @@ def test_each_round_carries_its_readings_into_the_table_and_the_trace(tmp_path: 
     assert load.cpus == os.cpu_count()
     trace = json.loads(gzip.decompress(path.read_bytes()))
     rounds = trace["tprof_rounds"]
-    assert [r["round"] for r in rounds] == list(range(6))  # warm-up rounds too
+    # the profiled warm-up round too (the earlier one runs before the profiler starts)
+    assert [r["round"] for r in rounds] == list(range(capture.PROFILED_WARMUP + 4))
     steps = sorted(
         (e["ts"], e["ts"] + e["dur"])
         for e in trace["traceEvents"]
         if str(e.get("name", "")).startswith("ProfilerStep#")
     )
     counters = [e for e in trace["traceEvents"] if e.get("ph") == "C"]
-    assert [c["name"] for c in counters] == ["tprof round"] * 6
+    assert [c["name"] for c in counters] == ["tprof round"] * len(rounds)
     for (start, end), c in zip(steps, counters, strict=True):
         assert start <= c["ts"] <= end  # the sample sits in its own round
         assert set(c["args"]) >= {"wall_us", "cpu_us"}
@@ -493,7 +494,7 @@ def test_a_trace_of_many_rounds_keeps_its_counter_track(tmp_path: object) -> Non
     path = Path(str(tmp_path)) / "t.pt.trace.json.gz"
     capture.capture(lambda: torch.relu(x), rounds=120, warmup=2, trace_path=path)
     trace = json.loads(gzip.decompress(path.read_bytes()))
-    assert len([e for e in trace["traceEvents"] if e.get("ph") == "C"]) == 122
+    assert len([e for e in trace["traceEvents"] if e.get("ph") == "C"]) == 120 + 1  # + warm-up
 
 
 def test_the_family_that_added_the_most_time_leads_the_reason() -> None:

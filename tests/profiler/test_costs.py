@@ -57,7 +57,7 @@ def test_a_save_reads_its_baseline_again_only_when_the_file_changed(
     from tprof_engine.runner import Runner
     from tprof_engine.store import baselines
 
-    config = RunConfig(baseline_dir=str(tmp_path / "b"), trace_dir=None, census=False)
+    config = RunConfig(baseline_dir=str(tmp_path / "b"), trace_dir=None, census=False, save=True)
     runner, other = Runner(config), Runner(config)
     a = torch.randn(8, 8)
     body = Body(fn=lambda: torch.mm(a, a))

@@ -128,7 +128,7 @@ def test_a_captured_trace_reads_back_as_the_live_table(tmp_path: Path) -> None:
     live = result.table
     read = table_from_trace(path)
 
-    assert read.rounds == live.rounds == 4  # the trace's 2 + warm-up rounds were dropped
+    assert read.rounds == live.rounds == 4  # the trace's warm-up round was dropped
     assert sorted(read.names) == sorted(live.names)
     live_totals = live.session_totals()
     read_totals = read.session_totals()
@@ -356,3 +356,32 @@ def test_an_event_without_a_timestamp_is_an_error_naming_the_event(tmp_path: Pat
     assert _error(path) == (
         f"{path}: traceEvents[1] is not a well-formed trace event (no 'ts'); re-export the trace"
     )
+
+
+def test_early_warm_up_rounds_run_before_the_profiler_and_a_late_change_extends_warm_up(
+    tmp_path: Path,
+) -> None:
+    import torch
+
+    from tprof_engine.capture.session import PROFILED_WARMUP, capture
+
+    x = torch.ones(4)
+    called: list[int] = []
+
+    def step() -> torch.Tensor:
+        called.append(1)
+        if len(called) <= 3:  # lazy work in the first three calls
+            torch.relu(x)
+        return torch.add(x, x)
+
+    path = tmp_path / "t.pt.trace.json.gz"
+    result = capture(step, rounds=3, warmup=3, trace_path=path, use_cuda=False)
+    # The third call (the profiled warm-up round) still did the lazy work and the fourth
+    # didn't, so warm-up was extended to 6 rounds and the capture taken again.
+    assert result.warmup_used == 6
+    assert len(called) == (3 + 3) + (6 + 3)
+    assert "aten::relu" not in result.table.names and result.table.rounds == 3
+    trace = json.loads(gzip.decompress(path.read_bytes()))
+    steps = [e for e in trace["traceEvents"] if str(e.get("name", "")).startswith("ProfilerStep#")]
+    assert len(steps) == PROFILED_WARMUP + 3  # the 5 earlier warm-up rounds weren't profiled
+    assert trace["tprof"]["warmup"] == PROFILED_WARMUP
