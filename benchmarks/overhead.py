@@ -16,13 +16,19 @@ time per stage from the JSON report's ``costs`` (the profiled rounds are the bod
 other stage is the plugin's), and the same split for the last save run.  The target is the
 plugin's own time per test: median <= 0.3 s.
 
-    python benchmarks/overhead.py [--sessions 3] [--repeat 3] [--keep DIR]
+    python benchmarks/overhead.py [--sessions 3] [--repeat 3] [--keep DIR] [--before CHECKOUT]
+
+With ``--before``, a checkout of an earlier commit (``git worktree add /tmp/before <commit>``),
+each repetition also runs ``--tprof`` with that checkout's package (its ``profiler/`` and
+``pytest_tprof/`` first on ``PYTHONPATH``) against the same baselines, in turn with this one,
+and prints the plugin's own time per test before and after.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import shutil
 import statistics
@@ -117,7 +123,21 @@ STARTUP: list[float] = []  # each run's first profiler start, once per process
 _DURATION = re.compile(r"^\s*([\d.]+)s call\s+\S+::(\S+)")
 
 
-def run(folder: Path, tag: str, flags: list[str]) -> tuple[dict[str, float], dict[str, dict]]:
+def package_path(checkout: Path, folder: Path) -> str:
+    """A folder that imports a checkout's package (``tprof_engine`` is its ``profiler/``)."""
+    links = folder / "before-package"
+    links.mkdir(exist_ok=True)
+    for name, target in (("tprof_engine", "profiler"), ("pytest_tprof", "pytest_tprof")):
+        link = links / name
+        if link.is_symlink():
+            link.unlink()
+        link.symlink_to((checkout / target).resolve(), target_is_directory=True)
+    return str(links)
+
+
+def run(
+    folder: Path, tag: str, flags: list[str], pythonpath: str | None = None
+) -> tuple[dict[str, float], dict[str, dict]]:
     """One pytest run: call-phase seconds per test, and each test's costs from its report."""
     report = folder / f"{tag}.json"
     cmd = [
@@ -126,7 +146,10 @@ def run(folder: Path, tag: str, flags: list[str]) -> tuple[dict[str, float], dic
     ]  # fmt: skip
     if flags:
         cmd += [f"--tprof-json={report}", "--no-tprof-confirm"]
-    done = subprocess.run(cmd, cwd=folder, capture_output=True, text=True, check=False)
+    env = dict(os.environ)
+    if pythonpath:
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [pythonpath, env.get("PYTHONPATH")]))
+    done = subprocess.run(cmd, cwd=folder, env=env, capture_output=True, text=True, check=False)
     seconds = {
         m.group(2): float(m.group(1)) for m in map(_DURATION.match, done.stdout.splitlines()) if m
     }
@@ -154,6 +177,7 @@ def main() -> int:
     parser.add_argument(
         "--keep", type=Path, help="a folder to keep the suite, reports and baselines in"
     )
+    parser.add_argument("--before", type=Path, help="a checkout of an earlier commit to compare")
     args = parser.parse_args()
     folder = args.keep or Path(tempfile.mkdtemp(prefix="tprof-overhead-"))
     folder.mkdir(parents=True, exist_ok=True)
@@ -165,7 +189,12 @@ def main() -> int:
         _, saved = run(folder, f"save{i}", ["--tprof-save"])
     calls: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     split: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    before: dict[str, list[float]] = defaultdict(list)
+    older = package_path(args.before, folder) if args.before else None
     for i in range(args.repeat):
+        if older:
+            for test, c in run(folder, f"before{i}", ["--tprof"], older)[1].items():
+                before[test].append(Costs.from_dict(c).plugin_s)
         for test, s in run(folder, f"plain{i}", [])[0].items():
             calls[test]["plain"].append(s)
         seconds, costs = run(folder, f"tprof{i}", ["--tprof"])
@@ -176,6 +205,8 @@ def main() -> int:
                 split[test][stage].append(c.get(stage, 0.0))
             split[test]["plugin"].append(Costs.from_dict(c).plugin_s)
     print_tables(calls, split, saved)
+    if before:
+        print_before(before, split)
     plugin = [med(split[t]["plugin"]) for t in split]
     if not args.keep:
         shutil.rmtree(folder, ignore_errors=True)
@@ -208,6 +239,16 @@ def print_tables(calls: dict, split: dict, saved: dict[str, dict]) -> None:
             f"{test:<24} "
             + " ".join(f"{saved[test].get(s, 0.0):>9.3f}" for s in (*STAGES, "rounds"))
         )
+
+
+def print_before(before: dict[str, list[float]], split: dict) -> None:
+    print("\nthe plugin's own time per test (s, medians), the earlier checkout and this one:")
+    print(f"{'test':<24} {'before':>9} {'after':>9} {'ratio':>7}")
+    for test in sorted(before):
+        old, new = med(before[test]), med(split[test]["plugin"])
+        print(f"{test:<24} {old:>9.3f} {new:>9.3f} {new / old:>6.2f}x")
+    olds, news = [med(v) for v in before.values()], [med(split[t]["plugin"]) for t in before]
+    print(f"{'median over tests':<24} {med(olds):>9.3f} {med(news):>9.3f}")
 
 
 if __name__ == "__main__":
