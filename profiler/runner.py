@@ -128,7 +128,7 @@ class Runner:
         path = self.baseline_path(nodeid)
         if not path.exists():
             return None, paths.folder_error(path)
-        state = (path, files.file_state(path), nodeid, self.config.window)
+        state = (path, files.file_state(path), nodeid)  # the window is the run's, fixed
         if self._last_read is not None and self._last_read[0] == state and state[1] is not None:
             return self._last_read[1], None
         try:

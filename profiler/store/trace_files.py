@@ -4,8 +4,8 @@ long it stays.
 - A test's trace is written when its ops moved (it regressed, changed or improved), when its
   recording keeps its trace beside the baseline, or for every test when the run asks for all
   of them. A test that had nothing to compare against (no baseline, another environment's, a
-  damaged one) has nothing to show in a trace that is worth its export (0.4–0.9 s on
-  100k-event tests): the first run of a suite writes none.
+  damaged one) has nothing to show in a trace that is worth its export (0.7–0.9 s for a
+  160k-event test): the first run of a suite writes none.
 - Each trace is named by its test and the run (``<test>.<run>.pt.trace.json.gz``), so the
   next run of the test doesn't overwrite it: a failure's trace, and its side-by-side one,
   stay until the test next passes, which removes the test's older traces.
