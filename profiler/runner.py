@@ -77,7 +77,8 @@ class Runner:
         self.run_stamp = trace_files.run_stamp()  # names this run's traces
         self.startup_s: float | None = None  # the process's first profiler start (once)
         self.nvtx = config.nvtx and facts.nvtx_available()
-        self.environment_notes: tuple[str, ...] = ()  # asked for, not given here: said once
+        # asked for, not given here: said once
+        self.environment_notes = facts.torch_notes(bool(self.facts["cuda_available"]))
         if config.nvtx and not self.nvtx:
             self.environment_notes += (
                 "--tprof-collect=nvtx: this torch has no NVTX (a build without CUDA); "

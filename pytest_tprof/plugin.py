@@ -46,6 +46,7 @@ from tprof_engine.ranked import DistributedBody, profile_distributed
 from tprof_engine.render import report as rpt
 from tprof_engine.runner import Runner
 from tprof_engine.store import paths, reading, trace_files
+from tprof_engine.torch_support import torch_problem
 
 PLUGIN_KEY = pytest.StashKey["TprofPlugin"]()
 PROPERTY = rpt.VERDICT_PROPERTY
@@ -68,6 +69,9 @@ def pytest_configure(config: pytest.Config) -> None:
     settings = read_settings(config)
     if not settings.enabled:
         return
+    problem = torch_problem()
+    if problem is not None:
+        raise pytest.UsageError(problem)
     plugin = TprofPlugin(config, settings)
     config.stash[PLUGIN_KEY] = plugin
     config.pluginmanager.register(plugin, "tprof-plugin")

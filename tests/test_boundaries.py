@@ -86,9 +86,15 @@ def test_importing_every_module_outside_capture_loads_neither_pytest_nor_torch(
 
 
 def test_the_engine_imports_as_this_projects_package(tmp_path: Path) -> None:
-    # Run from an unrelated folder so the answer comes from the installed distribution.
+    # Run from an unrelated folder so the answer comes from the installed distribution: this
+    # checkout's folder when installed editable, a copy of its files when from a wheel.
     result = _import_in_fresh_interpreter([NAME], tmp_path)
-    assert Path(str(result["file"])).resolve() == PACKAGE / "__init__.py"
+    imported = Path(str(result["file"])).resolve().parent
+    if imported != PACKAGE:
+        ours = sorted(p.relative_to(PACKAGE) for p in PACKAGE.rglob("*.py"))
+        assert sorted(p.relative_to(imported) for p in imported.rglob("*.py")) == ours
+        for path in ours:
+            assert (imported / path).read_bytes() == (PACKAGE / path).read_bytes(), path
 
 
 def test_no_file_of_the_engine_imports_pytest_or_the_plugin_anywhere() -> None:

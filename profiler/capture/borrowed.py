@@ -13,6 +13,7 @@ from typing import Any
 
 from torch.profiler import ProfilerActivity, profile, record_function
 
+from tprof_engine.capture import torch_api
 from tprof_engine.capture.export import metadata_for_trace, write_trace
 from tprof_engine.capture.facts import REDUCTION_PATH, cuda_available, profiler_active
 from tprof_engine.capture.kineto import (
@@ -78,7 +79,11 @@ class BorrowedRounds:
         self.iterations = iterations
         activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if self.cuda else [])
         self._prof = profile(activities=activities, record_shapes=self._record_shapes)
-        with kineto_lines_dropped():
+        with (
+            kineto_lines_dropped(),
+            torch_api.own_warnings_quiet(),
+            torch_api.inductor_left_unloaded(),
+        ):
             self._prof.__enter__()
         self._meter = LoadMeter()
         self._open = True
@@ -117,7 +122,7 @@ class BorrowedRounds:
     def stop(self) -> None:
         if self._open and self._prof is not None:
             self._open = False
-            with kineto_lines_dropped():
+            with kineto_lines_dropped(), torch_api.own_warnings_quiet():
                 self._prof.__exit__(None, None, None)
         if self._meter is not None:
             self._load = self._meter.result()
@@ -156,8 +161,9 @@ class BorrowedRounds:
         meta = metadata_for_trace(dropped, table.rounds, self.iterations, trace_metadata)
         if self._load is not None:
             meta["tprof_rounds"] = round_readings(self._walls_us, self._load)
-        for key, val in meta.items():
-            self._prof.add_metadata_json(key, json.dumps(val, sort_keys=True))
+        with torch_api.own_warnings_quiet():
+            for key, val in meta.items():
+                self._prof.add_metadata_json(key, json.dumps(val, sort_keys=True))
         counters = round_counters(self._starts_ns, self._walls_us, self._load)
         later = functools.partial(write_trace, self._prof, counters=counters)
 

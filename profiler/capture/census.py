@@ -17,6 +17,7 @@ from typing import Any, Final
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from tprof_engine.capture import torch_api
 from tprof_engine.capture.flops import formula_for
 from tprof_engine.capture.modules import (
     BodyModules,
@@ -83,9 +84,6 @@ _ALLOCATIONS: Final = frozenset(
         "aten::new_empty_strided",
     }
 )
-
-
-_CIA = torch._C.DispatchKey.CompositeImplicitAutograd
 
 
 def take_census(
@@ -269,7 +267,7 @@ class _OpFacts:
         return cls(
             name=name,
             recorded=name.split("::")[0] not in _NOT_WORK_NAMESPACES and name not in _METADATA_OPS,
-            decompose=formula is None and _has_composite_kernel(func),
+            decompose=formula is None and torch_api.has_composite_kernel(func),
             moves_bytes=not view and name not in _ALLOCATIONS,
             inputs=tuple((i, a.name) for i, a in tensors if not a.is_out),
             reads_data=not name.endswith("_like"),
@@ -287,12 +285,6 @@ class _OpFacts:
 
 # Op overloads live as long as the process; their schemas never change.
 _FACTS: dict[torch._ops.OpOverload, _OpFacts] = {}
-
-
-def _has_composite_kernel(func: torch._ops.OpOverload) -> bool:
-    return _CIA in func.py_kernels or bool(
-        torch._C._dispatch_has_kernel_for_dispatch_key(func.name(), _CIA)  # type: ignore[no-untyped-call]
-    )
 
 
 class _Census(TorchDispatchMode):
@@ -424,7 +416,7 @@ def _group_size(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> int:
 
 def _note_grad_fn(tally: _Tally) -> None:
     """The autograd node a backward op runs for (``AddmmBackward0``), torch's own excepted."""
-    node = torch._C._current_autograd_node()
+    node = torch_api.current_autograd_node()
     if node is not None and not node.name().startswith("torch::autograd::"):
         tally.grad_fns.add(node.name())
 

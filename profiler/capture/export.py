@@ -17,19 +17,10 @@ from typing import Any
 import torch
 from torch.profiler import profile
 
+from tprof_engine.capture import torch_api
 from tprof_engine.store import files
 
-
-def device_config(cuda: bool) -> Any:
-    """Kineto's sync events (which op made the host wait) and each copy's metadata (its
-    bytes), on device runs only; None where this torch has no such options."""
-    config = getattr(torch._C._profiler, "_ExperimentalConfig", None)
-    if not cuda or config is None:
-        return None
-    try:
-        return config(enable_cuda_sync_events=True, expose_kineto_event_metadata=True)
-    except TypeError:  # an older torch without one of them
-        return None
+device_config = torch_api.experimental_config
 
 
 def metadata_for_trace(
@@ -88,7 +79,8 @@ def _export_gzipped(prof: profile, path: Path, counters: list[tuple[int, dict[st
         files.atomic_path(path, mode_like_existing=False) as tmp,
     ):
         plain = scratch / "trace.json"
-        prof.export_chrome_trace(str(plain))
+        with torch_api.own_warnings_quiet():
+            prof.export_chrome_trace(str(plain))
         if not _whole_json(plain):  # kineto logs a failed write and returns as if it had written
             raise OSError(errno.EIO, "the profiler's export failed; is the disk full?")
         with open(plain, "rb") as src, gzip.open(tmp, "wb", compresslevel=TRACE_GZIP_LEVEL) as dst:

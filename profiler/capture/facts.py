@@ -5,12 +5,13 @@ and the compile log of ``torch._dynamo``.
 from __future__ import annotations
 
 import contextlib
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import torch
+
+from tprof_engine.capture import torch_api
 
 
 @contextlib.contextmanager
@@ -36,33 +37,14 @@ def cuda_available() -> bool:
     return bool(torch.cuda.is_available())
 
 
-def profiler_active() -> bool:
-    """Whether a torch profiler (ours or the user's) is collecting right now."""
-    return bool(torch.autograd.profiler._is_profiler_enabled)
+profiler_active = torch_api.profiler_enabled  # a torch profiler, ours or the user's, is on
+
+REDUCTION_PATH = "raw-events" if torch_api.FEATURES.raw_events else "key_averages"
 
 
-def raw_events_supported() -> bool:
-    """Whether this torch exposes the raw kineto events the fast reduction reads."""
-    try:
-        from torch._C._autograd import _KinetoEvent
-    except ImportError:
-        return False
-    needed = (
-        "name",
-        "start_ns",
-        "end_ns",
-        "start_thread_id",
-        "end_thread_id",
-        "device_type",
-        "correlation_id",
-        "linked_correlation_id",
-        "is_user_annotation",
-        "is_async",
-    )
-    return all(hasattr(_KinetoEvent, n) for n in needed)
-
-
-REDUCTION_PATH = "raw-events" if raw_events_supported() else "key_averages"
+def torch_notes(cuda: bool) -> tuple[str, ...]:
+    """What this torch lacks that the run would use, and what that costs (the run header)."""
+    return torch_api.notes(torch_api.FEATURES, cuda=cuda)
 
 
 def nvtx_available() -> bool:
@@ -79,13 +61,8 @@ def compile_log() -> tuple[tuple[str, ...], tuple[str, ...]]:
     """What torch.compile has logged in this process so far: each graph break as ``reason
     (file:line)`` (the user's frame torch gives), and each guard failure's reason.  Empty when
     Dynamo was never imported: nothing was compiled."""
-    if "torch._dynamo" not in sys.modules:
-        return (), ()
-    from torch._dynamo import utils
-
-    breaks = tuple(_graph_break_text(r) for r in list(utils.graph_break_reasons))
-    guards = tuple(str(g) for failures in list(utils.guard_failures.values()) for g in failures)
-    return breaks, guards
+    reasons, failures = torch_api.dynamo_compile_log()
+    return tuple(map(_graph_break_text, reasons)), tuple(map(str, failures))
 
 
 def _graph_break_text(reason: Any) -> str:

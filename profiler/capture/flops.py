@@ -17,7 +17,8 @@ from collections.abc import Callable, Sequence
 from typing import Any, Final
 
 import torch
-from torch.utils.flop_counter import flop_registry, mm_flop, sdpa_flop_count
+
+from tprof_engine.capture.torch_api import flop_registry, mm_flop, sdpa_flop_count
 
 Formula = Callable[..., Any]
 _aten = torch.ops.aten

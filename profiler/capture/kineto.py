@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 import sys
 import tempfile
 from collections.abc import Callable, Iterator
@@ -18,6 +17,7 @@ import numpy.typing as npt
 import torch
 from torch.profiler import ProfilerActivity, profile
 
+from tprof_engine.capture import torch_api
 from tprof_engine.model.arrays import FloatArray, IntArray
 from tprof_engine.model.records import (
     KIND_ANNOTATION,
@@ -47,43 +47,17 @@ def started_quietly(prof: profile) -> Iterator[profile]:
 
     torch 2.13's kineto writes one such line to file descriptor 2 when a session starts and
     one when it stops, whatever ``KINETO_LOG_LEVEL`` says; in a failing test they read as the
-    test's own stderr.  Only the start and the stop are filtered: what the body writes while
-    profiled passes untouched.
+    test's own stderr.  Only the start and the stop are filtered, and the warnings torch
+    raises there kept from the user's filters: what the body writes or warns while profiled
+    passes untouched.
     """
-    with kineto_lines_dropped(), _inductor_left_unloaded():
+    with kineto_lines_dropped(), torch_api.own_warnings_quiet(), torch_api.inductor_left_unloaded():
         prof.__enter__()
     try:
         yield prof
     finally:
-        with kineto_lines_dropped():
+        with kineto_lines_dropped(), torch_api.own_warnings_quiet():
             prof.__exit__(None, None, None)
-
-
-@contextlib.contextmanager
-def _inductor_left_unloaded() -> Iterator[None]:
-    """Start a session without importing ``torch._inductor`` (about 1 s, once per process).
-
-    torch's profiler asks ``hasattr(torch, "_inductor")`` when it starts, to read inductor's
-    CUDA-graph setting; torch's lazy module attribute imports the package to answer.  Where
-    inductor isn't loaded yet, nothing has compiled with it, so its setting can't be on: for
-    the start alone, ``torch._inductor`` reads as absent (not imported), as it would have
-    before torch made it lazy.  Once inductor is loaded the question is answered as usual.
-    """
-    lazy = torch.__dict__.get("__getattr__")
-    if "torch._inductor" in sys.modules or not callable(lazy):
-        yield
-        return
-
-    def without_inductor(name: str) -> Any:
-        if name == "_inductor":
-            raise AttributeError(name)
-        return lazy(name)
-
-    torch.__dict__["__getattr__"] = without_inductor
-    try:
-        yield
-    finally:
-        torch.__dict__["__getattr__"] = lazy
 
 
 @contextlib.contextmanager
@@ -112,7 +86,8 @@ def kineto_lines_dropped() -> Iterator[None]:
 def events_from_kineto(prof: profile) -> EventArrays:
     """The session's raw kineto events as arrays, each attribute read with one ``map`` of its
     accessor over all events: the pybind calls are the cost (a CPU session reads fewer)."""
-    events = prof.profiler.kineto_results.events()  # type: ignore[union-attr]
+    with torch_api.own_warnings_quiet():
+        events = torch_api.kineto_events(prof)
     n = len(events)
     if n == 0:
         return _no_events()
@@ -131,7 +106,7 @@ def events_from_kineto(prof: profile) -> EventArrays:
         is_cpu=is_cpu,
         is_async=col(ke.is_async, bool) | (thread != col(ke.end_thread_id, np.int64)),
         is_annotation=flag(ke.is_user_annotation, bool),
-        is_hidden=flag(ke.is_hidden_event, bool) if hasattr(ke, "is_hidden_event") else None,
+        is_hidden=_hidden(ke, flag),
     )
     corr = link = np.zeros(n, dtype=np.int64)
     start_ns = col(ke.start_ns, np.int64)
@@ -139,7 +114,9 @@ def events_from_kineto(prof: profile) -> EventArrays:
     if not is_cpu.all():  # correlation ids only matter when there is device work
         corr = col(ke.correlation_id, np.int64)
         link = col(ke.linked_correlation_id, np.int64)
-        device = _device_columns(events, ke, is_cpu=is_cpu, corr=corr, link=link, start_ns=start_ns)
+        device = _device_columns(
+            events, ke, name_idx, is_cpu=is_cpu, corr=corr, link=link, start_ns=start_ns
+        )
         kind[device.is_sync] = KIND_SYNC
         on_host = is_cpu | (name_idx == index.get(_MEMORY_EVENT, -1))
         thread = np.where(on_host, thread, device.stream)
@@ -157,6 +134,11 @@ def events_from_kineto(prof: profile) -> EventArrays:
         nbytes=nbytes,
         launch_ns=None if device is None else device.launch_ns,
     )
+
+
+def _hidden(ke: Any, flag: Callable[[Callable[[Any], Any], Any], Any]) -> _BoolArray | None:
+    """Which events torch hides; None where its events carry no such flag."""
+    return flag(ke.is_hidden_event, bool) if torch_api.event_features(ke).hidden_flag else None
 
 
 def _readers(
@@ -223,24 +205,27 @@ class _DeviceColumns:
     launch_ns: Any
 
 
-_BYTES = re.compile(r'"bytes":\s*(\d+)')
-
-
 def _device_columns(
-    events: Any, ke: Any, *, is_cpu: _BoolArray, corr: Any, link: Any, start_ns: Any
+    events: Any,
+    ke: Any,
+    name_idx: IntArray,
+    *,
+    is_cpu: _BoolArray,
+    corr: Any,
+    link: Any,
+    start_ns: Any,
 ) -> _DeviceColumns:
     """What the device table needs of device events: sync or not, stream, bytes, launch time.
 
     A device event's correlation id is its runtime call's; the runtime call starts the launch.
     """
-    activity = np.asarray([str(a) for a in map(ke.activity_type, events)], dtype=object)
     on_device = ~is_cpu
+    activity = torch_api.device_activities(events, name_idx, on_device)
     stream = np.fromiter(map(ke.device_index, events), dtype=np.int64, count=len(events)) << 32
     stream += np.fromiter(map(ke.device_resource_id, events), dtype=np.int64, count=len(events))
     nbytes = np.zeros(len(events), dtype=np.int64)
     for i in np.flatnonzero(on_device & ((activity == "gpu_memcpy") | (activity == "gpu_memset"))):
-        found = _BYTES.search(events[i].metadata_json())
-        nbytes[i] = int(found.group(1)) if found else 0
+        nbytes[i] = torch_api.copy_bytes(events[i])
     runtime = np.flatnonzero(is_cpu & (link > 0))
     order = np.argsort(corr[runtime], kind="stable")
     r_corr, r_start = corr[runtime][order], start_ns[runtime][order]
@@ -283,7 +268,8 @@ def _kineto_kinds(
 
 def table_from_function_events(prof: profile, *, wall_us: Any) -> OpTable:
     """Fallback reduction through torch's own FunctionEvents (slow, but any torch has it)."""
-    fevents = prof.events()
+    with torch_api.own_warnings_quiet():
+        fevents = prof.events()
     rounds = [e for e in fevents if e.name.startswith(ROUND_PREFIX) or e.name == "ProfilerStep*"]
     rounds.sort(key=lambda e: e.time_range.start)
     probes = sorted(
@@ -347,13 +333,8 @@ def _sum_function_events(
         if r < 0 or t >= r_end[r]:
             continue
         p = int(np.searchsorted(p_start, t, side="right")) - 1
-        vals = (
-            1.0,
-            e.self_cpu_time_total,
-            e.cpu_time_total,
-            e.self_device_time_total,
-            e.device_time_total,
-        )
+        self_dev, total_dev = torch_api.function_event_device_us(e)
+        vals = (1.0, e.self_cpu_time_total, e.cpu_time_total, self_dev, total_dev)
         if p >= 0 and t < p_end[p]:
             probe_cpu[r] += vals[1]
             probe_dev[r] += vals[3]

@@ -18,14 +18,14 @@ from typing import Any, Final
 
 import torch
 from torch import nn
-from torch.utils.module_tracker import ModuleTracker
 
+from tprof_engine.capture import torch_api
 from tprof_engine.model.work import BACKWARD, FORWARD, FORWARD_HOOK, FORWARD_PRE_HOOK
 
 _TOP: Final = "Global"  # ModuleTracker's name for "no module"
 
 
-class Tracker(ModuleTracker):
+class Tracker(torch_api.ModuleTracker):
     """ModuleTracker with the paths users see in ``named_modules()`` and the innermost module.
 
     ``parents`` is a set.  The innermost running module is one with no running descendant
@@ -86,7 +86,7 @@ class Tracker(ModuleTracker):
     def _note_node(self, path: str) -> None:
         """Remember the module a forward op ran in by the autograd node it made (the next
         sequence number has moved past it); its backward ops are charged to that module."""
-        made = torch._C._autograd._get_sequence_nr() - 1
+        made = torch_api.autograd_sequence_nr() - 1
         if made != self._last_node:
             self._last_node = made
             self._made_in.setdefault(made, path)
@@ -96,9 +96,9 @@ class Tracker(ModuleTracker):
         backward hooks fire once every output has its gradient: a module returning a tensor
         it also used (eager attention's weights) would have its first backward ops charged
         to its parent."""
-        node = torch._C._current_autograd_node()
+        node = torch_api.current_autograd_node()
         if node is not None:
-            found = self._made_in.get(node._sequence_nr())
+            found = self._made_in.get(torch_api.node_sequence_nr(node))
             if found is not None:
                 return found
         return self.innermost()
@@ -282,7 +282,7 @@ def _reachable(fn: Any, *, depth: int) -> Iterator[tuple[str, Any]]:
 def compiled_code_runs_eagerly() -> Iterator[list[int]]:
     """Run ``torch.compile``'d code eagerly and count the calls into it (one-item list)."""
     calls = [0]
-    eval_frame = sys.modules.get("torch._dynamo.eval_frame")
+    eval_frame = torch_api.dynamo_eval_frame()
     if eval_frame is None:
         # Dynamo is imported by the first torch.compile(): without it no compiled code exists,
         # and importing it here would cost a second.

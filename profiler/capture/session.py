@@ -23,6 +23,7 @@ import numpy as np
 import torch
 from torch.profiler import ProfilerActivity, profile, record_function
 
+from tprof_engine.capture import torch_api
 from tprof_engine.capture.export import device_config, metadata_for_trace, write_trace
 from tprof_engine.capture.facts import REDUCTION_PATH, cuda_available, profiler_active
 from tprof_engine.capture.kineto import (
@@ -356,8 +357,9 @@ def _profile_rounds(
         metadata = metadata_for_trace(
             profiled_warmup, spec.rounds, spec.iterations, spec.trace_metadata
         )
-        for key, val in {**metadata, "tprof_rounds": round_readings(wall_us, load)}.items():
-            prof.add_metadata_json(key, json.dumps(val, sort_keys=True))
+        with torch_api.own_warnings_quiet():
+            for key, val in {**metadata, "tprof_rounds": round_readings(wall_us, load)}.items():
+                prof.add_metadata_json(key, json.dumps(val, sort_keys=True))
     watch.add("rounds", t_last - t_first)
     watch.add("profiler", (t_first - t_start) + (time.perf_counter() - t_last))
     return prof, wall_us, (load, meter.starts_ns), value

@@ -105,3 +105,52 @@ def test_the_markers_old_rel_floor_still_works_and_warns(pytester: pytest.Pytest
     result = pytester.runpytest(*QUICK, "--tprof-save")
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["*tprof(rel_floor=...) is deprecated*use floor=...*"])
+
+
+@pytest.mark.parametrize(
+    ("version", "said"),
+    [
+        (
+            "2.5.1+cu121",
+            "pytest-tprof needs torch >= 2.11 and this environment has torch 2.5.1+cu121",
+        ),
+        (None, "pytest-tprof needs torch, and this environment has none"),
+    ],
+)
+def test_an_unsupported_torch_is_one_usage_error_at_start_up(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, version: str | None, said: str
+) -> None:
+    from importlib import metadata
+
+    from tprof_engine import torch_support
+
+    real = metadata.version
+
+    def installed(name: str) -> str:
+        if name != "torch":
+            return real(name)
+        if version is None:
+            raise metadata.PackageNotFoundError(name)
+        return version
+
+    monkeypatch.setattr(torch_support.metadata, "version", installed)
+    pytester.makepyfile(test_body=BODY)
+    result = pytester.runpytest_inprocess("--tprof", *QUICK)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert said in result.stderr.str()
+    assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
+    plain = pytester.runpytest_inprocess(*QUICK)  # without --tprof the suite runs as ever
+    plain.assert_outcomes(passed=1)
+
+
+def test_the_supported_releases_are_the_ones_pyproject_states() -> None:
+    from pathlib import Path
+
+    from tprof_engine import torch_support
+
+    project = (Path(__file__).parents[2] / "pyproject.toml").read_text(encoding="utf-8")
+    wanted = ".".join(map(str, torch_support.MINIMUM))
+    assert f'\n    "torch>={wanted}",\n' in project
+    assert torch_support.torch_problem(f"{wanted}.0") is None
+    assert torch_support.torch_problem("2.10.0+cpu") is not None
+    assert torch_support.torch_problem("2.15.0") is None

@@ -1,0 +1,363 @@
+"""The engine's one door into torch's private and version-dependent API.
+
+Every call that differs between torch releases goes through here: kineto's raw events and
+their accessors, the profiler's experimental config, ``FunctionEvent``'s device time, the
+module tracker, autograd's sequence numbers, dispatch-key checks, the flop counter's
+formulas, Dynamo's compile log and call hook, inductor's lazy import, and the warnings torch
+raises from tprof's own use of its profiler.  Each feature is detected once per process (per
+event class, for events), and a missing one has a fallback or a header note saying what is
+lost (:func:`notes`), never an ``AttributeError`` inside a test.
+
+What differs among the supported releases (``tprof_engine.torch_support``), read from their
+classes:
+
+- ``_KinetoEvent.activity_type`` came after 2.11: without it a device event's kind (kernel,
+  copy, fill, sync) is read from its name and metadata, once per name (:func:`device_activities`);
+- ``_KinetoEvent.metadata_json`` and ``_ExperimentalConfig(expose_kineto_event_metadata=…)``:
+  without them a copy's bytes read 0 and the run header says so;
+- ``_ExperimentalConfig(enable_cuda_sync_events=…)``: without it no sync events, so which op
+  made the host wait is not shown;
+- ``_KinetoEvent.is_hidden_event``: without it no event is hidden;
+- torch 2.11's profiler warns, once per process, that it clears events at the end of each
+  cycle: :func:`own_warnings_quiet` keeps that and every other warning of tprof's own
+  profiler calls away from the user's warning filters.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import re
+import sys
+import warnings
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+from torch.utils.flop_counter import flop_registry, mm_flop, sdpa_flop_count
+from torch.utils.module_tracker import ModuleTracker
+
+__all__ = [
+    "FEATURES",
+    "EventFeatures",
+    "Features",
+    "ModuleTracker",
+    "autograd_sequence_nr",
+    "config_options",
+    "copy_bytes",
+    "current_autograd_node",
+    "detect",
+    "device_activities",
+    "dynamo_compile_log",
+    "dynamo_eval_frame",
+    "event_features",
+    "experimental_config",
+    "flop_registry",
+    "function_event_device_us",
+    "has_composite_kernel",
+    "inductor_left_unloaded",
+    "kineto_events",
+    "mm_flop",
+    "node_sequence_nr",
+    "notes",
+    "own_warnings_quiet",
+    "profiler_enabled",
+    "sdpa_flop_count",
+]
+
+# What the fast reduction reads of every event; without one of them it falls back to
+# ``key_averages()``.
+CORE_ACCESSORS = (
+    "name",
+    "start_ns",
+    "end_ns",
+    "start_thread_id",
+    "end_thread_id",
+    "device_type",
+    "correlation_id",
+    "linked_correlation_id",
+    "is_user_annotation",
+    "is_async",
+)
+# What a device run reads of its device events besides the core.
+DEVICE_ACCESSORS = ("device_index", "device_resource_id")
+CONFIG_OPTIONS = ("enable_cuda_sync_events", "expose_kineto_event_metadata")
+
+
+@dataclass(frozen=True, slots=True)
+class EventFeatures:
+    """What one ``_KinetoEvent`` class offers."""
+
+    core: bool  # every accessor of CORE_ACCESSORS
+    device: bool  # device index and stream
+    activity_type: bool
+    metadata_json: bool
+    hidden_flag: bool
+
+
+@functools.cache
+def event_features(event_cls: type) -> EventFeatures:
+    """What ``event_cls`` offers, read once per class."""
+
+    def has(name: str) -> bool:
+        return callable(getattr(event_cls, name, None))
+
+    return EventFeatures(
+        core=all(map(has, CORE_ACCESSORS)),
+        device=all(map(has, DEVICE_ACCESSORS)),
+        activity_type=has("activity_type"),
+        metadata_json=has("metadata_json"),
+        hidden_flag=has("is_hidden_event"),
+    )
+
+
+def config_options(config_cls: Any) -> tuple[str, ...]:
+    """Which of :data:`CONFIG_OPTIONS` ``config_cls`` accepts (each tried alone)."""
+    if config_cls is None:
+        return ()
+    found = []
+    for option in CONFIG_OPTIONS:
+        try:
+            config_cls(**{option: False})
+        except TypeError:
+            continue
+        found.append(option)
+    return tuple(found)
+
+
+@dataclass(frozen=True, slots=True)
+class Features:
+    """What this process's torch offers tprof, detected once."""
+
+    torch: str
+    events: EventFeatures | None  # None: no ``_KinetoEvent`` at all
+    config: tuple[str, ...]  # the experimental config's options tprof uses
+    device_time: str  # FunctionEvent's self device time attribute
+
+    @property
+    def raw_events(self) -> bool:
+        return self.events is not None and self.events.core
+
+
+def detect() -> Features:
+    try:
+        from torch._C._autograd import _KinetoEvent
+    except ImportError:
+        events = None
+    else:
+        events = event_features(_KinetoEvent)
+    from torch.autograd.profiler_util import FunctionEvent
+
+    named = ("self_device_time_total", "self_cuda_time_total")  # 2.4 renamed cuda to device
+    device_time = next((a for a in named if hasattr(FunctionEvent, a)), "")
+    config = getattr(getattr(torch._C, "_profiler", None), "_ExperimentalConfig", None)
+    return Features(
+        torch=str(torch.__version__),
+        events=events,
+        config=config_options(config),
+        device_time=device_time,
+    )
+
+
+FEATURES = detect()
+
+
+def notes(features: Features, *, cuda: bool) -> tuple[str, ...]:
+    """The run header's lines on what this torch lacks and what that costs (none when it
+    lacks nothing the run uses)."""
+    v = features.torch
+    out = []
+    if not features.raw_events:
+        out.append(
+            f"torch {v} has no raw kineto events: ops are read through key_averages() "
+            "(slower; no device table)"
+        )
+    if not cuda:
+        return tuple(out)
+    ev = features.events
+    if ev is not None and not ev.activity_type:
+        out.append(
+            f"torch {v}'s kineto events carry no activity type: device events are told "
+            "apart by name (kernel, Memcpy, Memset, sync)"
+        )
+    if "expose_kineto_event_metadata" not in features.config or (ev and not ev.metadata_json):
+        out.append(f"not available with torch {v}: kineto event metadata (copies read 0 bytes)")
+    if "enable_cuda_sync_events" not in features.config:
+        out.append(
+            f"not available with torch {v}: CUDA sync events (which op made the host wait "
+            "is not shown)"
+        )
+    return tuple(out)
+
+
+# ------------------------------------------------------------------ the profiler session
+
+
+@contextlib.contextmanager
+def own_warnings_quiet() -> Iterator[None]:
+    """Keep the warnings torch raises from tprof's own profiler calls (start, stop, export,
+    reading events) away from the user's filters: a suite with ``filterwarnings = error``
+    must not fail on them.  Only wrap tprof's calls: the body runs outside."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        yield
+
+
+@contextlib.contextmanager
+def inductor_left_unloaded() -> Iterator[None]:
+    """Start a session without importing ``torch._inductor`` (about 1 s, once per process).
+
+    torch's profiler asks ``hasattr(torch, "_inductor")`` when it starts, to read inductor's
+    CUDA-graph setting; torch's lazy module attribute imports the package to answer.  Where
+    inductor isn't loaded yet, nothing has compiled with it, so its setting can't be on: for
+    the start alone, ``torch._inductor`` reads as absent (not imported), as it would have
+    before torch made it lazy.  Once inductor is loaded the question is answered as usual.
+    """
+    lazy = torch.__dict__.get("__getattr__")
+    if "torch._inductor" in sys.modules or not callable(lazy):
+        yield
+        return
+
+    def without_inductor(name: str) -> Any:
+        if name == "_inductor":
+            raise AttributeError(name)
+        return lazy(name)
+
+    torch.__dict__["__getattr__"] = without_inductor
+    try:
+        yield
+    finally:
+        torch.__dict__["__getattr__"] = lazy
+
+
+def experimental_config(cuda: bool, features: Features = FEATURES) -> Any:
+    """Kineto's sync events (which op made the host wait) and each copy's metadata (its
+    bytes), on device runs only, with the options this torch has; None when it has neither."""
+    if not cuda or not features.config:
+        return None
+    config: Any = torch._C._profiler._ExperimentalConfig
+    return config(**dict.fromkeys(features.config, True))
+
+
+def profiler_enabled() -> bool:
+    """Whether a torch profiler (ours or the user's) is collecting right now."""
+    return bool(torch.autograd.profiler._is_profiler_enabled)
+
+
+# ------------------------------------------------------------------ reading events
+
+
+def kineto_events(prof: Any) -> Sequence[Any]:
+    """The session's raw kineto events (a profiler that collected none gives none)."""
+    results = getattr(prof.profiler, "kineto_results", None)
+    return [] if results is None else results.events()
+
+
+# kineto's names of its CUDA synchronization activities (``cuda_sync``).
+SYNC_NAMES = frozenset({"Context Sync", "Stream Sync", "Event Sync", "Stream Wait Event"})
+
+
+def device_activities(events: Sequence[Any], name_idx: Any, on_device: Any) -> Any:
+    """Each event's activity type as kineto names it (``kernel``, ``gpu_memcpy``,
+    ``gpu_memset``, ``cuda_sync``, …) as a numpy object array; host events read ``""``.
+
+    Where the event class has no ``activity_type`` (torch 2.11), a device event's type is read
+    from its name's first event: its sync metadata or a sync name, a ``Memcpy``/``Memset``
+    name, else a kernel."""
+    out = np.full(len(events), "", dtype=object)
+    dev = np.flatnonzero(on_device)
+    if dev.size == 0:
+        return out
+    cls: Any = type(events[0])
+    if event_features(cls).activity_type:
+        out[dev] = [str(events[i].activity_type()) for i in dev.tolist()]
+        return out
+    names, first = np.unique(name_idx[dev], return_index=True)
+    firsts = dev[first].tolist()
+    kinds = {n: _activity_by_name(events[i]) for n, i in zip(names.tolist(), firsts, strict=True)}
+    out[dev] = [kinds[n] for n in name_idx[dev].tolist()]
+    return out
+
+
+def _activity_by_name(event: Any) -> str:
+    name = str(event.name())
+    if name in SYNC_NAMES or '"cuda_sync_kind"' in _metadata(event):
+        return "cuda_sync"
+    if name.startswith("Memcpy"):
+        return "gpu_memcpy"
+    if name.startswith("Memset"):
+        return "gpu_memset"
+    return "kernel"
+
+
+def _metadata(event: Any) -> str:
+    read = getattr(event, "metadata_json", None)
+    return str(read()) if callable(read) else ""
+
+
+_BYTES = re.compile(r'"bytes":\s*(\d+)')
+
+
+def copy_bytes(event: Any) -> int:
+    """A copy's or fill's bytes, from kineto's metadata; 0 where this torch has none."""
+    found = _BYTES.search(_metadata(event))
+    return int(found.group(1)) if found else 0
+
+
+def function_event_device_us(event: Any, features: Features = FEATURES) -> tuple[float, float]:
+    """A ``FunctionEvent``'s self and total device µs (0, 0 where this torch has neither)."""
+    if not features.device_time:
+        return 0.0, 0.0
+    total = features.device_time.removeprefix("self_")
+    return float(getattr(event, features.device_time)), float(getattr(event, total))
+
+
+# ------------------------------------------------------------------ autograd and dispatch
+
+
+def autograd_sequence_nr() -> int:
+    """The sequence number the next autograd node will get."""
+    return int(torch._C._autograd._get_sequence_nr())
+
+
+def current_autograd_node() -> Any:
+    """The autograd node running now (None outside backward)."""
+    return torch._C._current_autograd_node()
+
+
+def node_sequence_nr(node: Any) -> int:
+    return int(node._sequence_nr())
+
+
+_CIA = torch._C.DispatchKey.CompositeImplicitAutograd
+
+
+def has_composite_kernel(func: Any) -> bool:
+    """Whether an op overload has a CompositeImplicitAutograd kernel (it can decompose)."""
+    return _CIA in func.py_kernels or bool(
+        torch._C._dispatch_has_kernel_for_dispatch_key(func.name(), _CIA)  # type: ignore[no-untyped-call]
+    )
+
+
+# ------------------------------------------------------------------ torch.compile
+
+
+def dynamo_compile_log() -> tuple[list[Any], list[Any]]:
+    """Dynamo's graph-break reasons and guard failures so far; empty when Dynamo was never
+    imported (nothing was compiled) or keeps no such log."""
+    if "torch._dynamo" not in sys.modules:
+        return [], []
+    from torch._dynamo import utils
+
+    breaks = list(getattr(utils, "graph_break_reasons", []))
+    failed = list(getattr(utils, "guard_failures", {}).values())
+    guards = [g for failures in failed for g in failures]
+    return breaks, guards
+
+
+def dynamo_eval_frame() -> Any:
+    """Dynamo's ``eval_frame`` module when Dynamo is loaded (it is by the first
+    ``torch.compile``), else None: importing it would cost a second."""
+    return sys.modules.get("torch._dynamo.eval_frame")

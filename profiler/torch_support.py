@@ -1,0 +1,45 @@
+"""Which torch releases pytest-tprof supports, read without importing torch.
+
+The range is the one the project has run its whole suite on (README, "Install"); an older
+torch is refused once, at start-up, with what to do, instead of a crash inside a test.
+"""
+
+from __future__ import annotations
+
+import re
+from importlib import metadata
+
+__all__ = ["MINIMUM", "VERIFIED", "parse_version", "torch_problem"]
+
+MINIMUM = (2, 11)  # pyproject.toml's "torch>=2.11"
+VERIFIED = ("2.11.0", "2.13.0", "2.14.1")  # releases the whole suite ran on
+
+
+def parse_version(text: str) -> tuple[int, int] | None:
+    """``(major, minor)`` of a torch version string (``2.11.0+cu130`` → ``(2, 11)``)."""
+    found = re.match(r"\s*(\d+)\.(\d+)", text)
+    return None if found is None else (int(found.group(1)), int(found.group(2)))
+
+
+def torch_problem(version: str | None = None) -> str | None:
+    """Why this environment's torch can't run pytest-tprof, and what to do; None when it can.
+
+    ``version`` is read from the installed distribution when not given (None when torch is
+    not installed at all)."""
+    if version is None:
+        try:
+            version = metadata.version("torch")
+        except metadata.PackageNotFoundError:
+            return (
+                "pytest-tprof needs torch, and this environment has none: install the torch "
+                "your code uses (pip install torch), then run again"
+            )
+    parsed = parse_version(version)
+    wanted = ".".join(map(str, MINIMUM))
+    if parsed is None or parsed >= MINIMUM:
+        return None
+    return (
+        f"pytest-tprof needs torch >= {wanted} and this environment has torch {version}: "
+        f"its profiler lacks what tprof reads (verified on {', '.join(VERIFIED)}); "
+        f"upgrade torch (pip install 'torch>={wanted}') or run without --tprof"
+    )

@@ -1,0 +1,245 @@
+"""The torch adapter against each supported release's event shape, without a GPU.
+
+The accessor lists are read off the releases' own ``_KinetoEvent`` classes
+(``sorted(dir(_KinetoEvent))`` with torch 2.11.0+cu130, 2.13.0+cpu and 2.14.1+cu130): a fake
+event class of each shape carries exactly those accessors, so the CUDA reading path meets what
+that release offers and nothing more.
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+
+from tprof_engine.capture import kineto, torch_api
+from tprof_engine.model.records import KIND_ANNOTATION, KIND_DEVICE, KIND_OP, KIND_SYNC
+from tprof_engine.reduce.ops import reduce_events
+
+CPU = torch.autograd.DeviceType.CPU  # type: ignore[attr-defined]
+CUDA = torch.autograd.DeviceType.CUDA  # type: ignore[attr-defined]
+
+_COMMON = (
+    "concrete_inputs correlation_id cuda_elapsed_us device_index device_resource_id device_type "
+    "dtypes duration_ns end_ns end_thread_id flops fwd_thread_id is_async is_hidden_event "
+    "is_user_annotation kwinputs linked_correlation_id metadata_json name nbytes overload_name "
+    "privateuse1_elapsed_us scope sequence_nr shapes stack start_ns start_thread_id"
+).split()
+_LATER = (
+    "activity_type external_id extra_meta flow_id flow_start flow_type is_python_function "
+    "python_id python_module_id python_parent_id structured_input_shapes "
+    "structured_input_strides"
+).split()
+ACCESSORS = {
+    "2.11": frozenset(_COMMON),
+    "2.13": frozenset(_COMMON + _LATER),
+    "2.14": frozenset([*_COMMON, *_LATER, "typed_metadata"]),
+}
+
+
+def test_the_installed_torch_matches_one_of_the_shapes_tested_here() -> None:
+    from torch._C._autograd import _KinetoEvent
+
+    have = {n for n in dir(_KinetoEvent) if not n.startswith("_")}
+    release = ".".join(torch.__version__.split(".")[:2])
+    if release in ACCESSORS:
+        assert have == ACCESSORS[release]
+    assert torch_api.FEATURES.raw_events
+    assert torch_api.event_features(_KinetoEvent).activity_type == ("activity_type" in have)
+
+
+class _Record:
+    """One event's values, as a CUDA run gives them; read through a release's accessors."""
+
+    def __init__(self, name: str, start: int, end: int, act: str, **kw: Any) -> None:
+        self.values = {
+            "name": name,
+            "start_ns": start,
+            "end_ns": end,
+            "activity_type": act,
+            "device_type": CPU if act in ("cpu_op", "user_annotation", "cuda_runtime") else CUDA,
+            "correlation_id": kw.get("corr", 0),
+            "linked_correlation_id": kw.get("linked", 0),
+            "device_resource_id": kw.get("stream", 0),
+            "metadata_json": kw.get("meta", ""),
+            "is_user_annotation": kw.get("annotation", False),
+            "is_async": False,
+            "is_hidden_event": False,
+        }
+        on_cpu = self.values["device_type"] == CPU
+        self.values["start_thread_id"] = self.values["end_thread_id"] = 7 if on_cpu else 0
+        self.values["device_index"] = -1 if on_cpu else 0
+
+
+def event_class(release: str, without: frozenset[str] = frozenset()) -> type:
+    """A ``_KinetoEvent`` of ``release``: its accessors (less ``without``) and no others."""
+
+    def accessor(name: str) -> Any:
+        return lambda self: self.record.values.get(name, 0)
+
+    methods = {n: accessor(n) for n in ACCESSORS[release] - without}
+    methods["__init__"] = lambda self, record: setattr(self, "record", record)
+    return type(f"KinetoEvent{release.replace('.', '_')}", (), methods)
+
+
+def session(release: str, records: list[_Record]) -> Any:
+    cls = event_class(release)
+    events = [cls(r) for r in records]
+    return SimpleNamespace(
+        profiler=SimpleNamespace(kineto_results=SimpleNamespace(events=lambda: events))
+    )
+
+
+COPY_META = '{"device": 0, "context": 1, "stream": 7, "correlation": 77, "bytes": 4096}'
+FILL_META = '{"device": 0, "context": 1, "stream": 7, "correlation": 80, "bytes": 64}'
+SYNC_META = '{"cuda_sync_kind": "Stream Sync", "stream": 7, "correlation": 78}'
+
+
+def on_stream_7(corr: int, linked: int, meta: str) -> dict[str, Any]:
+    """A device event's keywords on stream 7: its runtime call's correlation id, the op's."""
+    return {"corr": corr, "linked": linked, "stream": 7, "meta": meta}
+
+
+STEP = [
+    _Record("ProfilerStep#0", 0, 100_000, "user_annotation", annotation=True),
+    _Record("aten::mm", 500, 900, "cpu_op", corr=9),
+    _Record("cudaLaunchKernel", 600, 800, "cuda_runtime", corr=79, linked=9),
+    _Record("sm90_xmma_gemm_f32f32_tf32f32", 5_000, 9_000, "kernel", **on_stream_7(79, 9, "")),
+    _Record("aten::item", 1_000, 50_000, "cpu_op", corr=10),
+    _Record("cudaMemcpyAsync", 2_000, 3_000, "cuda_runtime", corr=77, linked=10),
+    _Record(
+        "Memcpy DtoH (Device -> Pageable)",
+        10_000,
+        11_000,
+        "gpu_memcpy",
+        **on_stream_7(77, 10, COPY_META),
+    ),
+    _Record("cudaStreamSynchronize", 3_000, 12_000, "cuda_runtime", corr=78, linked=10),
+    _Record("Stream Sync", 11_000, 11_500, "cuda_sync", **on_stream_7(78, 10, SYNC_META)),
+    _Record("aten::zero_", 60_000, 61_000, "cpu_op", corr=11),
+    _Record("cudaMemsetAsync", 60_100, 60_400, "cuda_runtime", corr=80, linked=11),
+    _Record("Memset (Device)", 62_000, 62_100, "gpu_memset", **on_stream_7(80, 11, FILL_META)),
+]
+
+
+@pytest.mark.parametrize("release", sorted(ACCESSORS))
+def test_each_release_reads_a_device_run_to_the_same_table(release: str) -> None:
+    ev = kineto.events_from_kineto(session(release, STEP))
+    annotation, op, device, sync = KIND_ANNOTATION, KIND_OP, KIND_DEVICE, KIND_SYNC
+    expected = [annotation, op, op, device, op, op, device, op, sync, op, op, device]
+    assert ev.kind.tolist() == expected
+    assert ev.nbytes is not None and ev.nbytes.tolist()[6] == 4096
+    table = reduce_events(ev)
+    assert table.device is not None
+    d = table.device
+    rows = {
+        (o, k, n): (c.tolist(), b.tolist())
+        for o, k, n, c, b in zip(d.ops, d.kinds, d.names, d.calls, d.bytes, strict=True)
+    }
+    assert rows == {
+        ("aten::mm", "kernel", "sm90_xmma_gemm_f32f32_tf32f32"): ([1], [0]),
+        ("aten::item", "memcpy", "Memcpy DtoH (Device -> Pageable)"): ([1], [4096]),
+        ("aten::item", "sync", "Stream Sync"): ([1], [0]),
+        ("aten::zero_", "memset", "Memset (Device)"): ([1], [64]),
+    }
+    assert table.op("aten::mm")["self_device_us"].tolist() == [4.0]
+
+
+def test_torch_2_11_events_are_typed_by_name_once_per_name() -> None:
+    records = [
+        _Record("Context Sync", 0, 1, "cuda_sync", stream=-1),
+        _Record("Stream Wait Event", 0, 1, "cuda_sync"),
+        _Record("Event Sync", 0, 1, "cuda_sync"),
+        _Record("a sync kineto may name anew", 0, 1, "cuda_sync", meta=SYNC_META),
+        _Record("Memcpy HtoD (Pageable -> Device)", 0, 1, "gpu_memcpy"),
+        _Record("Memset (Device)", 0, 1, "gpu_memset"),
+        _Record("void at::native::vectorized_elementwise_kernel<4>", 0, 1, "kernel"),
+        _Record("Memcpy HtoD (Pageable -> Device)", 2, 3, "gpu_memcpy"),
+    ]
+    old, new = event_class("2.11"), event_class("2.13")
+    assert not hasattr(old, "activity_type") and hasattr(new, "activity_type")
+    on_device = np.ones(len(records), bool)
+    name_idx = np.asarray([0, 1, 2, 3, 4, 5, 6, 4])
+    by_name = torch_api.device_activities([old(r) for r in records], name_idx, on_device)
+    by_type = torch_api.device_activities([new(r) for r in records], name_idx, on_device)
+    assert by_name.tolist() == by_type.tolist() == [r.values["activity_type"] for r in records]
+
+
+def test_a_release_without_metadata_reads_copies_as_zero_bytes_and_its_header_says_so() -> None:
+    bare = event_class("2.11", without=frozenset({"metadata_json"}))
+    assert torch_api.copy_bytes(bare(STEP[6])) == 0
+    assert torch_api.device_activities([bare(STEP[8])], np.zeros(1, int), np.ones(1, bool))[0] == (
+        "cuda_sync"  # by its name alone
+    )
+    features = torch_api.Features(
+        torch="2.x", events=torch_api.event_features(bare), config=(), device_time=""
+    )
+    said = " ".join(torch_api.notes(features, cuda=True))
+    assert "activity type" in said and "copies read 0 bytes" in said and "sync events" in said
+    assert torch_api.notes(features, cuda=False) == ()
+
+
+def test_the_supported_releases_lose_nothing_on_a_device_run_and_2_11_says_how_it_reads() -> None:
+    said = {}
+    for release in ACCESSORS:
+        features = torch_api.Features(
+            torch=release,
+            events=torch_api.event_features(event_class(release)),
+            config=torch_api.CONFIG_OPTIONS,
+            device_time="self_device_time_total",
+        )
+        said[release] = torch_api.notes(features, cuda=True)
+    assert said["2.13"] == said["2.14"] == ()
+    (note,) = said["2.11"]
+    assert "torch 2.11's kineto events carry no activity type" in note
+
+
+class _Config:
+    """An experimental config taking the keywords in ``takes`` (pybind raises TypeError)."""
+
+    takes: frozenset[str] = frozenset()
+
+    def __init__(self, **kw: bool) -> None:
+        unknown = set(kw) - self.takes
+        if unknown:
+            raise TypeError(f"__init__(): incompatible keyword arguments {unknown}")
+        self.kw = kw
+
+
+def test_the_experimental_config_asks_for_what_this_torch_takes() -> None:
+    both = type("Both", (_Config,), {"takes": frozenset(torch_api.CONFIG_OPTIONS)})
+    sync_only = type("SyncOnly", (_Config,), {"takes": frozenset({"enable_cuda_sync_events"})})
+    assert torch_api.config_options(both) == torch_api.CONFIG_OPTIONS
+    assert torch_api.config_options(sync_only) == ("enable_cuda_sync_events",)
+    assert torch_api.config_options(None) == ()
+    real = torch_api.experimental_config(True)
+    assert isinstance(real, torch._C._profiler._ExperimentalConfig)
+    assert torch_api.experimental_config(False) is None
+    none = torch_api.Features(torch="x", events=None, config=(), device_time="")
+    assert torch_api.experimental_config(True, none) is None
+
+
+def test_function_events_read_device_time_under_either_name() -> None:
+    new = SimpleNamespace(self_device_time_total=3.0, device_time_total=5.0)
+    old = SimpleNamespace(self_cuda_time_total=2.0, cuda_time_total=4.0)
+
+    def features(attr: str) -> torch_api.Features:
+        return torch_api.Features(torch="x", events=None, config=(), device_time=attr)
+
+    assert torch_api.function_event_device_us(new, features("self_device_time_total")) == (3, 5)
+    assert torch_api.function_event_device_us(old, features("self_cuda_time_total")) == (2, 4)
+    assert torch_api.function_event_device_us(old, features("")) == (0, 0)
+
+
+def test_warnings_of_tprofs_own_calls_are_kept_from_the_users_filters() -> None:
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with torch_api.own_warnings_quiet():
+            warnings.warn("the profiler's own", UserWarning, stacklevel=1)
+        with pytest.raises(UserWarning):
+            warnings.warn("the user's", UserWarning, stacklevel=1)
