@@ -15,7 +15,6 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
 
 from tprof_engine.capture import torch_api
 from tprof_engine.capture.flops import formula_for
@@ -287,7 +286,7 @@ class _OpFacts:
 _FACTS: dict[torch._ops.OpOverload, _OpFacts] = {}
 
 
-class _Census(TorchDispatchMode):
+class _Census(torch_api.TorchDispatchMode):
     """Tallies every op the body runs into a round, by op, innermost module and phase."""
 
     @classmethod

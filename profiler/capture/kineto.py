@@ -86,8 +86,7 @@ def kineto_lines_dropped() -> Iterator[None]:
 def events_from_kineto(prof: profile) -> EventArrays:
     """The session's raw kineto events as arrays, each attribute read with one ``map`` of its
     accessor over all events: the pybind calls are the cost (a CPU session reads fewer)."""
-    with torch_api.own_warnings_quiet():
-        events = torch_api.kineto_events(prof)
+    events = torch_api.kineto_events(prof)
     n = len(events)
     if n == 0:
         return _no_events()

@@ -36,6 +36,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.flop_counter import flop_registry, mm_flop, sdpa_flop_count
 from torch.utils.module_tracker import ModuleTracker
 
@@ -44,6 +45,7 @@ __all__ = [
     "EventFeatures",
     "Features",
     "ModuleTracker",
+    "TorchDispatchMode",
     "autograd_sequence_nr",
     "config_options",
     "copy_bytes",
@@ -252,7 +254,8 @@ def profiler_enabled() -> bool:
 def kineto_events(prof: Any) -> Sequence[Any]:
     """The session's raw kineto events (a profiler that collected none gives none)."""
     results = getattr(prof.profiler, "kineto_results", None)
-    return [] if results is None else results.events()
+    with own_warnings_quiet():
+        return [] if results is None else results.events()
 
 
 # kineto's names of its CUDA synchronization activities (``cuda_sync``).
