@@ -94,25 +94,24 @@ def _export_gzipped(prof: profile, path: Path, counters: list[tuple[int, dict[st
             shutil.copyfileobj(src, dst, 1 << 20)
 
 
-# The exporter's top-level keys: the time base of every "ts", and the key after traceEvents.
+# The exporter's top-level keys: the time base of every "ts", and where traceEvents opens.
+# The counters go first in the array: what follows it differs by release (torch 2.13 writes
+# `],"traceName"`, 2.11 a newline between, and kineto adds "ERROR"/"WARNING" lists of its log
+# lines where it had any), while `"traceEvents": [` reads alike in each.
 _BASE_TIME = re.compile(rb'"baseTimeNanoseconds":\s*(\d+)')
-_AFTER_EVENTS = b'],"traceName"'
+_EVENTS_OPEN = re.compile(rb'"traceEvents"\s*:\s*\[(\s*\])?')
 
 
 def _counter_events(
     src: Any, counters: list[tuple[int, dict[str, Any]]]
 ) -> tuple[int | None, bytes]:
-    """Where in the exported trace to add the rounds' counter events (the end of its
+    """Where in the exported trace to add the rounds' counter events (the start of its
     ``traceEvents``) and their JSON; no place when the export doesn't read as expected."""
     if not counters:
         return None, b""
-    head = _head_before_events(src)
-    src.seek(0, os.SEEK_END)
-    size = src.tell()
-    src.seek(max(0, size - 65536))
-    tail = src.read()
-    base, end = _BASE_TIME.search(head), tail.rfind(_AFTER_EVENTS)
-    if base is None or end < 0:
+    head = _head_through_events_open(src)
+    base, opened = _BASE_TIME.search(head), _EVENTS_OPEN.search(head)
+    if base is None or opened is None:
         return None, b""
     t0, pid = int(base.group(1)), os.getpid()
     events = [
@@ -126,13 +125,15 @@ def _counter_events(
         }
         for start, args in counters
     ]
-    text = "".join(",\n  " + json.dumps(e, sort_keys=True) for e in events)
-    return max(0, size - 65536) + end, text.encode()
+    text = "".join("\n  " + json.dumps(e, sort_keys=True) + "," for e in events)
+    if opened.group(1) is not None:  # an empty array: no comma after the last counter
+        text = text[:-1]
+    return opened.end(0) - len(opened.group(1) or b""), text.encode()
 
 
-def _head_before_events(src: Any, limit: int = 1 << 26) -> bytes:
-    """The exported trace up to its ``traceEvents`` key: the top-level keys kineto writes
-    first (the metadata, ``tprof_rounds`` among them, then the time base)."""
+def _head_through_events_open(src: Any, limit: int = 1 << 26) -> bytes:
+    """The exported trace through the opening of its ``traceEvents`` array: the top-level
+    keys kineto writes first (the metadata, ``tprof_rounds`` among them, then the time base)."""
     head = bytearray()
     while len(head) < limit:
         chunk = src.read(1 << 16)
@@ -140,7 +141,8 @@ def _head_before_events(src: Any, limit: int = 1 << 26) -> bytes:
             break
         seen = len(head)
         head += chunk
-        if head.find(b'"traceEvents"', max(0, seen - 16)) >= 0:
+        opened = _EVENTS_OPEN.search(head, max(0, seen - 64))
+        if opened is not None and opened.end(0) < len(head):  # the array's first byte is read
             break
     return bytes(head)
 

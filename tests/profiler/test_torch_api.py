@@ -265,3 +265,29 @@ def test_device_events_recorded_on_real_gpus_are_typed_by_name_as_their_trace_sa
             seen[cat] = seen.get(cat, 0) + 1
     # H100 (torch 2.11), A100 and V100 traces: every kind of device event, 26,398 in all
     assert seen == {"kernel": 19_594, "cuda_sync": 84, "gpu_memset": 1_620, "gpu_memcpy": 5_100}
+
+
+@pytest.mark.parametrize(
+    "ending",
+    [
+        b'\n  }\n],"traceName": "/tmp/x/trace.json"\n}',  # torch 2.13, 2.14
+        b'\n  }\n  ],\n  "traceName": "/tmp/a]b/trace.json"\n}\n',  # torch 2.11
+        # kineto's own log lines, where it had any (a CUDA build on a machine with no GPU)
+        b'\n  }\n  ],\n      "ERROR": ["ERROR: gpuGetDeviceCount failed"],\n  "traceName": "t"\n}',
+    ],
+)
+def test_the_round_counters_go_into_each_releases_trace_events(ending: bytes) -> None:
+    import io
+    import json
+
+    from tprof_engine.capture import export
+
+    head = (
+        b'{\n  "baseTimeNanoseconds": 1000000,\n  "traceEvents": [\n  {\n    "name": "x", "ts": 1'
+    )
+    for data in (head + ending, head[: -len(b'{\n    "name": "x", "ts": 1')] + ending[5:]):
+        at, extra = export._counter_events(io.BytesIO(data), [(3_000_000, {"wall_us": 5.0})])
+        assert at is not None
+        whole = json.loads(data[:at] + extra + data[at:])
+        counter = whole["traceEvents"][0]
+        assert (counter["ph"], counter["ts"], counter["args"]) == ("C", 2000.0, {"wall_us": 5.0})
