@@ -1,7 +1,7 @@
 """The plugin's own warnings stay its own: torch's warnings from tprof's profiler calls never
 reach a user's ``filterwarnings = error``, while the body's warnings still do.
 
-torch 2.11 warns at every profiler start ("Profiler clears events at the end of each
+torch 2.11 warns at a process's first profiler start ("Profiler clears events at the end of each
 cycle…"); the releases after it don't, so the user's conftest here makes this torch's profiler
 warn as 2.11 does, and at stop, export and metadata too.
 """
