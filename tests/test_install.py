@@ -139,8 +139,11 @@ def test_the_wheel_installs_the_engine_under_its_own_name_in_a_fresh_venv(tmp_pa
     }
     assert {n.removeprefix("tprof_engine/") for n in names if n.endswith(".py")} >= engine
     python = fresh_venv(tmp_path / "venv")
+    # --ignore-installed: where this environment has the project installed from a wheel too,
+    # its copy (seen through deps.pth) must not stand in for this one
+    pip = [python, "-m", "pip", "install", "-q", "--no-deps", "--no-index", "--ignore-installed"]
     subprocess.run(
-        [python, "-m", "pip", "install", "-q", "--no-deps", "--no-index", str(wheel)],
+        [*pip, str(wheel)],
         check=True,
         capture_output=True,
         timeout=300,
