@@ -53,7 +53,7 @@ def idle_family(
     if current.device is None or not tables or len(tables) < len(baseline):
         return None
     base, cur = _idle_side(tables, rule), _idle_side([current.device], rule)
-    total = total_test(base, cur, len(baseline), rule, timed=timed)
+    total = total_test(base, cur, len(baseline), rule, timed=timed, family=IDLE_FAMILY)
     verdict: TestWord = REGRESSED if total.regressed else IMPROVED if total.improved else UNCHANGED
     reasons: tuple[str, ...] = ()
     if verdict != UNCHANGED:
@@ -86,7 +86,7 @@ def host_family(
     reference = rule.center(np.concatenate([b.probe_cpu_us for b in baseline]))
     base = _host_side(baseline, reference, rule)
     cur = _host_side([current], reference, rule)
-    total = total_test(base, cur, len(baseline), rule, timed=timed)
+    total = total_test(base, cur, len(baseline), rule, timed=timed, family=HOST_FAMILY)
     verdict: TestWord = REGRESSED if total.regressed else IMPROVED if total.improved else UNCHANGED
     reasons: tuple[str, ...] = ()
     grew: list[tuple[str, float]] = []

@@ -16,11 +16,12 @@ import numpy as np
 
 from tprof_engine.decide import busy
 from tprof_engine.decide.comm_gate import judge_communication, without_collectives
-from tprof_engine.decide.families import HOST_FAMILY
 from tprof_engine.decide.rule import Rule
 from tprof_engine.decide.timing import NOTHING_CHANGED, compare_across
 from tprof_engine.decide.work_gate import judge_work
+from tprof_engine.model import family_specs
 from tprof_engine.model.environment import Fingerprint, comparability
+from tprof_engine.model.family_specs import family_total
 from tprof_engine.model.limits import is_count
 from tprof_engine.model.records import OpTable
 from tprof_engine.model.verdicts import (
@@ -33,9 +34,9 @@ from tprof_engine.model.verdicts import (
     REGRESSED,
     UNCHANGED,
     Cause,
+    FamilyResult,
     TestVerdict,
     TestWord,
-    family_total,
     worst,
 )
 from tprof_engine.model.work import WorkTable
@@ -137,52 +138,77 @@ def quiet_rounds(
     return usable, quiet_now, None
 
 
+def _noise(f: FamilyResult, rule: Rule) -> tuple[str | None, str | None]:
+    """Why family ``f`` can't vouch for an unchanged test: too noisy, or rounds too short
+    (None each when it can)."""
+    limit = rule.useful_floor * 100.0
+    learned = rule.rel_floor is None and f.floor_pct > limit
+    if learned or f.mde_pct > limit:
+        return (
+            f"{f.family.upper()} floor {f.floor_pct:.0f}% ({f.floor_source}), "
+            f"min detectable effect {f.mde_pct:.0f}%"
+        ), None
+    if rule.abs_floor_us > limit / 100 * f.baseline_total_us:
+        return None, (
+            f"{f.family.upper()} rounds of {f.baseline_total_us:,.1f} µs, so a slowdown under "
+            f"the {rule.abs_floor_us:g} µs minimum (abs_floor_us) is "
+            f"{rule.abs_floor_us / f.baseline_total_us:.0%} of the round"
+        )
+    return None, None
+
+
+def vouching(verdict: TestVerdict) -> list[FamilyResult]:
+    """The families whose floors say whether the test's timing could see a slowdown: the
+    gating op families (:mod:`tprof_engine.model.family_specs`; the time between ops may be
+    too noisy, the ops vouch)."""
+    return [f for f in verdict.families if f.gates and family_specs.spec(f.family).vouches]
+
+
 def too_noisy(verdict: TestVerdict, rule: Rule) -> str | None:
     """Why the timing layer can't vouch for an unchanged test, or None when it can.
 
     Timings not compared (another host, other hardware, a line tracer) saw nothing; a floor
     or a minimum detectable effect above ``rule.useful_floor`` passes any slowdown short of
     it; rounds shorter than twice the absolute floor hide any slowdown under it.  Such a test
-    is inconclusive, not unchanged: calls and work still gate.  A fixed floor is the user's
-    choice and isn't second-guessed; the detectable effect still is.
+    is inconclusive, not unchanged, when none of its vouching families can vouch: calls and
+    work still gate.  A fixed floor is the user's choice and isn't second-guessed; the
+    detectable effect still is.
     """
     if not verdict.timing_compared:
         shown = ", ".join(verdict.differences) or "no comparable timings"
         return f"{EXACT_UNCHANGED}; timings not compared: {shown}"
-    limit = rule.useful_floor * 100.0
-    noisy, short = [], []
-    for f in verdict.families:
-        if f.family == HOST_FAMILY:  # the time between ops may be too noisy; the ops vouch
-            continue
-        learned = rule.rel_floor is None and f.floor_pct > limit
-        if learned or f.mde_pct > limit:
-            noisy.append(
-                f"{f.family.upper()} floor {f.floor_pct:.0f}% ({f.floor_source}), "
-                f"min detectable effect {f.mde_pct:.0f}%"
-            )
-        elif f.family in ("cpu", "cuda") and rule.abs_floor_us > limit / 100 * f.baseline_total_us:
-            short.append(
-                f"{f.family.upper()} rounds of {f.baseline_total_us:,.1f} µs, so a slowdown under "
-                f"the {rule.abs_floor_us:g} µs minimum (abs_floor_us) is "
-                f"{rule.abs_floor_us / f.baseline_total_us:.0%} of the round"
-            )
+    found = [_noise(f, rule) for f in vouching(verdict)]
+    if not found or any(n is None and s is None for n, s in found):
+        return None
+    noisy = [n for n, _ in found if n is not None]
+    short = [s for _, s in found if s is not None]
     if noisy:
         return (
             "timing too noisy to judge: " + "; ".join(noisy) + ". Record more sessions "
             "(--tprof-save; a larger --tprof-window), longer rounds (--tprof-min-round-us), "
             "or a fixed floor (--tprof-floor / rel_floor=)"
         )
-    if short:
-        return (
-            "rounds too short to judge: " + "; ".join(short) + ". Run more calls per round "
-            "(--tprof-min-round-us; for pytest-benchmark, more iterations) or lower "
-            "abs_floor_us in @pytest.mark.tprof"
-        )
-    return None
+    return (
+        "rounds too short to judge: " + "; ".join(short) + ". Run more calls per round "
+        "(--tprof-min-round-us; for pytest-benchmark, more iterations) or lower "
+        "abs_floor_us in @pytest.mark.tprof"
+    )
+
+
+def with_noisy_families(verdict: TestVerdict, rule: Rule) -> TestVerdict:
+    """Each vouching family too noisy to judge marked so (its verdict left to the others)."""
+    marked = [
+        replace(f, too_noisy=True)
+        if f in vouching(verdict) and _noise(f, rule)[0] is not None
+        else f
+        for f in verdict.families
+    ]
+    return replace(verdict, families=tuple(marked))
 
 
 def with_noise_check(verdict: TestVerdict, rule: Rule) -> TestVerdict:
     """An unchanged verdict whose timing couldn't have seen a slowdown says so."""
+    verdict = with_noisy_families(verdict, rule)
     if verdict.verdict != UNCHANGED:
         return verdict
     why = too_noisy(verdict, rule)

@@ -14,6 +14,7 @@ import numpy as np
 from tprof_engine.decide import stats
 from tprof_engine.decide.rule import SYNC_OPS, Rule
 from tprof_engine.model.arrays import FloatArray
+from tprof_engine.model.family_specs import spec
 from tprof_engine.model.records import OpTable
 
 
@@ -30,17 +31,15 @@ class Side:
     sessions: list[tuple[dict[str, FloatArray], FloatArray]]  # per session: op → rounds, totals
 
 
-def _metric(family: str) -> tuple[str, str]:
-    return (
-        ("self_cpu_us", "probe_cpu_us")
-        if family == "cpu"
-        else ("self_device_us", "probe_device_us")
-    )
+def _metric(family: str) -> tuple[str, str | None]:
+    """The op table's column of the family's times, and of its drift probe (None: raw µs)."""
+    return ("self_cpu_us" if family == "cpu" else "self_device_us"), spec(family).probe
 
 
-def scale(table: OpTable, probe_attr: str, reference: float, rule: Rule) -> float:
-    """Factor putting a session's times in units of the reference probe time."""
-    if not rule.probe or reference <= 0:
+def scale(table: OpTable, probe_attr: str | None, reference: float, rule: Rule) -> float:
+    """Factor putting a session's times in units of the reference probe time (1 for a
+    family judged in raw µs)."""
+    if not rule.probe or probe_attr is None or reference <= 0:
         return 1.0
     med = rule.center(getattr(table, probe_attr))
     return reference / med if med > 0 else 1.0
@@ -92,7 +91,11 @@ def sides_of(
 ) -> tuple[Side, Side]:
     """Both sides of one family in units of the baseline's pooled probe time."""
     _, probe_attr = _metric(family)
-    reference = rule.center(np.concatenate([getattr(b, probe_attr) for b in baseline]))
+    reference = (
+        0.0
+        if probe_attr is None
+        else rule.center(np.concatenate([getattr(b, probe_attr) for b in baseline]))
+    )
     return side_of(baseline, family, reference, rule), side_of([current], family, reference, rule)
 
 
@@ -117,11 +120,14 @@ class Total:
     improved: bool
 
 
-def total_test(base: Side, cur: Side, sessions: int, rule: Rule, *, timed: bool) -> Total:
+def total_test(
+    base: Side, cur: Side, sessions: int, rule: Rule, *, timed: bool, family: str = "cpu"
+) -> Total:
     """Significantly beyond the floor: current rounds against baseline rounds shifted by part
-    of the floor, so sampling noise alone can't carry a change past it."""
+    of the floor, so sampling noise alone can't carry a change past it.  The floor's minimum
+    is the family's (:mod:`tprof_engine.model.family_specs`)."""
     base_us, cur_us = rule.center(base.totals), rule.center(cur.totals)
-    floor = rule.floor_for(base.session_total_medians)
+    floor = rule.floor_for(base.session_total_medians, minimum=spec(family).min_floor)
     low_b, low_c = rule.lower(base.totals), rule.lower(cur.totals)
     shift = rule.shift_share * floor
     p_greater = stats.mwu_greater(low_c, low_b * (1.0 + shift))
@@ -176,7 +182,9 @@ class OpStats:
         return math.inf if self.cur_us > 0 else 0.0
 
 
-def _op_stats(name: str, base: Side, cur: Side, base_total: float, rule: Rule) -> OpStats:
+def _op_stats(
+    name: str, base: Side, cur: Side, base_total: float, rule: Rule, family: str
+) -> OpStats:
     b_vals, c_vals = base.per_op.get(name), cur.per_op.get(name)
     b_med = rule.center(b_vals) if b_vals is not None else 0.0
     return OpStats(
@@ -185,7 +193,9 @@ def _op_stats(name: str, base: Side, cur: Side, base_total: float, rule: Rule) -
         base_calls=base.calls.get(name, 0),
         cur_calls=cur.calls.get(name, 0),
         share=b_med / base_total if base_total > 0 else 0.0,
-        floor=rule.floor_for(base.per_session_op_medians.get(name, []), op=True),
+        floor=rule.floor_for(
+            base.per_session_op_medians.get(name, []), op=True, minimum=spec(family).min_floor
+        ),
     )
 
 
@@ -203,7 +213,7 @@ def op_tests(
     ops: dict[str, OpStats] = {}
     raw_p: dict[str, float] = {}
     for name in sorted(set(base.per_op) | set(cur.per_op)):
-        o = _op_stats(name, base, cur, base_total, rule)
+        o = _op_stats(name, base, cur, base_total, rule, family)
         if family == "cuda" and o.base_us == 0.0 and o.cur_us == 0.0:
             continue  # ops that launch no kernels have no CUDA row
         if _testable(name, o, base, cur, device_run=device_run):

@@ -34,7 +34,7 @@ from tprof_engine.decide.structure import (
     structure_of,
     structure_reasons,
 )
-from tprof_engine.model import device_delta
+from tprof_engine.model import device_delta, family_specs
 from tprof_engine.model.arrays import FloatArray
 from tprof_engine.model.records import OpTable
 from tprof_engine.model.verdicts import (
@@ -229,7 +229,7 @@ def _compare_family(
 ) -> _FamilyOutcome:
     """One family through the pipeline of the module docstring."""
     base, cur = sides_of(baseline, current, family, rule)
-    total = total_test(base, cur, len(baseline), rule, timed=timed)
+    total = total_test(base, cur, len(baseline), rule, timed=timed, family=family)
     stats_by_op = op_tests(base, cur, family, total.base_us, rule, device_run=current.has_device)
     vs_rest = (
         vs_rest_tests(stats_by_op, base, cur, total.floor, rule) if timed and rule.vs_rest else {}
@@ -285,9 +285,10 @@ def compare(
     if idle is not None:
         results.append(idle)
     results.append(host_family(baseline, current, rule, timed=same_hardware))
-    results = moved_most_first(results)
+    results = moved_most_first(with_roles(results))
     # The drift between the sides says how timings were compared; with none compared, nothing.
-    uniform, probe_shift = _shifts(baseline, current, rule) if same_hardware else (None, None)
+    probed = same_hardware and _probe_speaks(results)
+    uniform, probe_shift = _shifts(baseline, current, rule) if probed else (None, None)
     memory, memory_notes = _memory_gate(baseline, current, rule)
     verdict, reason = _with_cause(*_combine(results), memory)
     ops = [op for o in outcomes for op in o.ops]
@@ -299,7 +300,7 @@ def compare(
         uniform_shift_pct=uniform,
         probe_shift_pct=probe_shift,
         sessions=len(baseline),
-        notes=(*device_note(baseline, current), *memory_notes),
+        notes=(*device_note(baseline, current), *_judged_on(results), *memory_notes),
         causes=() if memory is None else (memory,),
         timing_compared=same_hardware,
         round_samples=tuple(s for o in outcomes for s in o.samples),
@@ -383,11 +384,44 @@ def compare_across(
     )
 
 
+def device_test(results: Sequence[FamilyResult]) -> bool:
+    """Whether the test's ops ran on a device: its baseline has device time."""
+    return any(r.family == "cuda" and r.baseline_total_us > 0 for r in results)
+
+
+def with_roles(results: Sequence[FamilyResult]) -> list[FamilyResult]:
+    """Each family marked as gating the test or only reported beside it, by the registry
+    (:mod:`tprof_engine.model.family_specs`) and where the test's ops ran."""
+    on_device = device_test(results)
+    return [replace(r, gates=family_specs.gates(r.family, device_test=on_device)) for r in results]
+
+
+def _probe_speaks(results: Sequence[FamilyResult]) -> bool:
+    """Whether the drift probe says how the verdict's timings were compared: on the CPU
+    always; on a device test only when a family judged in probe units fails it (the device's
+    time is judged in raw µs, and the CPU's only reports)."""
+    if not device_test(results):
+        return True
+    return any(r.fails and family_specs.spec(r.family).probe is not None for r in results)
+
+
+def _judged_on(results: Sequence[FamilyResult]) -> tuple[str, ...]:
+    """A device test's note on the families its timing was judged on and those reported."""
+    if not device_test(results):
+        return ()
+    judged = [family_specs.family_total(r.family) for r in results if r.gates]
+    reported = [family_specs.family_total(r.family) for r in results if not r.gates]
+    return (
+        f"timing judged on {' and '.join(judged)}; reported, not gated: {', '.join(reported)} "
+        "(on a GPU these follow the host's drift)",
+    )
+
+
 def moved_most_first(results: Sequence[FamilyResult]) -> list[FamilyResult]:
     """The families that fail the test first, the one that added the most µs per round
     leading (time outside any op that grew 2 ms before an op that grew 0.2 ms); the others
     after them, in their own order.  Every report lists the families in this order."""
-    fails = [r.timing_regressed or r.structure_regressed or bool(r.op_gate) for r in results]
+    fails = [r.fails for r in results]
     failing = sorted(
         (r for r, f in zip(results, fails, strict=True) if f),
         key=lambda r: -(r.current_total_us - r.baseline_total_us),
@@ -396,12 +430,18 @@ def moved_most_first(results: Sequence[FamilyResult]) -> list[FamilyResult]:
 
 
 def _combine(results: Sequence[FamilyResult]) -> tuple[TestWord, str]:
-    """The test's verdict: its most urgent family's, with every family's reasons."""
-    urgent = min(results, key=lambda r: verdict_rank(r.verdict))
-    reasons = [f"{r.family.upper()}: {'; '.join(r.reasons)}" for r in results if r.reasons]
-    if urgent.verdict == UNCHANGED and not reasons:
-        reasons = [NOTHING_CHANGED]
-    return urgent.verdict, " | ".join(reasons)
+    """The test's verdict: its most urgent gating family's, with every family's reasons (a
+    reported family's marked as such)."""
+    word = min((r.deciding_word for r in results), key=verdict_rank)
+    reasons = [
+        f"{r.family.upper()}{'' if r.gates else ' (timing reported, not gated)'}: "
+        + "; ".join(r.reasons)
+        for r in results
+        if r.reasons
+    ]
+    if word == UNCHANGED and all(not r.gates for r in results if r.reasons):
+        reasons = [NOTHING_CHANGED, *reasons]
+    return word, " | ".join(reasons)
 
 
 def _shifts(

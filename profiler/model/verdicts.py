@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any, ClassVar, Final, Literal
 
 from tprof_engine.model.device_delta import DeviceRowDelta
+from tprof_engine.model.family_specs import FAMILIES
 from tprof_engine.model.work_verdict import WorkVerdict
 
 TestWord = Literal[
@@ -184,6 +185,27 @@ class FamilyResult:
     reasons: tuple[str, ...]
     # host: the ops before which the time outside any op grew, largest first
     grew_before: tuple[str, ...] = ()
+    # Whether this family decides the test's verdict, or is only reported beside it
+    # (model.family_specs: a device test's CPU time and idle time report).
+    gates: bool = True
+    too_noisy: bool = False  # its floor or detectable effect too wide to vouch for anything
+
+    @property
+    def fails(self) -> bool:
+        """It fails the test: a structural regression (calls, host waits) from any family, a
+        timing one from a family that gates."""
+        timing = self.timing_regressed or bool(self.op_gate)
+        return self.structure_regressed or (self.gates and timing)
+
+    @property
+    def deciding_word(self) -> TestWord:
+        """The word it adds to the test's verdict: its own, or for a family that only
+        reports, what its calls and structure say (its timing is shown, not judged)."""
+        if self.gates:
+            return self.verdict
+        if self.structure_regressed:
+            return REGRESSED
+        return CHANGED if self.verdict == CHANGED else UNCHANGED
 
     def to_dict(self) -> dict[str, Any]:
         return {k: json_number(v) for k, v in asdict(self).items()}
@@ -289,7 +311,7 @@ class TestVerdict:
 
     @property
     def timing_regressed(self) -> bool:
-        return any(f.timing_regressed or f.op_gate for f in self.families)
+        return any((f.timing_regressed or f.op_gate) and f.gates for f in self.families)
 
     @property
     def structure_regressed(self) -> bool:
@@ -377,11 +399,5 @@ def worst(words: Sequence[TestWord]) -> TestWord:
 _OP_FIELDS: Final = frozenset(OpVerdict.__dataclass_fields__)
 
 
-# How reports name each family, and what its judged total measures after that name.
-FAMILY_LABEL: Final = {"cpu": "CPU", "cuda": "CUDA", "gpu-idle": "GPU", "host": "host"}
-TOTAL_WORDS: Final = {"gpu-idle": "idle time", "host": "time outside any op"}
-
-
-def family_total(name: str) -> str:
-    """A family's judged total in words: ``CPU total op time``, ``host time outside any op``."""
-    return f"{FAMILY_LABEL.get(name, name)} {TOTAL_WORDS.get(name, 'total op time')}"
+# How reports name each family: the registry's labels (model.family_specs).
+FAMILY_LABEL: Final = {name: s.label for name, s in FAMILIES.items()}

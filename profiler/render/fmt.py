@@ -11,12 +11,12 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from tprof_engine.model.family_specs import family_total
 from tprof_engine.model.verdicts import (
     FAMILY_LABEL,
     FLAGGED_OPS,
     NEW,
     REGRESSED,
-    family_total,
     verdict_rank,
 )
 from tprof_engine.model.work_verdict import WorkVerdict

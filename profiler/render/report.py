@@ -66,7 +66,7 @@ def failure_text(
 def _timing_lines(v: TestVerdict, *, verbose: bool, iterations: int = 1) -> list[str]:
     """The flagged op rows (every row, verbose) with where they ran, and the kernels; a round
     of several calls of the body says so, since the work rows count one call."""
-    out: list[str] = []
+    out: list[str] = _leading_kernels(v) if not verbose else []
     shown = rows.op_rows(v.to_dict(), flagged_only=not verbose)
     if shown:
         out += ["", *op_table(shown, limit=None if verbose else 12)]
@@ -78,6 +78,22 @@ def _timing_lines(v: TestVerdict, *, verbose: bool, iterations: int = 1) -> list
     if verbose and v.device_rows:
         out += ["", *device_row_lines([r.to_dict() for r in v.device_rows])]
     return out
+
+
+KERNELS_SHOWN = 6  # kernel rows a device failure leads with; -v shows every one
+
+
+def _leading_kernels(v: TestVerdict) -> list[str]:
+    """A failure of the device's time leads with the kernels of the ops that moved (the ones
+    that moved most), before the op rows: which kernel got slower, or was swapped."""
+    if not any(f.family == "cuda" and f.gates and f.fails for f in v.families):
+        return []
+    found = [r.to_dict() for r in v.device_rows]
+    if not found:
+        return []
+    more = len(found) - KERNELS_SHOWN
+    tail = [f"({more} more kernel rows with -v)"] if more > 0 else []
+    return ["", *device_row_lines(found[:KERNELS_SHOWN]), *tail]
 
 
 VERDICT_PROPERTY = "tprof_verdict"

@@ -126,6 +126,14 @@ def op_rows(test: Mapping[str, Any], *, flagged_only: bool = False) -> list[OpRo
     return [op_row(o, timing_compared=compared) for o in ordered]
 
 
+def _judged_how(f: Mapping[str, Any]) -> str:
+    """How a compared family's total counted: judged, too noisy to judge, or reported beside
+    the families that judge the test (model.family_specs)."""
+    if not f.get("gates", True):
+        return "(reported, not gated)"
+    return "(too noisy to judge)" if f.get("too_noisy") else "(judged)"
+
+
 def family_line(
     f: Mapping[str, Any], ops: Sequence[Mapping[str, Any]], *, judged: bool = True
 ) -> str:
@@ -139,11 +147,12 @@ def family_line(
     fam = str(f.get("family", ""))
     totals = f"{fmt.us(f.get('baseline_total_us'))} → {fmt.us(f.get('current_total_us'))}"
     moved = f"{totals} µs/round ({fmt.pct(f.get('delta_pct'))})"
+    how = _judged_how(f) if judged else "(not judged: timings not compared)"
     line = (
-        f"{fmt.total(fam)} (judged) {moved}, floor {fmt.share(f.get('floor_pct'))} "
+        f"{fmt.total(fam)} {how} {moved}, floor {fmt.share(f.get('floor_pct'))} "
         f"({f.get('floor_source', '')}), min detectable effect {fmt.share(f.get('mde_pct'))}"
         if judged
-        else f"{fmt.total(fam)} (not judged: timings not compared) {moved}"
+        else f"{fmt.total(fam)} {how} {moved}"
     )
     base, cur = _row_sums([o for o in ops if o.get("family") == fam])
     if base > 0:
@@ -215,7 +224,8 @@ def _family_causes(
     fam = str(f.get("family", ""))
     label = fmt.family(fam)
     out = []
-    for name in f.get("op_gate", []):
+    gates = f.get("gates", True)  # a family that only reports fails nothing on its timing
+    for name in f.get("op_gate", []) if gates else []:
         o = ops.get((fam, str(name)), {})
         if o.get("vs_rest_only") or "against the rest" in str(o.get("note", "")):
             out.append(
@@ -227,7 +237,7 @@ def _family_causes(
                 f"{name} {label} {fmt.pct(o.get('delta_pct'))} "
                 f"(floor {fmt.share(o.get('floor_pct'))})"
             )
-    if f.get("timing_regressed"):
+    if gates and f.get("timing_regressed"):
         out.append(
             f"{fmt.total(fam)} {fmt.pct(f.get('delta_pct'))} "
             f"(floor {fmt.share(f.get('floor_pct'))})"

@@ -1,0 +1,120 @@
+"""The timing families as data: one entry per family says what it measures, in which unit,
+against which drift probe, its floor's minimum, whether it gates a test or only reports, and
+how reports name it.  Adding a device (XPU, MPS) is one entry here and its capture.
+
+Which families gate depends on where the test's work runs (measured on an H100 with torch
+2.11, ``benchmarks/gpu_replay.py``):
+
+- a test whose ops ran kernels is judged on its **device time** (raw kernel, copy and fill
+  µs: four unchanged sessions agreed within 0.1 %, so its floor's minimum is 3 %) and its
+  **host time** outside any op (a Python loop between launches);
+- its ops' CPU time there is the launches' host side, which drifted +59 % over four unchanged
+  sessions of an encoder step on a quiet 16-core machine, and the device's idle time follows
+  the host: both are reported beside the verdict, never gate it, never veto it;
+- a test with no device time is judged on its ops' CPU time and its host time, as on a
+  machine without a GPU.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final
+
+__all__ = ["FAMILIES", "FamilySpec", "family_total", "gates", "label", "spec"]
+
+
+@dataclass(frozen=True, slots=True)
+class FamilySpec:
+    """One timing family."""
+
+    name: str  # its key in records and reports
+    label: str  # how reports name it
+    total_words: str  # what its judged total measures, after the label
+    unit: str
+    probe: str | None  # the OpTable column of the drift probe it is divided by; None: raw µs
+    min_floor: float | None  # the learned floor's minimum; None: the rule's (min_rel_floor)
+    gates_with_device: bool  # gates a test whose ops ran on a device
+    gates_without_device: bool  # gates a test whose ops ran on the CPU alone
+    vouches: bool  # its floor says whether the test's timing could see a slowdown at all
+
+
+FAMILIES: Final = {
+    "cpu": FamilySpec(
+        name="cpu",
+        label="CPU",
+        total_words="total op time",
+        unit="µs per round",
+        probe="probe_cpu_us",
+        min_floor=None,
+        gates_with_device=False,
+        gates_without_device=True,
+        vouches=True,
+    ),
+    "cuda": FamilySpec(
+        name="cuda",
+        label="CUDA",
+        total_words="total op time",
+        unit="device µs per round",
+        probe=None,
+        min_floor=0.03,
+        gates_with_device=True,
+        gates_without_device=False,
+        vouches=True,
+    ),
+    "host": FamilySpec(
+        name="host",
+        label="host",
+        total_words="time outside any op",
+        unit="µs per round",
+        probe="probe_cpu_us",
+        min_floor=None,
+        gates_with_device=True,
+        gates_without_device=True,
+        vouches=False,
+    ),
+    "gpu-idle": FamilySpec(
+        name="gpu-idle",
+        label="GPU",
+        total_words="idle time",
+        unit="device µs per round",
+        probe=None,
+        min_floor=None,
+        gates_with_device=False,
+        gates_without_device=False,
+        vouches=False,
+    ),
+}
+
+
+def spec(name: str) -> FamilySpec:
+    """The family named ``name`` (an unknown name reads as an op family on the CPU)."""
+    found = FAMILIES.get(name)
+    if found is not None:
+        return found
+    return FamilySpec(
+        name=name,
+        label=name,
+        total_words="total op time",
+        unit="µs per round",
+        probe=None,
+        min_floor=None,
+        gates_with_device=True,
+        gates_without_device=True,
+        vouches=True,
+    )
+
+
+def gates(name: str, *, device_test: bool) -> bool:
+    """Whether family ``name`` gates a test whose ops ran on a device (or not)."""
+    s = spec(name)
+    return s.gates_with_device if device_test else s.gates_without_device
+
+
+def label(name: str) -> str:
+    return spec(name).label
+
+
+def family_total(name: str) -> str:
+    """A family's judged total in words: ``CPU total op time``, ``host time outside any op``."""
+    s = spec(name)
+    return f"{s.label} {s.total_words}"
