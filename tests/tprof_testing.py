@@ -207,19 +207,29 @@ def table(
     probe: float = 1000.0,
     device: dict[str, float] | None = None,
     rounds: int = ROUNDS,
+    device_cv: float | None = None,
+    device_scale: float | None = None,
+    device_probe: float = 500.0,
 ) -> OpTable:
-    """An op table with log-normal per-round noise; ``ops`` maps name → (median µs, calls)."""
+    """An op table with log-normal per-round noise; ``ops`` maps name → (median µs, calls).
+
+    ``device`` maps name → median device µs; its noise and scale are the CPU's unless
+    ``device_cv`` and ``device_scale`` say otherwise (kernels vary less than the host)."""
     rng = np.random.default_rng(seed)
     names = tuple(sorted(ops))
     k = len(names)
 
-    def noisy(values: np.ndarray) -> np.ndarray:
+    def noisy(values: np.ndarray, cv: float, scale: float) -> np.ndarray:
         return values[:, None] * scale * np.exp(rng.normal(0, cv, (values.size, rounds)))
 
-    cpu = noisy(np.array([ops[n][0] for n in names], dtype=float))
+    cpu = noisy(np.array([ops[n][0] for n in names], dtype=float), cv, scale)
     dev_arr = np.zeros((k, rounds))
     if device is not None:
-        dev_arr = noisy(np.array([device.get(n, 0.0) for n in names], dtype=float))
+        dev_arr = noisy(
+            np.array([device.get(n, 0.0) for n in names], dtype=float),
+            cv if device_cv is None else device_cv,
+            scale if device_scale is None else device_scale,
+        )
     return OpTable(
         names=names,
         calls=np.array([[ops[n][1]] * rounds for n in names], dtype=np.int64).reshape(k, rounds),
@@ -229,7 +239,7 @@ def table(
         total_device_us=dev_arr,
         wall_us=cpu.sum(axis=0),
         probe_cpu_us=probe * scale * np.exp(rng.normal(0, cv, rounds)),
-        probe_device_us=np.full(rounds, 500.0) if device is not None else np.zeros(rounds),
+        probe_device_us=np.full(rounds, device_probe) if device is not None else np.zeros(rounds),
         has_device=device is not None,
     )
 

@@ -20,8 +20,6 @@ from torch.profiler import profile
 from tprof_engine.capture import torch_api
 from tprof_engine.store import files
 
-device_config = torch_api.experimental_config
-
 
 def metadata_for_trace(
     warmup: int, rounds: int, iterations: int, test: Mapping[str, Any] | None

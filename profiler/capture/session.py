@@ -24,7 +24,7 @@ import torch
 from torch.profiler import ProfilerActivity, profile, record_function
 
 from tprof_engine.capture import torch_api
-from tprof_engine.capture.export import device_config, metadata_for_trace, write_trace
+from tprof_engine.capture.export import metadata_for_trace, write_trace
 from tprof_engine.capture.facts import REDUCTION_PATH, cuda_available, profiler_active
 from tprof_engine.capture.kineto import (
     events_from_kineto,
@@ -385,7 +385,7 @@ def _session(spec: RoundSpec) -> profile:
         activities=activities,
         record_shapes=spec.record_shapes,
         profile_memory=spec.profile_memory,
-        experimental_config=device_config(spec.cuda),
+        experimental_config=torch_api.experimental_config(spec.cuda),
     )
 
 

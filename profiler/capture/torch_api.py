@@ -83,8 +83,6 @@ CORE_ACCESSORS = (
     "is_user_annotation",
     "is_async",
 )
-# What a device run reads of its device events besides the core.
-DEVICE_ACCESSORS = ("device_index", "device_resource_id")
 CONFIG_OPTIONS = ("enable_cuda_sync_events", "expose_kineto_event_metadata")
 
 
@@ -93,7 +91,6 @@ class EventFeatures:
     """What one ``_KinetoEvent`` class offers."""
 
     core: bool  # every accessor of CORE_ACCESSORS
-    device: bool  # device index and stream
     activity_type: bool
     metadata_json: bool
     hidden_flag: bool
@@ -108,7 +105,6 @@ def event_features(event_cls: type) -> EventFeatures:
 
     return EventFeatures(
         core=all(map(has, CORE_ACCESSORS)),
-        device=all(map(has, DEVICE_ACCESSORS)),
         activity_type=has("activity_type"),
         metadata_json=has("metadata_json"),
         hidden_flag=has("is_hidden_event"),
@@ -266,25 +262,27 @@ def device_activities(events: Sequence[Any], name_idx: Any, on_device: Any) -> A
     """Each event's activity type as kineto names it (``kernel``, ``gpu_memcpy``,
     ``gpu_memset``, ``cuda_sync``, …) as a numpy object array; host events read ``""``.
 
-    Where the event class has no ``activity_type`` (torch 2.11), a device event's type is read
-    from its name's first event: its sync metadata or a sync name, a ``Memcpy``/``Memset``
-    name, else a kernel."""
+    A name is one kind of device activity, so each distinct name's first device event is
+    read and every event gets its name's: through ``activity_type`` where the event class has
+    it, else (torch 2.11) from its name and sync metadata."""
     out = np.full(len(events), "", dtype=object)
     dev = np.flatnonzero(on_device)
     if dev.size == 0:
         return out
     cls: Any = type(events[0])
-    if event_features(cls).activity_type:
-        out[dev] = [str(events[i].activity_type()) for i in dev.tolist()]
-        return out
+    of_name = _by_type if event_features(cls).activity_type else _by_name
     names, first = np.unique(name_idx[dev], return_index=True)
-    firsts = dev[first].tolist()
-    kinds = {n: _activity_by_name(events[i]) for n, i in zip(names.tolist(), firsts, strict=True)}
-    out[dev] = [kinds[n] for n in name_idx[dev].tolist()]
+    kinds = np.empty(int(names[-1]) + 1, dtype=object)
+    kinds[names] = [of_name(events[i]) for i in dev[first].tolist()]
+    out[dev] = kinds[name_idx[dev]]
     return out
 
 
-def _activity_by_name(event: Any) -> str:
+def _by_type(event: Any) -> str:
+    return str(event.activity_type())
+
+
+def _by_name(event: Any) -> str:
     name = str(event.name())
     if name in SYNC_NAMES or '"cuda_sync_kind"' in _metadata(event):
         return "cuda_sync"

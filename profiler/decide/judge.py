@@ -157,11 +157,11 @@ def _noise(f: FamilyResult, rule: Rule) -> tuple[str | None, str | None]:
     return None, None
 
 
-def vouching(verdict: TestVerdict) -> list[FamilyResult]:
-    """The families whose floors say whether the test's timing could see a slowdown: the
-    gating op families (:mod:`tprof_engine.model.family_specs`; the time between ops may be
-    too noisy, the ops vouch)."""
-    return [f for f in verdict.families if f.gates and family_specs.spec(f.family).vouches]
+def _vouches(f: FamilyResult) -> bool:
+    """Whether a family's floor says if the test's timing could see a slowdown: a gating op
+    family's does (:mod:`tprof_engine.model.family_specs`; the time between ops may be too
+    noisy, the ops vouch)."""
+    return f.gates and family_specs.spec(f.family).vouches
 
 
 def too_noisy(verdict: TestVerdict, rule: Rule) -> str | None:
@@ -177,7 +177,7 @@ def too_noisy(verdict: TestVerdict, rule: Rule) -> str | None:
     if not verdict.timing_compared:
         shown = ", ".join(verdict.differences) or "no comparable timings"
         return f"{EXACT_UNCHANGED}; timings not compared: {shown}"
-    found = [_noise(f, rule) for f in vouching(verdict)]
+    found = [_noise(f, rule) for f in verdict.families if _vouches(f)]
     if not found or any(n is None and s is None for n, s in found):
         return None
     noisy = [n for n, _ in found if n is not None]
@@ -198,9 +198,7 @@ def too_noisy(verdict: TestVerdict, rule: Rule) -> str | None:
 def with_noisy_families(verdict: TestVerdict, rule: Rule) -> TestVerdict:
     """Each vouching family too noisy to judge marked so (its verdict left to the others)."""
     marked = [
-        replace(f, too_noisy=True)
-        if f in vouching(verdict) and _noise(f, rule)[0] is not None
-        else f
+        replace(f, too_noisy=True) if _vouches(f) and _noise(f, rule)[0] is not None else f
         for f in verdict.families
     ]
     return replace(verdict, families=tuple(marked))

@@ -33,7 +33,8 @@ class Side:
 
 def _metric(family: str) -> tuple[str, str | None]:
     """The op table's column of the family's times, and of its drift probe (None: raw µs)."""
-    return ("self_cpu_us" if family == "cpu" else "self_device_us"), spec(family).probe
+    found = spec(family)
+    return found.column or "self_device_us", found.probe
 
 
 def scale(table: OpTable, probe_attr: str | None, reference: float, rule: Rule) -> float:

@@ -285,9 +285,10 @@ def compare(
     if idle is not None:
         results.append(idle)
     results.append(host_family(baseline, current, rule, timed=same_hardware))
-    results = moved_most_first(with_roles(results))
+    on_device = device_test(results)
+    results = moved_most_first(with_roles(results, on_device=on_device))
     # The drift between the sides says how timings were compared; with none compared, nothing.
-    probed = same_hardware and _probe_speaks(results)
+    probed = same_hardware and _probe_speaks(results, on_device=on_device)
     uniform, probe_shift = _shifts(baseline, current, rule) if probed else (None, None)
     memory, memory_notes = _memory_gate(baseline, current, rule)
     verdict, reason = _with_cause(*_combine(results), memory)
@@ -300,7 +301,11 @@ def compare(
         uniform_shift_pct=uniform,
         probe_shift_pct=probe_shift,
         sessions=len(baseline),
-        notes=(*device_note(baseline, current), *_judged_on(results), *memory_notes),
+        notes=(
+            *device_note(baseline, current),
+            *(_judged_on(results) if on_device else ()),
+            *memory_notes,
+        ),
         causes=() if memory is None else (memory,),
         timing_compared=same_hardware,
         round_samples=tuple(s for o in outcomes for s in o.samples),
@@ -389,26 +394,23 @@ def device_test(results: Sequence[FamilyResult]) -> bool:
     return any(r.family == "cuda" and r.baseline_total_us > 0 for r in results)
 
 
-def with_roles(results: Sequence[FamilyResult]) -> list[FamilyResult]:
+def with_roles(results: Sequence[FamilyResult], *, on_device: bool) -> list[FamilyResult]:
     """Each family marked as gating the test or only reported beside it, by the registry
     (:mod:`tprof_engine.model.family_specs`) and where the test's ops ran."""
-    on_device = device_test(results)
     return [replace(r, gates=family_specs.gates(r.family, device_test=on_device)) for r in results]
 
 
-def _probe_speaks(results: Sequence[FamilyResult]) -> bool:
+def _probe_speaks(results: Sequence[FamilyResult], *, on_device: bool) -> bool:
     """Whether the drift probe says how the verdict's timings were compared: on the CPU
     always; on a device test only when a family judged in probe units fails it (the device's
     time is judged in raw µs, and the CPU's only reports)."""
-    if not device_test(results):
-        return True
-    return any(r.fails and family_specs.spec(r.family).probe is not None for r in results)
+    return not on_device or any(
+        r.fails and family_specs.spec(r.family).probe is not None for r in results
+    )
 
 
 def _judged_on(results: Sequence[FamilyResult]) -> tuple[str, ...]:
     """A device test's note on the families its timing was judged on and those reported."""
-    if not device_test(results):
-        return ()
     judged = [family_specs.family_total(r.family) for r in results if r.gates]
     reported = [family_specs.family_total(r.family) for r in results if not r.gates]
     return (

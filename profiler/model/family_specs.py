@@ -20,56 +20,46 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
-__all__ = ["FAMILIES", "FamilySpec", "family_total", "gates", "label", "spec"]
+__all__ = ["FAMILIES", "FamilySpec", "family_total", "gates", "spec"]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class FamilySpec:
-    """One timing family."""
+    """One timing family; the defaults are an op family judged wherever the test's ops ran."""
 
     name: str  # its key in records and reports
     label: str  # how reports name it
-    total_words: str  # what its judged total measures, after the label
-    unit: str
-    probe: str | None  # the OpTable column of the drift probe it is divided by; None: raw µs
-    min_floor: float | None  # the learned floor's minimum; None: the rule's (min_rel_floor)
-    gates_with_device: bool  # gates a test whose ops ran on a device
-    gates_without_device: bool  # gates a test whose ops ran on the CPU alone
-    vouches: bool  # its floor says whether the test's timing could see a slowdown at all
+    column: str | None = None  # the OpTable column of its op times (None: a total of its own)
+    total_words: str = "total op time"  # what its judged total measures, after the label
+    unit: str = "µs per round"
+    probe: str | None = None  # the OpTable column of the drift probe it is divided by; None: raw
+    min_floor: float | None = None  # the learned floor's minimum; None: the rule's min_rel_floor
+    gates_with_device: bool = True  # gates a test whose ops ran on a device
+    gates_without_device: bool = True  # gates a test whose ops ran on the CPU alone
+    vouches: bool = True  # its floor says whether the test's timing could see a slowdown at all
 
 
 FAMILIES: Final = {
     "cpu": FamilySpec(
         name="cpu",
         label="CPU",
-        total_words="total op time",
-        unit="µs per round",
+        column="self_cpu_us",
         probe="probe_cpu_us",
-        min_floor=None,
         gates_with_device=False,
-        gates_without_device=True,
-        vouches=True,
     ),
     "cuda": FamilySpec(
         name="cuda",
         label="CUDA",
-        total_words="total op time",
+        column="self_device_us",
         unit="device µs per round",
-        probe=None,
         min_floor=0.03,
-        gates_with_device=True,
         gates_without_device=False,
-        vouches=True,
     ),
     "host": FamilySpec(
         name="host",
         label="host",
         total_words="time outside any op",
-        unit="µs per round",
         probe="probe_cpu_us",
-        min_floor=None,
-        gates_with_device=True,
-        gates_without_device=True,
         vouches=False,
     ),
     "gpu-idle": FamilySpec(
@@ -77,8 +67,6 @@ FAMILIES: Final = {
         label="GPU",
         total_words="idle time",
         unit="device µs per round",
-        probe=None,
-        min_floor=None,
         gates_with_device=False,
         gates_without_device=False,
         vouches=False,
@@ -87,31 +75,14 @@ FAMILIES: Final = {
 
 
 def spec(name: str) -> FamilySpec:
-    """The family named ``name`` (an unknown name reads as an op family on the CPU)."""
-    found = FAMILIES.get(name)
-    if found is not None:
-        return found
-    return FamilySpec(
-        name=name,
-        label=name,
-        total_words="total op time",
-        unit="µs per round",
-        probe=None,
-        min_floor=None,
-        gates_with_device=True,
-        gates_without_device=True,
-        vouches=True,
-    )
+    """The family named ``name`` (an unknown name reads as an op family judged anywhere)."""
+    return FAMILIES.get(name) or FamilySpec(name=name, label=name)
 
 
 def gates(name: str, *, device_test: bool) -> bool:
     """Whether family ``name`` gates a test whose ops ran on a device (or not)."""
     s = spec(name)
     return s.gates_with_device if device_test else s.gates_without_device
-
-
-def label(name: str) -> str:
-    return spec(name).label
 
 
 def family_total(name: str) -> str:

@@ -8,8 +8,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-import numpy as np
 import pytest
+from tprof_testing import table as op_table
 
 from tprof_engine.decide.judge import with_noise_check
 from tprof_engine.decide.rule import Rule
@@ -18,8 +18,7 @@ from tprof_engine.model import family_specs
 from tprof_engine.model.records import OpTable
 from tprof_engine.model.verdicts import INCONCLUSIVE, REGRESSED, UNCHANGED, TestVerdict
 
-OPS = {"aten::mm": (2, 400.0), "aten::add": (3, 150.0), "aten::relu": (1, 80.0)}
-ROUNDS = 20
+OPS = {"aten::mm": (400.0, 2), "aten::add": (150.0, 3), "aten::relu": (80.0, 1)}
 
 
 def table(
@@ -27,25 +26,16 @@ def table(
 ) -> OpTable:
     """Rounds of OPS: CPU times scaled by ``cpu`` (4 % noise per round), device times (half
     the CPU's) by ``device`` (0.5 % noise; None: no device at all); the probes by ``probe``."""
-    rng = np.random.default_rng(seed)
-    names = tuple(sorted(OPS))
-    calls = np.array([[OPS[n][0]] * ROUNDS for n in names], dtype=np.int64)
-    cpu_us = np.array([OPS[n][1] * cpu * rng.lognormal(0.0, 0.04, ROUNDS) for n in names])
-    if device is None:
-        dev = np.zeros_like(cpu_us)
-    else:
-        dev = np.array([0.5 * OPS[n][1] * device * rng.lognormal(0, 0.005, ROUNDS) for n in names])
-    return OpTable(
-        names=names,
-        calls=calls,
-        self_cpu_us=cpu_us,
-        total_cpu_us=cpu_us,
-        self_device_us=dev,
-        total_device_us=dev,
-        wall_us=cpu_us.sum(axis=0),
-        probe_cpu_us=np.full(ROUNDS, 500.0 * probe),
-        probe_device_us=np.full(ROUNDS, 30.0 * probe),
-        has_device=device is not None,
+    return op_table(
+        {name: (us * cpu, calls) for name, (us, calls) in OPS.items()},
+        seed=seed,
+        cv=0.04,
+        probe=500.0 * probe,
+        device=None
+        if device is None
+        else {name: 0.5 * us * device for name, (us, _) in OPS.items()},
+        device_cv=0.005,
+        device_probe=30.0 * probe,
     )
 
 

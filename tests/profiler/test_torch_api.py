@@ -1,9 +1,10 @@
 """The torch adapter against each supported release's event shape, without a GPU.
 
-The accessor lists are read off the releases' own ``_KinetoEvent`` classes
-(``sorted(dir(_KinetoEvent))`` with torch 2.11.0+cu130, 2.13.0+cpu and 2.14.1+cu130): a fake
-event class of each shape carries exactly those accessors, so the CUDA reading path meets what
-that release offers and nothing more.
+Each release's shape reads one device step (a kernel, a device-to-host copy and the sync that
+waited for it, a fill) to the same events and device table.  The accessor lists are read off
+the releases' own ``_KinetoEvent`` classes (``sorted(dir(_KinetoEvent))`` with torch
+2.11.0+cu130, 2.13.0+cpu and 2.14.1+cu130): a fake event class of each shape carries exactly
+those accessors, so the CUDA reading path meets what that release offers and nothing more.
 """
 
 from __future__ import annotations
@@ -131,7 +132,10 @@ def test_each_release_reads_a_device_run_to_the_same_table(release: str) -> None
     annotation, op, device, sync = KIND_ANNOTATION, KIND_OP, KIND_DEVICE, KIND_SYNC
     expected = [annotation, op, op, device, op, op, device, op, sync, op, op, device]
     assert ev.kind.tolist() == expected
-    assert ev.nbytes is not None and ev.nbytes.tolist()[6] == 4096
+    assert ev.nbytes is not None and ev.nbytes.tolist() == [0] * 6 + [4096] + [0] * 4 + [64]
+    on_device = [3, 6, 8, 11]  # kernel, copy, sync, fill: launched by their runtime call
+    assert ev.launch_ns is not None and ev.launch_ns[on_device].tolist() == [600, 2000, 3000, 60100]
+    assert ev.thread[on_device].tolist() == [7] * 4  # device 0, stream 7
     table = reduce_events(ev)
     assert table.device is not None
     d = table.device
@@ -146,6 +150,9 @@ def test_each_release_reads_a_device_run_to_the_same_table(release: str) -> None
         ("aten::zero_", "memset", "Memset (Device)"): ([1], [64]),
     }
     assert table.op("aten::mm")["self_device_us"].tolist() == [4.0]
+    # at each launch, the launched and unfinished activities: the kernel alone, the kernel
+    # and the copy, the fill alone (syncs are no queued work)
+    assert table.device.queue_depth.tolist() == [pytest.approx(4 / 3)]
 
 
 def test_torch_2_11_events_are_typed_by_name_once_per_name() -> None:
@@ -260,8 +267,8 @@ def test_device_events_recorded_on_real_gpus_are_typed_by_name_as_their_trace_sa
             meta = json.dumps(e.get("args", {}))
             with_meta = SimpleNamespace(name=lambda e=e: e["name"], metadata_json=lambda m=meta: m)
             bare = SimpleNamespace(name=lambda e=e: e["name"])
-            assert torch_api._activity_by_name(with_meta) == cat, (path.name, e["name"])
-            assert torch_api._activity_by_name(bare) == cat, (path.name, e["name"])
+            assert torch_api._by_name(with_meta) == cat, (path.name, e["name"])
+            assert torch_api._by_name(bare) == cat, (path.name, e["name"])
             seen[cat] = seen.get(cat, 0) + 1
     # H100 (torch 2.11), A100 and V100 traces: every kind of device event, 26,398 in all
     assert seen == {"kernel": 19_594, "cuda_sync": 84, "gpu_memset": 1_620, "gpu_memcpy": 5_100}
