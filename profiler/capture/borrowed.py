@@ -25,6 +25,7 @@ from tprof_engine.capture.load import LoadMeter
 from tprof_engine.capture.session import (
     CaptureResult,
     Probe,
+    closing_sync,
     round_counters,
     round_readings,
     sync,
@@ -106,7 +107,7 @@ class BorrowedRounds:
             try:
                 yield
             finally:
-                sync(self.cuda)
+                closing_sync(self.cuda, r)
                 self._walls_us.append((time.perf_counter_ns() - t0) / 1000.0)
                 self._meter.after()
         self._last = r

@@ -34,6 +34,7 @@ from tprof_engine.reduce.ops import (
     FILTERED_NAMES,
     PROBE_PREFIX,
     ROUND_PREFIX,
+    SYNC_PREFIX,
 )
 
 _CPU = torch.autograd.DeviceType.CPU  # type: ignore[attr-defined]
@@ -294,6 +295,12 @@ def table_from_function_events(prof: profile, *, wall_us: Any) -> OpTable:
     )
 
 
+def _in_closing_sync(e: Any) -> bool:
+    """Whether a FunctionEvent ran in a round's closing synchronize (the plugin's own)."""
+    parent = getattr(e, "cpu_parent", None)
+    return parent is not None and str(parent.name).startswith(SYNC_PREFIX)
+
+
 def _time_ranges(events: list[Any]) -> tuple[Any, Any]:
     """Start and end times (µs) of ``events``, as arrays."""
     return (
@@ -323,8 +330,9 @@ def _sum_function_events(
             continue
         if (
             e.is_async
-            or e.name.startswith((ROUND_PREFIX, PROBE_PREFIX))
+            or e.name.startswith((ROUND_PREFIX, PROBE_PREFIX, SYNC_PREFIX))
             or e.name == "ProfilerStep*"
+            or _in_closing_sync(e)
         ):
             continue
         t = e.time_range.start

@@ -43,6 +43,7 @@ from tprof_engine.model.records import (
 from tprof_engine.reduce.ops import (
     PROBE_PREFIX,
     ROUND_PREFIX,
+    SYNC_PREFIX,
     drop_leading_rounds,
     reduce_events,
 )
@@ -112,6 +113,14 @@ def start_up_profiler() -> float:
 def sync(cuda: bool) -> None:
     if cuda:
         torch.cuda.synchronize()
+
+
+def closing_sync(cuda: bool, r: int) -> None:
+    """The round's closing wait for its kernels, annotated ``tprof::sync#r``: the plugin's
+    own, so the reduction counts it in no family (the round's wall time keeps it)."""
+    if cuda:
+        with record_function(f"{SYNC_PREFIX}{r}"):
+            torch.cuda.synchronize()
 
 
 def calibrate_iterations(
@@ -217,7 +226,8 @@ def capture(
 
     Each round is a ``ProfilerStep#N`` annotation (so trace tools see iterations); inside it
     the drift probe runs first (``tprof::probe#N``), then ``iterations`` calls of the body,
-    then a device synchronize when CUDA is profiled.  ``setup`` runs before each round,
+    then a device synchronize when CUDA is profiled (``tprof::sync#N``, in no family).
+    ``setup`` runs before each round,
     outside the round, and may return ``(args, kwargs)`` for it.  If the ops called in the
     last warm-up round differ from those of the first measured round, warm-up is extended
     (up to ``MAX_WARMUP`` rounds) by profiling again.  With ``nvtx_label`` the capture is
@@ -349,7 +359,7 @@ def _profile_rounds(
                 t0 = time.perf_counter_ns()
                 for _ in range(spec.iterations):
                     value = call.fn(*args, **kwargs)
-                sync(spec.cuda)
+                closing_sync(spec.cuda, r)
                 wall_us[r] = (time.perf_counter_ns() - t0) / 1000.0
                 meter.after()
         t_last = time.perf_counter()

@@ -48,6 +48,9 @@ FILTERED_NAMES = frozenset(
 
 ROUND_PREFIX = "ProfilerStep#"  # torch.profiler's own step annotation: trace tools see iterations
 PROBE_PREFIX = "tprof::probe#"
+# The round's closing device synchronize: the plugin's own wait for the body's kernels, in no
+# family (the round's wall time still includes it).
+SYNC_PREFIX = "tprof::sync#"
 
 
 def _names_starting(names: Sequence[str], prefix: str) -> npt.NDArray[np.bool_]:
@@ -148,7 +151,8 @@ class _Placed(NamedTuple):
 def _placed(ev: EventArrays) -> _Placed:
     is_round_name = _names_starting(ev.names, ROUND_PREFIX)
     is_probe_name = _names_starting(ev.names, PROBE_PREFIX)
-    rounds = _rounds(ev, is_round_name, is_probe_name)
+    is_sync_name = _names_starting(ev.names, SYNC_PREFIX)
+    rounds = _rounds(ev, is_round_name, is_probe_name, is_sync_name)
     n_rounds = int(rounds.starts.size)
     cpu = _cpu_events(ev)
     dev_rows = np.flatnonzero((ev.kind == KIND_DEVICE) | (ev.kind == KIND_SYNC))
@@ -158,8 +162,9 @@ def _placed(ev: EventArrays) -> _Placed:
     compiling, compile_root = compile_time(ev.names, cpu)
     c_round = _locate(rounds.starts, rounds.ends, cpu.start)
     in_probe = _locate(rounds.probe_starts, rounds.probe_ends, cpu.start) >= 0
-    marker = (is_round_name | is_probe_name)[cpu.name]
-    counted = (c_round >= 0) & ~marker & ~in_probe & ~dup & ~compiling
+    in_sync = _locate(rounds.sync_starts, rounds.sync_ends, cpu.start) >= 0
+    marker = (is_round_name | is_probe_name | is_sync_name)[cpu.name]
+    counted = (c_round >= 0) & ~marker & ~in_probe & ~in_sync & ~dup & ~compiling
     probe = (c_round >= 0) & in_probe & ~marker & ~dup
     probe_cpu, probe_dev = _probe_times(c_round, probe, self_cpu, self_dev, n_rounds)
     names, cpu_names, counted, self_cpu = with_compiles(
@@ -237,20 +242,28 @@ class _Rounds(NamedTuple):
     ends: IntArray
     probe_starts: IntArray
     probe_ends: IntArray
+    sync_starts: IntArray  # the rounds' closing synchronizes (the plugin's own)
+    sync_ends: IntArray
     whole_trace: bool  # no step annotations: one round spans every event
 
 
 def _rounds(
-    ev: EventArrays, is_round_name: npt.NDArray[np.bool_], is_probe_name: npt.NDArray[np.bool_]
+    ev: EventArrays,
+    is_round_name: npt.NDArray[np.bool_],
+    is_probe_name: npt.NDArray[np.bool_],
+    is_sync_name: npt.NDArray[np.bool_],
 ) -> _Rounds:
     annotation = ev.kind == KIND_ANNOTATION
     starts, ends = _intervals(ev, annotation & is_round_name[ev.name_idx])
     probe_starts, probe_ends = _intervals(ev, annotation & is_probe_name[ev.name_idx])
+    sync_starts, sync_ends = _intervals(ev, annotation & is_sync_name[ev.name_idx])
     whole_trace = starts.size == 0
     if whole_trace:
         starts = np.asarray([ev.start_ns.min() if len(ev) else 0], dtype=np.int64)
         ends = np.asarray([ev.end_ns.max() + 1 if len(ev) else 1], dtype=np.int64)
-    return _Rounds(starts, ends, probe_starts, probe_ends, bool(whole_trace))
+    return _Rounds(
+        starts, ends, probe_starts, probe_ends, sync_starts, sync_ends, bool(whole_trace)
+    )
 
 
 class _CpuEvents(NamedTuple):

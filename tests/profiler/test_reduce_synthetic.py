@@ -205,6 +205,29 @@ def test_probe_events_go_to_the_probe_times_not_to_ops() -> None:
     assert table.probe_device_us.tolist() == [0.3, 0.0]
 
 
+def test_the_rounds_closing_synchronize_is_the_plugins_own_and_in_no_family() -> None:
+    table = reduce(
+        [
+            step(0, 0, 10_000),
+            Ev("aten::mm", 1_000, 2_000, corr=1),
+            kernel("gemm", 2_000, 6_000, link=1),
+            Ev("tprof::sync#0", 2_100, 6_100, KIND_ANNOTATION),
+            Ev("cudaDeviceSynchronize", 2_200, 6_000),
+            step(1, 10_000, 20_000),
+            Ev("aten::mm", 11_000, 12_000, corr=2),
+            Ev("cudaDeviceSynchronize", 12_100, 12_300),  # the body's own: counted
+            kernel("gemm", 12_000, 16_000, link=2),
+            Ev("tprof::sync#1", 12_400, 16_100, KIND_ANNOTATION),
+            Ev("cudaDeviceSynchronize", 12_500, 16_000),
+        ]
+    )
+    assert table.names == ("aten::mm", "cudaDeviceSynchronize")
+    assert metric(table, "cudaDeviceSynchronize", "self_cpu_us") == [0.0, 0.2]
+    assert table.calls.tolist() == [[1, 1], [0, 1]]
+    assert metric(table, "aten::mm", "self_device_us") == [4.0, 4.0]
+    assert table.host_before_us.sum(axis=0).round(3).tolist() == [1.0, 1.1]  # no wait added
+
+
 def test_ignored_events_are_neither_counted_nor_parents() -> None:
     table = reduce(
         [
