@@ -70,8 +70,6 @@ class Runner:
         self._borrowed, self._census_of = borrowed, census
         self._facts, self._session = facts, session
         self.facts = facts.torch_facts()
-        if config.threads > 0:
-            self.facts["threads"] = config.threads
         self.fingerprint = Fingerprint.collect(self.facts)
         self.reduction = facts.REDUCTION_PATH
         self.run_stamp = trace_files.run_stamp()  # names this run's traces
@@ -214,6 +212,7 @@ class Runner:
         current = judge.Recorded(
             tables=(result.table,), fingerprint=self.fingerprint, protocol=protocol,
             work=test.work, hosts=(self.fingerprint.soft.get("host"),), tracer=tracer,
+            settings=test.settings,
         )  # fmt: skip
         found = _Found(baseline=baseline, error=error)
         test = self._confirmed(
@@ -280,11 +279,12 @@ class Runner:
             )
         if policy.next_step(verdict, confirm=self.config.confirm) == policy.REMEASURE:
             second = again()
-            current = replace(current, tables=(second.table,))
+            current = replace(current, tables=(second.table,), settings=second.settings)
             with watch.stage("judge"):
                 repeat = self.judge(test.nodeid, found, current, rule)
-            test = replace(test, table=second.table, confirmed=True)
-            verdict = policy.after_remeasurement(repeat)
+            if policy.evidence(verdict, repeat)[0] != policy.NO_EVIDENCE:
+                test = replace(test, table=second.table, confirmed=True)
+            verdict = policy.after_remeasurement(verdict, repeat)
         return replace(test, verdict=verdict)
 
     def _captured(self, run: Callable[[], Any], rule: Rule, rounds: int, *, judged: bool) -> Any:
@@ -357,7 +357,7 @@ class Runner:
         baseline, error = self.load(nodeid)
         current = judge.Recorded(
             tables=(result.table,), fingerprint=self.fingerprint, protocol=protocol,
-            tracer=test.tracer,
+            tracer=test.tracer, settings=test.settings,
         )  # fmt: skip
         verdict = self.judge(
             nodeid, _Found(baseline=baseline, error=error), current, rule or cfg.rule
@@ -381,6 +381,7 @@ class Runner:
             reduction=result.reduction,
             environment=self.fingerprint.to_dict(),
             protocol={**protocol, "warmup_used": result.warmup_used},
+            settings=dict(result.settings),
         )
 
     def _kept_trace(self, test: ProfiledTest, capture: Any, watch: Stopwatch) -> ProfiledTest:
@@ -406,7 +407,7 @@ class Runner:
         base = found.baseline
         baseline = judge.Recorded(
             tables=tuple(base.tables), fingerprint=base.fingerprint, protocol=base.protocol,
-            work=base.work, hosts=base.hosts, holders=base.holders,
+            work=base.work, hosts=base.hosts, holders=base.holders, settings=base.settings,
         )  # fmt: skip
         return judge.judge(baseline, current, rule)
 
@@ -453,6 +454,7 @@ class Runner:
             warmup_used=test.warmup_used,
             soft=dict(self.fingerprint.soft),
             work=test.work,
+            settings=dict(test.settings),
         )
         protocol = {k: v for k, v in test.protocol.items() if k != "warmup_used"}
         with paths.locked(path):  # read under the lock: a concurrent save's session is kept
@@ -495,7 +497,7 @@ class Runner:
             return None
         current = judge.Recorded(
             tables=(test.table,), fingerprint=self.fingerprint, protocol=protocol,
-            work=test.work, hosts=(self.fingerprint.soft.get("host"),),
+            work=test.work, hosts=(self.fingerprint.soft.get("host"),), settings=test.settings,
         )  # fmt: skip
         found = _Found(baseline=existing, error=None)
         return judge.unlike_window(self.judge(test.nodeid, found, current, self.config.rule))

@@ -70,6 +70,7 @@ def load_source(path: Path) -> Source:
         protocol=base.protocol,
         work=base.work,
         hosts=base.hosts,
+        settings=base.settings,
     )
 
 
@@ -103,6 +104,7 @@ def recorded_in(source: Source) -> judging.Recorded:
         device_names=source.device_names if source.kind == "trace" else None,
         work=source.work,
         hosts=source.hosts,
+        settings=source.settings,
     )
 
 

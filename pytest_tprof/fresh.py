@@ -8,7 +8,10 @@ run once more in a new process, and fails the test only if it repeats there too.
 The child judges under this run's own settings, not under a command line rebuilt from them:
 the parent hands it its :class:`~pytest_tprof.options.Settings` (window, floors, ``-o``
 overrides and all), with outputs of the child's own (a JSON report in a temporary folder, no
-Markdown, no step summary).
+Markdown, no step summary).  It also hands over the numeric torch settings the test's capture
+ran under (TF32, precision, cuDNN, SDPA: ``tprof_engine.model.settings``), which the child sets
+before the test starts: an earlier test of the parent may have set them, and the child runs
+no earlier test.  A child that still ran under other settings is no evidence either way.
 """
 
 from __future__ import annotations
@@ -19,13 +22,25 @@ import pickle
 import subprocess
 import sys
 import tempfile
+from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
+from typing import Any, NamedTuple
 
 import pytest
 
 from pytest_tprof.options import INHERITED_SETTINGS, Settings
-from tprof_engine.model.verdicts import Cause, TestVerdict
+from tprof_engine.model import settings as torch_settings
+from tprof_engine.model.verdicts import Cause, FamilyResult, TestVerdict
+
+
+class FreshVerdict(NamedTuple):
+    """What the fresh process said: its verdict (None: none came back, ``why`` says why), and
+    the settings it ran under that differ from the parent's capture."""
+
+    verdict: TestVerdict | None
+    why: str = ""
+    other_settings: tuple[str, ...] = ()
 
 
 def in_child() -> bool:
@@ -33,14 +48,18 @@ def in_child() -> bool:
     return bool(os.environ.get(INHERITED_SETTINGS))
 
 
-def settings_for_child(settings: Settings, out: Path) -> Settings:
-    """The parent's settings as the child runs under them: comparing, never saving, and
-    writing only its JSON report and traces under ``out``."""
+def settings_for_child(
+    settings: Settings, out: Path, torch_in_force: Mapping[str, Any] | None = None
+) -> Settings:
+    """The parent's settings as the child runs under them: comparing, never saving, writing
+    only its JSON report and traces under ``out``, and setting the torch settings the parent's
+    capture ran under before the test starts."""
     run = replace(settings.run, trace_dir=out, save=False, reset=False, save_trace=False)
     return replace(
         settings,
         enabled=True,
         run=run,
+        torch_settings=dict(torch_in_force or {}),
         json_path=out / "report.json",
         markdown_path=None,
         html_path=None,
@@ -77,13 +96,20 @@ def passed_on(given: tuple[str, ...] | list[str]) -> list[str]:
 
 
 def verdict_in_fresh_process(
-    config: pytest.Config, settings: Settings, nodeid: str, *, timeout: float
-) -> tuple[TestVerdict | None, str]:
-    """``nodeid``'s verdict in a new pytest process, or None and why none came back."""
+    config: pytest.Config,
+    settings: Settings,
+    nodeid: str,
+    *,
+    timeout: float,
+    torch_in_force: Mapping[str, Any] | None = None,
+) -> FreshVerdict:
+    """``nodeid``'s verdict in a new pytest process set to the torch settings ``torch_in_force``
+    (the parent capture's), or None and why none came back."""
     with tempfile.TemporaryDirectory(prefix="tprof-fresh-") as tmp:
         out = Path(tmp)
         inherited = out / "settings.pickle"
-        inherited.write_bytes(pickle.dumps(settings_for_child(settings, out)))
+        child_settings = settings_for_child(settings, out, torch_in_force)
+        inherited.write_bytes(pickle.dumps(child_settings))
         env = {**os.environ, INHERITED_SETTINGS: str(inherited)}
         try:
             done = subprocess.run(
@@ -96,22 +122,38 @@ def verdict_in_fresh_process(
                 check=False,
             )
         except subprocess.TimeoutExpired:
-            return None, f"the fresh process took over {timeout:.0f} s"
+            return FreshVerdict(None, f"the fresh process took over {timeout:.0f} s")
         except OSError as exc:
-            return None, f"the fresh process did not start ({exc})"
-        return _verdict_of(out / "report.json", nodeid, done)
+            return FreshVerdict(None, f"the fresh process did not start ({exc})")
+        return _verdict_of(out / "report.json", nodeid, done, child_settings.torch_settings)
 
 
 def _verdict_of(
-    report: Path, nodeid: str, done: subprocess.CompletedProcess[str]
-) -> tuple[TestVerdict | None, str]:
+    report: Path,
+    nodeid: str,
+    done: subprocess.CompletedProcess[str],
+    torch_in_force: Mapping[str, Any],
+) -> FreshVerdict:
     try:
         doc = json.loads(report.read_text())
     except (OSError, ValueError):
         tail = (done.stdout + done.stderr).strip().splitlines()[-1:] or [""]
-        return None, f"the fresh process gave no verdict (exit {done.returncode}: {tail[0]})"
+        why = f"the fresh process gave no verdict (exit {done.returncode}: {tail[0]})"
+        return FreshVerdict(None, why)
     for test in doc.get("tests", []):
         if test.get("nodeid") == nodeid:
-            causes = tuple(Cause.from_dict(c) for c in test.get("causes", []))
-            return TestVerdict(verdict=test["verdict"], reason=test["reason"], causes=causes), ""
-    return None, "the fresh process did not run the test"
+            moved = torch_settings.differences(torch_in_force, test.get("settings") or {})
+            return FreshVerdict(verdict_in_report(test), "", tuple(moved))
+    return FreshVerdict(None, "the fresh process did not run the test")
+
+
+def verdict_in_report(test: Mapping[str, Any]) -> TestVerdict:
+    """A test's verdict as the JSON report gives it: what the confirmation policy reads."""
+    return TestVerdict(
+        verdict=test["verdict"],
+        reason=test["reason"],
+        families=tuple(FamilyResult.from_dict(f) for f in test.get("families", [])),
+        timing_compared=bool(test.get("timing_compared", True)),
+        differences=tuple(test.get("differences", [])),
+        causes=tuple(Cause.from_dict(c) for c in test.get("causes", [])),
+    )

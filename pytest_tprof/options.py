@@ -8,7 +8,7 @@ import pickle
 import re
 import warnings
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -177,6 +177,9 @@ class Settings:
     pytest_cov: bool = False  # pytest-cov measures this run (--cov given, no --no-cov)
     step_summary: Path | None = None  # $GITHUB_STEP_SUMMARY, which the Markdown is appended to
     record_args: tuple[str, ...] = ()  # what a command recording this run's baselines repeats
+    # A fresh process confirming a regression: the torch settings (model.settings) its parent's
+    # capture ran under, set before the test starts.
+    torch_settings: Mapping[str, Any] = field(default_factory=dict)
 
 
 # A fresh process confirming a regression (pytest_tprof.fresh) judges under its parent's

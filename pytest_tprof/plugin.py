@@ -161,8 +161,7 @@ class TprofPlugin:
             value, result = self.runner.profile(
                 item.nodeid, body, rounds=rounds, warmup=warmup, rule=rule
             )
-        verdict, pending = self._confirmed(item, result.verdict, started)
-        return value, replace(result, verdict=verdict, pending=pending)
+        return value, self._confirmed(item, result, started)
 
     def borrowed_rounds(self, item: pytest.Item) -> Any:
         """A profiler session for the rounds of the test's pytest-benchmark fixture."""
@@ -176,8 +175,7 @@ class TprofPlugin:
         result = self.runner.judge_borrowed(
             item.nodeid, borrowed, warmup=counts.get("warmup"), rule=rule
         )
-        verdict, pending = self._confirmed(item, result.verdict, started)
-        return replace(result, verdict=verdict, pending=pending)
+        return self._confirmed(item, result, started)
 
     def profiling_threads(self) -> Any:
         return self.runner.threads()
@@ -189,12 +187,10 @@ class TprofPlugin:
             nodeid=item.nodeid, verdict=TestVerdict(verdict=word, reason=why), benchmark=True
         )
 
-    def _confirmed(
-        self, item: pytest.Item, verdict: TestVerdict, started: float
-    ) -> tuple[TestVerdict, TestVerdict | None]:
-        """The verdict once the confirmation policy's next step is taken (under xdist: left
-        pending, to be confirmed alone once the workers finish), and the one pending."""
-        pending = None
+    def _confirmed(self, item: pytest.Item, result: ProfiledTest, started: float) -> ProfiledTest:
+        """The test once the confirmation policy's next step is taken on its verdict (under
+        xdist: left pending, to be confirmed alone once the workers finish)."""
+        verdict, pending = result.verdict, None
         step = policy.next_step(
             verdict,
             confirm=self.settings.run.confirm,
@@ -207,14 +203,15 @@ class TprofPlugin:
             verdict = policy.awaiting_serial_confirmation(verdict, self.workers)
         elif step == policy.FRESH_PROCESS:
             self._progress("[tprof: slower; confirming in a fresh process]")
-            child, why = fresh.verdict_in_fresh_process(
+            child = fresh.verdict_in_fresh_process(
                 self.config,
                 self.settings,
                 item.nodeid,
                 timeout=60.0 + 5.0 * (time.monotonic() - started),
+                torch_in_force=result.settings,
             )
-            verdict = policy.after_fresh_process(verdict, child, why)
-        return policy.under_xdist(verdict, self.workers), pending
+            verdict = policy.after_fresh_process(verdict, *child)
+        return replace(result, verdict=policy.under_xdist(verdict, self.workers), pending=pending)
 
     # ------------------------------------------------------------------ hooks
 
@@ -256,6 +253,20 @@ class TprofPlugin:
     def pytest_deselected(self, items: list[pytest.Item]) -> None:
         # Deselected (-k, -m, --deselect, --sw) tests still exist: their baselines aren't stale.
         self.known.update(item.nodeid for item in items)
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_setup(self, item: pytest.Item) -> None:
+        """In a fresh process confirming a regression: the torch settings the parent's capture
+        ran under, set before the test's own code runs (see pytest_tprof.fresh)."""
+        wanted = self.settings.torch_settings
+        if wanted:
+            from tprof_engine.capture import settings as torch_settings
+
+            refused = torch_settings.apply(wanted)
+            if refused:
+                self.messages.append(
+                    "tprof: could not set the parent's torch settings " + ", ".join(refused)
+                )
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_call(self, item: pytest.Item) -> None:
@@ -369,10 +380,11 @@ class TprofPlugin:
         for nodeid in pending:
             r = self.results[nodeid]
             assert r.pending is not None
-            child, why = fresh.verdict_in_fresh_process(
-                self.config, self.settings, nodeid, timeout=_SERIAL_TIMEOUT_S
-            )
-            r = replace(r, verdict=policy.after_serial_confirmation(r.pending, child, why))
+            child = fresh.verdict_in_fresh_process(
+                self.config, self.settings, nodeid, timeout=_SERIAL_TIMEOUT_S,
+                torch_in_force=r.settings,
+            )  # fmt: skip
+            r = replace(r, verdict=policy.after_serial_confirmation(r.pending, *child))
             r = replace(r, pending=None)
             if r.verdict.failing and r.outcome == "passed":
                 r = r.with_outcome("failed")

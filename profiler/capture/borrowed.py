@@ -13,6 +13,7 @@ from typing import Any
 
 from torch.profiler import ProfilerActivity, profile, record_function
 
+from tprof_engine.capture import settings as torch_settings
 from tprof_engine.capture import torch_api
 from tprof_engine.capture.export import metadata_for_trace, write_trace
 from tprof_engine.capture.facts import REDUCTION_PATH, cuda_available, profiler_active
@@ -175,5 +176,6 @@ class BorrowedRounds:
             trace_problem=problem, reduction=REDUCTION_PATH, costs=watch.costs(), cuda=self.cuda,
             warmup_settled=settled,
             meta={"events": table.meta.get("events", 0)},
+            settings=torch_settings.current(),
             write_trace=later,
         )  # fmt: skip

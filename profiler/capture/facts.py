@@ -84,11 +84,7 @@ def torch_facts() -> dict[str, Any]:
         "cuda": torch.version.cuda if cuda else None,
         "cudnn": None,
         "gpus": [],
-        "threads": int(torch.get_num_threads()),
-        "deterministic": bool(torch.are_deterministic_algorithms_enabled()),
-        "tf32_matmul": bool(torch.backends.cuda.matmul.allow_tf32),
-        "tf32_cudnn": bool(torch.backends.cudnn.allow_tf32),
-        "cudnn_benchmark": bool(torch.backends.cudnn.benchmark),
+        "cudnn_benchmark": bool(torch.backends.cudnn.benchmark),  # the header warns of it
     }
     if cuda:
         cudnn = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None

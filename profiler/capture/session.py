@@ -23,6 +23,7 @@ import numpy as np
 import torch
 from torch.profiler import ProfilerActivity, profile, record_function
 
+from tprof_engine.capture import settings as torch_settings
 from tprof_engine.capture import torch_api
 from tprof_engine.capture.export import metadata_for_trace, write_trace
 from tprof_engine.capture.facts import REDUCTION_PATH, cuda_available, profiler_active
@@ -71,6 +72,8 @@ class CaptureResult:
     cuda: bool
     warmup_settled: bool  # the last warm-up round called the ops of the first measured one
     meta: Mapping[str, Any] = field(default_factory=dict)
+    # The numeric settings in force at the rounds' end (model.settings; empty: not read).
+    settings: Mapping[str, Any] = field(default_factory=dict)
     # Writes this capture's trace to a path, later (once the verdict says it is wanted):
     # (the path written or None, why not).  It holds the profiler session's events.
     write_trace: Callable[[Path], tuple[Path | None, str]] | None = field(
@@ -293,6 +296,7 @@ def _capture_once(call: Call, spec: RoundSpec) -> CaptureResult:
     watch = Stopwatch()
     profiled = min(spec.warmup, PROFILED_WARMUP)
     prof, wall_us, (load, starts_ns), value = _profile_rounds(call, spec, watch, profiled)
+    in_force = torch_settings.current()  # what the body chose, once it has run
 
     with watch.stage("reduce"):
         if REDUCTION_PATH == "raw-events":
@@ -319,6 +323,7 @@ def _capture_once(call: Call, spec: RoundSpec) -> CaptureResult:
         cuda=spec.cuda,
         warmup_settled=settled,
         meta={"events": table.meta.get("events", 0)},
+        settings=in_force,
         write_trace=later,
     )
 

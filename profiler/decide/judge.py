@@ -17,6 +17,7 @@ import numpy as np
 from tprof_engine.decide import busy
 from tprof_engine.decide.comm_gate import judge_communication, without_collectives
 from tprof_engine.decide.rule import Rule
+from tprof_engine.decide.settings_gate import with_settings
 from tprof_engine.decide.timing import NOTHING_CHANGED, compare_across
 from tprof_engine.decide.work_gate import judge_work
 from tprof_engine.model import family_specs
@@ -58,6 +59,9 @@ class Recorded:
     work: WorkTable | None = None  # the work census (a baseline's: its last session's)
     hosts: tuple[str | None, ...] = ()  # the host each table was recorded on (None: unknown)
     holders: Mapping[str, str] = field(default_factory=dict)  # a baseline's (schema.Baseline)
+    # The numeric settings of its newest capture (a baseline's: its last session's; empty:
+    # not read, so not compared).
+    settings: Mapping[str, Any] = field(default_factory=dict)
     # What traced every Python line while this side was profiled (environment.line_tracer):
     # its timings are the tracer's as much as the code's, so they are reported, not gated.
     tracer: str | None = None
@@ -104,6 +108,7 @@ def judge(
     per_call = 1 if ib != ic else (ib or 1)  # tables already per iteration when they differ
     verdict = with_compile_structure(verdict, base_tables[-1], current_table, per_call=per_call)
     verdict = with_work(verdict, baseline.work, current.work, rule)
+    verdict = with_settings(verdict, baseline.settings, current.settings)
     # The current run's holders, and the baseline's for an op the current run no longer calls.
     holders = {**baseline.holders, **current_table.meta.get("parents", {})}
     return with_enclosing_ops(verdict, holders, current.work or baseline.work)

@@ -8,12 +8,13 @@ its answer out and merge what comes back with the functions below.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import Final, Literal
 
+from tprof_engine.model.family_specs import FAMILIES
 from tprof_engine.model.verdicts import (
     INCONCLUSIVE,
-    REGRESSED,
     UNCHANGED,
     TestVerdict,
     worst,
@@ -60,18 +61,56 @@ def needs_remeasurement(verdict: TestVerdict) -> bool:
     return verdict.timing_regressed and not verdict.exact_regressed
 
 
-def after_remeasurement(again: TestVerdict) -> TestVerdict:
-    """The verdict of the second measurement, saying whether it repeated the first.
+# What a confirmation says of a timing regression: it repeats it, it judged the same families
+# and found them not slower, or it could judge none of them (no evidence either way).
+Evidence = Literal["confirms", "refutes", "no-evidence"]
+CONFIRMS: Final = "confirms"
+REFUTES: Final = "refutes"
+NO_EVIDENCE: Final = "no-evidence"
 
-    A second measurement on a busy machine judges no timing: it confirms nothing, and the
-    test reads inconclusive (machine busy), as its verdict says."""
-    if again.timing_regressed:
-        return again.with_notes("confirmed by a second measurement")
+
+def slower_families(verdict: TestVerdict) -> list[str]:
+    """The gating families whose timing fails the test."""
+    return [f.family for f in verdict.families if f.gates and (f.timing_regressed or f.op_gate)]
+
+
+def evidence(
+    first: TestVerdict, again: TestVerdict, other_settings: Sequence[str] = ()
+) -> tuple[Evidence, str]:
+    """What ``again`` (a second measurement, here or in a fresh process) says of ``first``'s
+    timing regression, and, when nothing, why.
+
+    It confirms when one of the families that failed fails again; it refutes only when it
+    judged at least one of them (compared, gating, not too noisy) and none failed.  A
+    measurement that ran under other settings, on a busy machine, without comparable timings
+    or without those families judged is no evidence: the first verdict stands.
+    """
+    if other_settings:
+        return NO_EVIDENCE, "it ran under other settings (" + ", ".join(other_settings) + ")"
+    slower = slower_families(first)
+    judged = {f.family: f for f in again.families if f.family in slower and f.gates}
+    if any(f.timing_regressed or f.op_gate for f in judged.values()):
+        return CONFIRMS, ""
     if again.busy is not None:
-        return again.with_notes(
-            "a first measurement looked slower; the machine was busy when it was measured again"
-        )
-    return again.with_notes("a first measurement looked slower; the re-measurement did not")
+        return NO_EVIDENCE, f"the {again.busy.text}"
+    if not again.timing_compared:
+        shown = ", ".join(again.differences) or "no comparable timings"
+        return NO_EVIDENCE, f"it compared no timings ({shown})"
+    if not [f for f in judged.values() if not f.too_noisy]:
+        names = "/".join(FAMILIES[n].label if n in FAMILIES else n for n in slower)
+        return NO_EVIDENCE, f"it could not judge {names} time ({again.verdict} there)"
+    return REFUTES, ""
+
+
+def after_remeasurement(first: TestVerdict, again: TestVerdict) -> TestVerdict:
+    """The verdict once measured a second time in this process: the second measurement's when
+    it confirms or refutes the first, else the first's, with a note saying why."""
+    said, why = evidence(first, again)
+    if said == CONFIRMS:
+        return again.with_notes("confirmed by a second measurement")
+    if said == REFUTES:
+        return again.with_notes("a first measurement looked slower; the re-measurement did not")
+    return first.with_notes(f"a second measurement neither confirmed nor refuted it: {why}")
 
 
 def needs_fresh_process(verdict: TestVerdict) -> bool:
@@ -85,27 +124,28 @@ def needs_fresh_process(verdict: TestVerdict) -> bool:
 
 
 def after_fresh_process(
-    verdict: TestVerdict, child: TestVerdict | None, why: str = ""
+    verdict: TestVerdict,
+    child: TestVerdict | None,
+    why: str = "",
+    other_settings: Sequence[str] = (),
 ) -> TestVerdict:
     """Merge the fresh process's verdict (None: it gave none, and ``why`` says why).
 
-    The regression stands only if the fresh process repeats it; a process that gave no
-    verdict leaves it standing, with a note.  One that found the machine busy judged no
-    timing: the regression is confirmed by nothing, and the test is inconclusive.
+    The regression is taken back only if the fresh process refutes it (:func:`evidence`:
+    judged the families that failed, and found them not slower); one that repeats it confirms
+    it, and one that gave no verdict or no evidence (other settings, a busy machine, those
+    families not judged) leaves it standing, with a note.
     """
-    if child is not None and child.verdict == REGRESSED:
-        return verdict.with_notes("confirmed in a fresh process")
     if child is None:
         return verdict.with_notes(f"not re-run in a fresh process: {why}")
+    said, none_because = evidence(verdict, child, other_settings)
+    if said == CONFIRMS:
+        return verdict.with_notes("confirmed in a fresh process")
+    if said == NO_EVIDENCE:
+        return verdict.with_notes(
+            f"a fresh process neither confirmed nor refuted it: {none_because}"
+        )
     work_word = UNCHANGED if verdict.work is None else verdict.work.verdict
-    busy_there = child.busy
-    if busy_there is not None:
-        return replace(
-            verdict,
-            verdict=worst([INCONCLUSIVE, work_word]),
-            reason=f"slower in this process; not confirmed: the fresh process found the "
-            f"{busy_there.text} | {verdict.reason}",
-        ).with_cause(busy_there)
     return replace(
         verdict,
         verdict=worst([INCONCLUSIVE, work_word]),
@@ -132,10 +172,13 @@ def awaiting_serial_confirmation(verdict: TestVerdict, workers: int) -> TestVerd
 
 
 def after_serial_confirmation(
-    pending: TestVerdict, child: TestVerdict | None, why: str = ""
+    pending: TestVerdict,
+    child: TestVerdict | None,
+    why: str = "",
+    other_settings: Sequence[str] = (),
 ) -> TestVerdict:
     """The verdict of a regression found under xdist, once a fresh process ran it alone."""
-    return after_fresh_process(pending, child, why).with_notes(
+    return after_fresh_process(pending, child, why, other_settings).with_notes(
         "found beside other xdist workers; re-run alone once they finished"
     )
 

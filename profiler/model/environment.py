@@ -19,22 +19,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 # Keys that decide comparability.  Calls need STRUCTURE_KEYS equal; timings need all HARD_KEYS.
+# The machine's facts only: what a test's code may set (TF32, precision, threads, cuDNN and
+# SDPA switches) is read per capture instead (model.settings), since one test's choice stays
+# set for every later test of the process.  Files written before keep those keys; unread.
 STRUCTURE_KEYS = ("torch", "device")
 
 
-HARD_KEYS = (
-    "torch",
-    "device",
-    "cuda",
-    "cudnn",
-    "gpus",
-    "cpu_model",
-    "threads",
-    "deterministic",
-    "tf32_matmul",
-    "tf32_cudnn",
-    "python",
-)
+HARD_KEYS = ("torch", "device", "cuda", "cudnn", "gpus", "cpu_model", "python")
 
 
 def cpu_model() -> str:
@@ -86,10 +77,6 @@ class Fingerprint:
             # its own, and its timings compare with a run that used the same model of GPU.
             "gpus": [used] if (used := torch_facts.get("gpu_used")) else [],
             "cpu_model": cpu_model(),
-            "threads": torch_facts.get("threads"),
-            "deterministic": torch_facts.get("deterministic"),
-            "tf32_matmul": torch_facts.get("tf32_matmul"),
-            "tf32_cudnn": torch_facts.get("tf32_cudnn"),
             "python": f"{sys.version_info.major}.{sys.version_info.minor}",
         }
         soft: dict[str, Any] = {

@@ -42,6 +42,8 @@ class ProfiledTest:
     # meanwhile says so and passes), confirmed by the controller once the workers finish.
     pending: TestVerdict | None = None
     tracer: str | None = None  # what traced every line while it was profiled (coverage)
+    # The numeric settings in force for its capture (model.settings; empty: not read).
+    settings: Mapping[str, Any] = field(default_factory=dict)
     costs: Costs = field(default_factory=Costs)  # where the profiling time went, per stage
 
     def with_outcome(self, outcome: str) -> ProfiledTest:
@@ -74,6 +76,7 @@ class ProfiledTest:
             "work": None if self.work is None else self.work.to_dict(),
             "pending": None if self.pending is None else self.pending.to_dict(),
             "tracer": self.tracer,
+            "settings": dict(self.settings),
             "costs": self.costs.to_dict(),
         }
 
@@ -100,6 +103,7 @@ class ProfiledTest:
             work=None if d.get("work") is None else WorkTable.from_dict(d["work"]),
             pending=None if d.get("pending") is None else TestVerdict.from_dict(d["pending"]),
             tracer=None if d.get("tracer") is None else str(d["tracer"]),
+            settings=dict(d.get("settings") or {}),
             costs=Costs.from_dict(d.get("costs")),
         )
 
@@ -121,6 +125,7 @@ class Source:
     device_names: tuple[str, ...] = ()
     work: WorkTable | None = None  # a baseline's work census (its newest session's)
     hosts: tuple[str | None, ...] = ()  # a baseline's host per session
+    settings: Mapping[str, Any] = field(default_factory=dict)  # a baseline's newest session's
 
     @property
     def label(self) -> str:

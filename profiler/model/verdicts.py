@@ -250,11 +250,12 @@ class RoundSamples:
 
 
 # What decided a verdict beyond the families' op and total figures, each a cause of its own.
-CauseKind = Literal["compile", "memory", "busy", "communication"]
+CauseKind = Literal["compile", "memory", "busy", "communication", "settings"]
 COMPILE: Final = "compile"  # torch.compile's graphs per call or a recompilation
 MEMORY: Final = "memory"  # the exact memory gate (--tprof-collect=memory)
 BUSY: Final = "busy"  # the machine disturbed too many rounds for timing to be judged
 COMMUNICATION: Final = "communication"  # the collectives' exact gate (distributed tests)
+SETTINGS: Final = "settings"  # the numeric settings the test's code chose (model.settings)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

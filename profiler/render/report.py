@@ -373,6 +373,8 @@ def _test_json(t: ProfiledTest) -> dict[str, Any]:
         "rounds": t.rounds,
         "warmup_used": t.warmup_used,
         "iterations": t.iterations,
+        # the numeric torch settings its capture ran under (TF32, precision, cuDNN, SDPA)
+        "settings": dict(t.settings),
         "timing_compared": v["timing_compared"],
         "families": v["families"],
         "notes": v["notes"],

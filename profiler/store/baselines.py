@@ -16,6 +16,7 @@ import numpy as np
 from tprof_engine.decide import judge as judging
 from tprof_engine.decide.rule import Rule
 from tprof_engine.decide.work_gate import judge_work
+from tprof_engine.model import settings
 from tprof_engine.model.environment import Fingerprint, differences
 from tprof_engine.model.errors import BaselineError, ConfigError
 from tprof_engine.model.records import OpTable
@@ -177,8 +178,11 @@ def with_session(
     if existing is None:
         return _new(nodeid, fingerprint, protocol, (session,)), "recorded"
     reason = ""
-    if dict(existing.fingerprint.hard) != dict(fingerprint.hard):
-        reason = _changed("environment", differences(existing.fingerprint, fingerprint))
+    moved_settings = settings.differences(existing.settings, session.settings)
+    if moved := differences(existing.fingerprint, fingerprint):
+        reason = _changed("environment", moved)
+    elif moved_settings:
+        reason = _changed("settings", moved_settings)
     elif _without_rounds(existing.protocol) != _without_rounds(protocol):
         before, after = _without_rounds(existing.protocol), _without_rounds(protocol)
         moved = [

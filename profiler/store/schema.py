@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from tprof_engine import __version__
+from tprof_engine.model import settings
 from tprof_engine.model.environment import Fingerprint
 from tprof_engine.model.errors import BaselineError
 from tprof_engine.model.limits import MAX_ITERATIONS, is_count
@@ -60,6 +61,9 @@ class Session:
     warmup_used: int
     soft: Mapping[str, Any] = field(default_factory=dict)
     work: WorkTable | None = None  # the work census (None: recorded before censuses)
+    # The numeric settings its capture ran under (model.settings; empty: recorded before
+    # settings were read per capture, or not read).
+    settings: Mapping[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         out = {
@@ -70,6 +74,8 @@ class Session:
         }
         if self.work is not None:
             out["work"] = self.work.to_dict()
+        if self.settings:
+            out["settings"] = dict(self.settings)
         return out
 
 
@@ -100,6 +106,11 @@ class Baseline:
     def work(self) -> WorkTable | None:
         """The work census the test is judged against: the newest session's."""
         return self.sessions[-1].work
+
+    @property
+    def settings(self) -> Mapping[str, Any]:
+        """The settings the test is judged against: the newest session's."""
+        return self.sessions[-1].settings
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -288,7 +299,17 @@ def _session(s: Any, i: int, fail: _Fail, censuses: _Censuses) -> Session:
         warmup_used=int(warm),
         soft=soft if isinstance(soft, dict) else {},
         work=censuses.of(s, at),
+        settings=_checked_settings(s.get("settings", {}), at, fail),
     )
+
+
+def _checked_settings(value: Any, at: str, fail: _Fail) -> dict[str, Any]:
+    found = settings.checked(value)
+    if found is None:
+        raise fail(
+            f"'{at}.settings' must be an object of setting name → true/false, number or text"
+        )
+    return found
 
 
 def _checked_rounds(s: Mapping[str, Any], at: str, fail: _Fail) -> tuple[int, bool]:

@@ -12,6 +12,7 @@ from tprof_engine.decide.judge import Recorded
 from tprof_engine.decide.rule import Rule
 from tprof_engine.model.verdicts import (
     BUSY,
+    IMPROVED,
     INCONCLUSIVE,
     REGRESSED,
     UNCHANGED,
@@ -57,15 +58,55 @@ def test_an_unchanged_verdict_needs_no_step() -> None:
     assert policy.next_step(same, remeasured=True) == policy.DONE
 
 
-def test_a_fresh_process_that_found_the_machine_busy_confirms_nothing(
-    slower: TestVerdict,
-) -> None:
+def test_a_fresh_process_that_found_the_machine_busy_is_no_evidence(slower: TestVerdict) -> None:
     busy = Cause(kind=BUSY, text="machine busy: 20 of 20 rounds waited for a CPU")
     child = TestVerdict(verdict=INCONCLUSIVE, reason="whatever it says", causes=(busy,))
     merged = policy.after_fresh_process(slower, child)
-    assert merged.verdict == INCONCLUSIVE
-    assert merged.busy == busy
-    assert "the fresh process found the machine busy: 20 of 20" in merged.reason
+    assert merged.verdict == REGRESSED and merged.reason == slower.reason
+    assert merged.notes[-1] == (
+        "a fresh process neither confirmed nor refuted it: the machine busy: 20 of 20 rounds "
+        "waited for a CPU"
+    )
+
+
+def test_a_confirmation_confirms_refutes_or_is_no_evidence(slower: TestVerdict) -> None:
+    assert policy.slower_families(slower) == ["cpu"]
+    again = verdict_on({**OPS, "aten::addmm": (1500.0, 6)})
+    assert policy.evidence(slower, again) == (policy.CONFIRMS, "")
+    assert policy.after_fresh_process(slower, again).notes[-1] == "confirmed in a fresh process"
+    same = verdict_on(OPS)
+    assert policy.evidence(slower, same) == (policy.REFUTES, "")
+    refuted = policy.after_fresh_process(slower, same)
+    assert refuted.verdict == INCONCLUSIVE
+    assert refuted.reason.startswith("slower in this process, not in a fresh one (unchanged there)")
+    # the child judged no CPU time: its word ("improved", "changed") says nothing of it
+    noisy = replace(
+        same,
+        verdict=IMPROVED,
+        families=tuple(replace(f, too_noisy=True) for f in same.families if f.family == "cpu"),
+    )
+    assert policy.evidence(slower, noisy) == (
+        policy.NO_EVIDENCE,
+        "it could not judge CPU time (improved there)",
+    )
+    assert policy.after_fresh_process(slower, noisy).verdict == REGRESSED
+    untimed = replace(same, timing_compared=False, differences=("cpu_model a → b",))
+    assert policy.evidence(slower, untimed)[1] == "it compared no timings (cpu_model a → b)"
+    # other settings there: even a repeat is no evidence, and the regression stands
+    other = ("cuBLAS fp32 precision tf32 → ieee",)
+    merged = policy.after_fresh_process(slower, again, "", other)
+    assert merged.verdict == REGRESSED
+    assert merged.notes[-1] == (
+        "a fresh process neither confirmed nor refuted it: it ran under other settings "
+        "(cuBLAS fp32 precision tf32 → ieee)"
+    )
+
+
+def test_a_remeasurement_without_evidence_leaves_the_first_verdict(slower: TestVerdict) -> None:
+    busy = Cause(kind=BUSY, text="machine busy: 20 of 20 rounds waited for a CPU")
+    again = policy.after_remeasurement(slower, replace(verdict_on(OPS), causes=(busy,)))
+    assert again.verdict == REGRESSED and again.families == slower.families
+    assert policy.after_remeasurement(slower, verdict_on(OPS)).verdict == UNCHANGED
 
 
 def test_causes_survive_the_json_round_trip(slower: TestVerdict) -> None:

@@ -163,3 +163,44 @@ def test_the_fresh_process_judges_against_the_window_its_parent_was_given(
     test = _report(pytester)
     assert test["verdict"] == "regressed" and test["sessions"] == 1
     assert "confirmed in a fresh process" in test["notes"]  # type: ignore[operator]
+
+
+# An earlier test sets a torch setting (here cuDNN's benchmark flag, harmless on the CPU) and
+# the later one runs slower under it, as an fp32 GEMM does with TF32 turned off.  The fresh
+# process runs the later test alone, so it must start from the settings its parent measured.
+LEAK = """
+from pathlib import Path
+
+import torch
+
+HERE = Path(__file__).parent
+
+
+def test_a_sets():
+    if (HERE / "leak.txt").exists():
+        torch.backends.cudnn.benchmark = True
+
+
+def test_b_runs(tprof):
+    k = 8 * 128 if torch.backends.cudnn.benchmark else 128
+    a = torch.randn(128, k)
+    b = torch.randn(k, 128)
+    assert tprof(lambda: a @ b).shape == (128, 128)
+"""
+
+
+def test_a_setting_an_earlier_test_left_is_named_and_confirmed_under_it(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makepyfile(test_leak=LEAK)
+    pytester.runpytest_subprocess(*FAST, "--tprof-save").assert_outcomes(passed=2)
+    (pytester.path / "leak.txt").write_text("")
+    result = pytester.runpytest_subprocess(*FAST, "--tprof", "--tprof-json=report.json")
+    result.assert_outcomes(passed=1, failed=1)
+    (test,) = json.loads((pytester.path / "report.json").read_text())["tests"]
+    assert test["verdict"] == "regressed" and test["timing_compared"]
+    assert test["settings"]["cudnn_benchmark"] is True
+    assert {"kind": "settings", "text": "settings: cuDNN benchmark off → on", "failing": False} in (
+        test["causes"]
+    )
+    assert "confirmed in a fresh process" in test["notes"]
