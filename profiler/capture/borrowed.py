@@ -13,8 +13,8 @@ from typing import Any
 
 from torch.profiler import ProfilerActivity, profile, record_function
 
+from tprof_engine.capture import gpu_state, torch_api
 from tprof_engine.capture import settings as torch_settings
-from tprof_engine.capture import torch_api
 from tprof_engine.capture.export import metadata_for_trace, write_trace
 from tprof_engine.capture.facts import REDUCTION_PATH, cuda_available, profiler_active
 from tprof_engine.capture.kineto import (
@@ -87,7 +87,7 @@ class BorrowedRounds:
             torch_api.inductor_left_unloaded(),
         ):
             self._prof.__enter__()
-        self._meter = LoadMeter()
+        self._meter = LoadMeter(gpu_state.meter_for_device(self.cuda))
         self._open = True
 
     @contextlib.contextmanager

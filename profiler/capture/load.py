@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from tprof_engine.capture.gpu_state import GpuMeter
 from tprof_engine.model.records import RoundLoad
 
 try:
@@ -39,7 +40,8 @@ class LoadMeter:
     before and first after, so it brackets the round's wall time closely.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, gpu: GpuMeter | None = None) -> None:
+        self._gpu = gpu  # the GPU's own readings (capture.gpu_state), when profiled
         self._sched = _open(_SCHEDSTAT)
         self._loadavg = _open(_LOADAVG)
         self._start: tuple[int, int, int, int, int] = (0, 0, 0, 0, 0)
@@ -75,6 +77,8 @@ class LoadMeter:
         return max(0, running - 1)
 
     def before(self) -> None:
+        if self._gpu is not None:
+            self._gpu.before()
         others = self._runnable_others()
         queued = self._queued_ns()
         inv, vol = self._switch_counts()
@@ -91,10 +95,14 @@ class LoadMeter:
         self._switches.append(inv - i0)
         self._blocks.append(vol - v0)
         self._neighbours.append(max(n0, self._runnable_others()))
+        if self._gpu is not None:
+            self._gpu.after()
 
     def result(self) -> RoundLoad:
         """The readings so far, one value per round."""
         linux, counted = self._sched is not None, _RUSAGE_THREAD is not None
+        gpu = None if self._gpu is None else self._gpu.result()
+        slowed, sm_mhz, gpu_others = (None, None, None) if gpu is None else gpu
         return RoundLoad(
             cpu_us=np.asarray(self._cpu, dtype=np.float64) / 1000.0,
             queued_us=np.asarray(self._queued, dtype=np.float64) / 1000.0 if linux else None,
@@ -104,6 +112,9 @@ class LoadMeter:
             if self._loadavg is not None
             else None,
             cpus=os.cpu_count() or 1,
+            gpu_slowed=slowed,
+            gpu_sm_mhz=sm_mhz,
+            gpu_others=gpu_others,
         )
 
     def close(self) -> None:
@@ -111,6 +122,8 @@ class LoadMeter:
             if fd is not None:
                 os.close(fd)
         self._sched = self._loadavg = None
+        if self._gpu is not None:
+            self._gpu.close()
 
     def __enter__(self) -> LoadMeter:
         return self

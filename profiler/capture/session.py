@@ -23,8 +23,8 @@ import numpy as np
 import torch
 from torch.profiler import ProfilerActivity, profile, record_function
 
+from tprof_engine.capture import gpu_state, torch_api
 from tprof_engine.capture import settings as torch_settings
-from tprof_engine.capture import torch_api
 from tprof_engine.capture.export import metadata_for_trace, write_trace
 from tprof_engine.capture.facts import REDUCTION_PATH, cuda_available, profiler_active
 from tprof_engine.capture.kineto import (
@@ -348,7 +348,7 @@ def _profile_rounds(
     wall_us = np.zeros(rounds)
     t_start = time.perf_counter()
     watch.add("rounds", t_start - t_early)
-    with LoadMeter() as meter, started_quietly(_session(spec)) as prof:
+    with _load_meter(spec) as meter, started_quietly(_session(spec)) as prof:
         t_first = time.perf_counter()
         for r in range(rounds):
             args, kwargs = call.arguments()
@@ -394,6 +394,11 @@ def _unprofiled_rounds(call: Call, spec: RoundSpec, early: int) -> tuple[Any, tu
     return value, names[early:]
 
 
+def _load_meter(spec: RoundSpec) -> LoadMeter:
+    """The rounds' readings: the machine's, and the GPU's when it is profiled."""
+    return LoadMeter(gpu_state.meter_for_device(spec.cuda))
+
+
 def _session(spec: RoundSpec) -> profile:
     activities = [ProfilerActivity.CPU, *([ProfilerActivity.CUDA] if spec.cuda else [])]
     return profile(
@@ -411,7 +416,7 @@ def round_counters(
     if load is None:
         return []
     rows = round_readings(wall_us, load)
-    keys = ("wall_us", "cpu_us", "queued_us", "neighbours")
+    keys = ("wall_us", "cpu_us", "queued_us", "neighbours", "gpu_sm_mhz", "gpu_others")
     return [
         (start, {k: row[k] for k in keys if k in row})
         for start, row in zip(starts_ns, rows, strict=False)

@@ -6,11 +6,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 import numpy as np
 
 from tprof_engine.model.arrays import BoolArray, FloatArray
+from tprof_engine.model.gpu_clocks import SLOWING_REASONS, reasons_text
 from tprof_engine.model.ranks import ranks_in
 from tprof_engine.model.records import OpTable
 
@@ -67,10 +68,22 @@ def crowded_rounds(table: OpTable, *, crowd: float, siblings: int = 0) -> BoolAr
     return crowded
 
 
+def slowed_gpu_rounds(table: OpTable) -> BoolArray | None:
+    """Which rounds ran while the GPU held its clocks down for the machine's sake (thermal,
+    hardware slowdown, power brake: ``capture.gpu_state.SLOWING_REASONS``); None without
+    GPU readings."""
+    load = table.load
+    if load is None or load.gpu_slowed is None:
+        return None
+    slowed: BoolArray = (load.gpu_slowed & SLOWING_REASONS) != 0
+    return slowed
+
+
 def disturbed_rounds(table: OpTable, rule: Disturbance) -> BoolArray | None:
-    """Rounds that waited for a CPU or shared the machine; None without readings."""
+    """Rounds that waited for a CPU, shared the machine, or ran on a slowed GPU; None without
+    readings."""
     found = _masks(table, rule)
-    return None if found is None else found[0] | found[1]
+    return None if found is None else found.waited | found.crowded | found.gpu
 
 
 # A distributed test's ranks share the machine's cores and wait for one another's threads in
@@ -81,8 +94,14 @@ def disturbed_rounds(table: OpTable, rule: Disturbance) -> BoolArray | None:
 RANK_WAIT_SHARE = 0.25
 
 
-def _masks(table: OpTable, rule: Disturbance) -> tuple[BoolArray, BoolArray] | None:
-    """The rounds that waited and the rounds that were crowded (none without neighbours).
+class _Masks(NamedTuple):
+    waited: BoolArray  # waited for a CPU
+    crowded: BoolArray  # shared the machine (none without neighbour readings)
+    gpu: BoolArray  # ran on a GPU slowed by the machine (none without GPU readings)
+
+
+def _masks(table: OpTable, rule: Disturbance) -> _Masks | None:
+    """The rounds that waited, were crowded, or ran on a slowed GPU.
 
     A distributed test's table (one of joined ranks) counts its ranks' own threads, each
     rank's and its backend's worker, as the run's load, not as neighbours."""
@@ -94,7 +113,9 @@ def _masks(table: OpTable, rule: Disturbance) -> tuple[BoolArray, BoolArray] | N
     if waited is None:
         return None
     crowded = crowded_rounds(table, crowd=rule.crowd_share, siblings=siblings)
-    return waited, np.zeros_like(waited) if crowded is None else crowded
+    gpu = slowed_gpu_rounds(table)
+    none = np.zeros_like(waited)
+    return _Masks(waited, none if crowded is None else crowded, none if gpu is None else gpu)
 
 
 class Disturbance(Protocol):
@@ -118,8 +139,15 @@ class Busy:
     waited: int  # rounds that waited for a CPU
     waited_share: float  # of those rounds' wall time, the share spent waiting
     crowded: int  # rounds that shared the machine with other runnable tasks
-    disturbed: int  # rounds that did either
+    disturbed: int  # rounds that did any of these
     cpus: int
+    gpu_slowed: int = 0  # rounds on a GPU the machine slowed (thermal, power brake, ...)
+    gpu_reasons: int = 0  # the slowing reasons those rounds saw (NVML bits)
+
+    @property
+    def on_gpu(self) -> bool:
+        """The slowed GPU, not the CPU, kept most disturbed rounds out."""
+        return self.gpu_slowed * 2 > self.disturbed
 
     @property
     def quiet(self) -> int:
@@ -138,6 +166,11 @@ class Busy:
                 f"{self.crowded} of {self.rounds} ran beside other processes "
                 f"busy on the machine's {self.cpus} CPU(s)"
             )
+        if self.gpu_slowed:
+            parts.append(
+                f"{self.gpu_slowed} of {self.rounds} ran while the GPU held its clocks down "
+                f"({reasons_text(self.gpu_reasons & SLOWING_REASONS)})"
+            )
         return "; ".join(parts) or f"0 of {self.rounds} rounds disturbed"
 
 
@@ -147,15 +180,18 @@ def busy_of(table: OpTable, rule: Disturbance) -> Busy | None:
     waited = waited_us(table)
     if found is None or waited is None or table.load is None:
         return None
-    waited_mask, crowded = found
+    waited_mask, crowded, gpu = found
     wall = float(table.wall_us[waited_mask].sum())
+    reasons = table.load.gpu_slowed
     return Busy(
         rounds=table.rounds,
         waited=int(waited_mask.sum()),
         waited_share=float(waited[waited_mask].sum()) / wall if wall > 0 else 0.0,
         crowded=int(crowded.sum()),
-        disturbed=int((waited_mask | crowded).sum()),
+        disturbed=int((waited_mask | crowded | gpu).sum()),
         cpus=table.load.cpus,
+        gpu_slowed=int(gpu.sum()),
+        gpu_reasons=0 if reasons is None else int(np.bitwise_or.reduce(reasons[gpu], initial=0)),
     )
 
 
@@ -211,7 +247,32 @@ def run_summary(
             f"{name} ({b.disturbed} of {b.rounds})" for name, b in hit[:worst]
         )
     untimed = [name for name, b in found if b.quiet < SESSION_QUIET_ROUNDS]
-    return [line, *([_untimed_sessions(untimed, worst)] if saving and untimed else [])]
+    shared = _gpu_shared([t for _, t in tables])
+    return [
+        line,
+        *([shared] if shared else []),
+        *([_untimed_sessions(untimed, worst)] if saving and untimed else []),
+    ]
+
+
+def _gpu_shared(tables: Sequence[OpTable]) -> str | None:
+    """The run's rounds on a GPU other processes held a context on, said, not left out: NVML
+    can't tell an idle holder (a notebook's) from a busy one, and another context's kernels
+    take turns with the test's between kernels, which the device family (kernel time) doesn't
+    count; the idle family reports it."""
+    counts = [t.load.gpu_others for t in tables if t.load is not None]
+    readings = [c for c in counts if c is not None]
+    if not readings:
+        return None
+    shared = sum(int((c > 0).sum()) for c in readings)
+    rounds = sum(int(c.size) for c in readings)
+    if not shared:
+        return None
+    most = max(int(c.max()) for c in readings)
+    return (
+        f"GPU: {shared} of {rounds} measured rounds ran while up to {most} other process(es) "
+        "held a context on the GPU (kept: kernel time is judged; device idle time is reported)"
+    )
 
 
 def _untimed_sessions(names: Sequence[str], worst: int) -> str:

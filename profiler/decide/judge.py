@@ -115,6 +115,7 @@ def judge(
 
 
 MACHINE_BUSY = "machine busy"
+GPU_BUSY = "GPU busy"  # the GPU held its clocks down in too many rounds
 # What an inconclusive test still vouches for; the work gate, judged later, takes back its part.
 EXACT_UNCHANGED = "calls and work unchanged"
 CALLS_UNCHANGED = "calls unchanged"
@@ -136,7 +137,8 @@ def quiet_rounds(
     kept = [busy.quiet_table(t, rule) for t in baseline]
     usable = [t for t in kept if t.rounds >= busy.SESSION_QUIET_ROUNDS]
     if now is not None and now.quiet < rule.quiet_rounds_needed(current.rounds):
-        return list(baseline), current, f"{MACHINE_BUSY}: {now.describe()}"
+        label = GPU_BUSY if now.on_gpu else MACHINE_BUSY
+        return list(baseline), current, f"{label}: {now.describe()}"
     if not usable:
         why = "every baseline session's rounds were disturbed (re-record on a quieter machine)"
         return list(baseline), current, f"{MACHINE_BUSY}: {why}"

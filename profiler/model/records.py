@@ -218,6 +218,10 @@ def host_before_from_dict(data: Any, names: tuple[str, ...], rounds: int) -> Flo
     return out
 
 
+# Per-round counts a RoundLoad may hold, each None where it wasn't read.
+LOAD_COUNTS = ("switches", "blocks", "neighbours", "gpu_slowed", "gpu_sm_mhz", "gpu_others")
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RoundLoad:
     """What the machine let each measured round run, read around the body's calls.
@@ -227,7 +231,11 @@ class RoundLoad:
     else None: ``queued_us``, the time the thread waited in the run queue for a CPU
     (``/proc/thread-self/schedstat``); ``switches`` and ``blocks``, involuntary and voluntary
     context switches (``getrusage(RUSAGE_THREAD)``); ``neighbours``, other runnable tasks on
-    the machine at the round's end (``/proc/loadavg``).  Each array has one value per round.
+    the machine at the round's end (``/proc/loadavg``).  With a GPU whose driver answers
+    (NVML): ``gpu_slowed``, the clock-event reasons seen at the round's start or end
+    (``capture.gpu_state``), ``gpu_sm_mhz``, its SM clock at the round's end, and
+    ``gpu_others``, other processes holding a context on it.  Each array has one value per
+    round.
     """
 
     cpu_us: FloatArray
@@ -236,18 +244,19 @@ class RoundLoad:
     blocks: IntArray | None = None  # voluntary context switches: the thread blocked itself
     neighbours: IntArray | None = None
     cpus: int = 1  # the machine's CPUs, which the neighbours shared
+    gpu_slowed: IntArray | None = None  # NVML clock-event reason bits
+    gpu_sm_mhz: IntArray | None = None
+    gpu_others: IntArray | None = None
+
+    def _parts(self, pick: Any) -> dict[str, Any]:
+        return {k: None if (v := getattr(self, k)) is None else pick(v) for k in LOAD_COUNTS}
 
     def rounds_slice(self, keep: Any) -> RoundLoad:
-        def part(a: Any) -> Any:
-            return None if a is None else a[keep]
-
         return RoundLoad(
             cpu_us=self.cpu_us[keep],
-            queued_us=part(self.queued_us),
-            switches=part(self.switches),
-            blocks=part(self.blocks),
-            neighbours=part(self.neighbours),
+            queued_us=None if self.queued_us is None else self.queued_us[keep],
             cpus=self.cpus,
+            **self._parts(lambda a: a[keep]),
         )
 
     def per_iteration(self, iterations: int) -> RoundLoad:
@@ -262,7 +271,7 @@ class RoundLoad:
         out: dict[str, Any] = {"cpu_us": rounded(self.cpu_us), "cpus": self.cpus}
         if self.queued_us is not None:
             out["queued_us"] = rounded(self.queued_us)
-        for key in ("switches", "blocks", "neighbours"):
+        for key in LOAD_COUNTS:
             values = getattr(self, key)
             if values is not None:
                 out[key] = [int(v) for v in values]
@@ -273,7 +282,7 @@ class RoundLoad:
         """Inverse of :meth:`to_dict`, checked: a malformed part is a ``ValueError`` naming it."""
         if not isinstance(data, Mapping):
             raise ValueError("must be an object of per-round arrays")
-        known = {"cpu_us", "queued_us", "switches", "blocks", "neighbours", "cpus"}
+        known = {"cpu_us", "queued_us", "cpus", *LOAD_COUNTS}
         unknown = sorted(set(data) - known)
         if unknown:
             raise ValueError(f"unknown key {unknown[0]!r}")
@@ -294,10 +303,8 @@ class RoundLoad:
             queued_us=None
             if data.get("queued_us") is None
             else per_round(data["queued_us"], rounds, "queued_us"),
-            switches=counts("switches"),
-            blocks=counts("blocks"),
-            neighbours=counts("neighbours"),
             cpus=cpus,
+            **{key: counts(key) for key in LOAD_COUNTS},
         )
 
 
@@ -345,8 +352,6 @@ def _concat_loads(loads: Sequence[RoundLoad]) -> RoundLoad:
     return RoundLoad(
         cpu_us=np.concatenate([x.cpu_us for x in loads]),
         queued_us=part("queued_us"),
-        switches=part("switches"),
-        blocks=part("blocks"),
-        neighbours=part("neighbours"),
         cpus=loads[0].cpus,
+        **{key: part(key) for key in LOAD_COUNTS},
     )
