@@ -31,7 +31,8 @@ class RunConfig:
     probe: bool = True
     threads: int = 1  # intra-op threads while profiling; 0 keeps torch's setting
     save_trace: bool = False  # keep the saved run's trace next to its baseline
-    all_traces: bool = False  # every test's trace, not only those that didn't pass unchanged
+    all_traces: bool = True  # every test's trace (False: those whose ops moved, and saves')
+    trace_runs: int = 3  # runs of each test whose traces stay (a failing run prunes none)
     census: bool = True  # take the work census of each test (one unprofiled pass, two rounds)
     stack: bool = False  # the census keeps the user's source line of each op's first call
     nvtx: bool = False  # NVTX ranges per test and round, for Nsight (CUDA builds only)

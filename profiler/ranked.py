@@ -14,7 +14,7 @@ import shutil
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -76,6 +76,9 @@ class Ranked:
 
     def capture(self, spec: Any) -> Any:
         """Start the ranks, run ``spec``'s rounds in each, and join what they bring back."""
+        if spec.before_rounds is not None:  # the ranks' rounds, not beside a trace export
+            spec.before_rounds()
+        spec = replace(spec, before_rounds=None)  # the ranks are processes of their own
         self._captures += 1
         first = self._captures == 1
         traces = self._scratch / f"capture{self._captures}"

@@ -30,7 +30,7 @@ from tprof_engine.model.verdicts import (
     TestVerdict,
 )
 from tprof_engine.model.work import WorkTable
-from tprof_engine.store import baselines, files, paths, schema, trace_files
+from tprof_engine.store import baselines, files, paths, run_traces, schema, trace_files
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -72,7 +72,10 @@ class Runner:
         self.facts = facts.torch_facts()
         self.fingerprint = Fingerprint.collect(self.facts)
         self.reduction = facts.REDUCTION_PATH
-        self.run_stamp = trace_files.run_stamp()  # names this run's traces
+        self.traces = run_traces.RunTraces(
+            None if config.trace_dir is None else Path(config.trace_dir),
+            every=config.all_traces, save_trace=config.save_trace, keep_runs=config.trace_runs,
+        )  # fmt: skip
         self.startup_s: float | None = None  # the process's first profiler start (once)
         self.nvtx = config.nvtx and facts.nvtx_available()
         # asked for, not given here: said once
@@ -102,9 +105,7 @@ class Runner:
 
     def trace_path(self, nodeid: str) -> Path | None:
         """Where this run writes the test's trace, when it writes one."""
-        if self.config.trace_dir is None:
-            return None
-        return trace_files.trace_path(Path(self.config.trace_dir), nodeid, self.run_stamp)
+        return self.traces.path(nodeid)
 
     def protocol(self, *, rounds: int, warmup: int, iterations: int) -> dict[str, Any]:
         # profile_memory is written only when on: baselines without it were taken without it.
@@ -258,6 +259,7 @@ class Runner:
             record_shapes=cfg.record_shapes, profile_memory=cfg.profile_memory,
             nvtx_label=f"tprof:{nodeid}" if self.nvtx else None,
             trace_metadata={"nodeid": nodeid},  # the trace is written once judged
+            before_rounds=self.traces.quiet,  # no trace export beside the profiled rounds
         )  # fmt: skip
 
     def _confirmed(
@@ -322,8 +324,9 @@ class Runner:
             cfg.warmup if warmup is None else warmup
         )
         return self._borrowed.BorrowedRounds(
-            budget=budget, probe=cfg.probe, record_shapes=cfg.record_shapes
-        )
+            budget=budget, probe=cfg.probe, record_shapes=cfg.record_shapes,
+            before_start=self.traces.quiet,
+        )  # fmt: skip
 
     def threads(self) -> Any:
         """The intra-op threads tprof profiles with, as a context manager."""
@@ -385,14 +388,8 @@ class Runner:
         )
 
     def _kept_trace(self, test: ProfiledTest, capture: Any, watch: Stopwatch) -> ProfiledTest:
-        """The test with its trace written when its verdict wants one (``store.trace_files``)."""
-        cfg, path = self.config, self.trace_path(test.nodeid)
-        if path is None or capture.write_trace is None:
-            return test
-        with watch.stage("export"):
-            return trace_files.with_trace(
-                test, capture.write_trace, path, every=cfg.all_traces, save_trace=cfg.save_trace
-            )
+        """The test naming its trace when its verdict wants one (``store.run_traces``)."""
+        return self.traces.kept(test, capture.write_trace, watch)
 
     def side_by_side(self, test: ProfiledTest) -> ProfiledTest:
         """With the baseline's trace kept, write both runs into one trace, regressed ops marked."""

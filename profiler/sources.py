@@ -14,7 +14,7 @@ from tprof_engine.decide import judge as judging
 from tprof_engine.model.errors import TprofError
 from tprof_engine.model.limits import is_count
 from tprof_engine.model.results import Source
-from tprof_engine.store import baselines, files, paths, reading
+from tprof_engine.store import baselines, files, paths, reading, trace_files
 
 # How far into a ``.json`` file to look for the marks of a Chrome trace.
 _SNIFF_BYTES = 65536
@@ -83,12 +83,13 @@ class Damaged:
 
 
 def load_folder(folder: Path) -> tuple[list[Source], list[Damaged]]:
-    """Every baseline and gzipped trace under ``folder`` (recursive), and each file that could
-    not be read."""
+    """Every baseline and gzipped trace under ``folder`` (recursive) that stands for a test
+    (a run's newest trace of each test; a baseline, not the trace kept beside it:
+    ``trace_files.one_per_test``), and each file that could not be read."""
     sources: list[Source] = []
     damaged: list[Damaged] = []
     gzipped = (p for p in Path(folder).rglob("*.json.gz") if not p.name.startswith("."))
-    for path in sorted({*paths.iter_baselines(folder), *gzipped}):
+    for path in trace_files.one_per_test({*paths.iter_baselines(folder), *gzipped}):
         try:
             sources.append(load_source(path))
         except TprofError as exc:

@@ -62,6 +62,12 @@ _OPTIONS: tuple[_Option, ...] = (
             "folder of baselines (default: baselines)"),
     _Option("--tprof-trace-dir", "tprof_trace_dir", "path", ".tprof/traces",
             "folder of Chrome traces (default: .tprof/traces)"),
+    _Option("--tprof-traces", "tprof_traces", "switch", True,
+            "write every profiled test's Chrome trace; --no-tprof-traces: only those whose "
+            "ops moved (default: on)"),
+    _Option("--tprof-trace-keep", "tprof_trace_keep", "int", 3,
+            "runs of each test whose traces stay; a failing test's stay until it passes "
+            "(default: 3)"),
     _Option("--tprof-window", "tprof_window", "int", DEFAULT_WINDOW,
             f"sessions a baseline keeps (default: {DEFAULT_WINDOW})"),
     _Option("--tprof-floor", "tprof_floor", "float", None,
@@ -196,6 +202,7 @@ _RANGES: dict[str, tuple[float, float, bool]] = {
     # and pooled on each run: a longer window only slows the run.
     "tprof_window": (1, 100, True),
     "tprof_threads": (0, 1024, True),  # more intra-op threads than any machine has cores
+    "tprof_trace_keep": (1, 1000, True),
     # The body runs rounds + warm-up rounds per test and calibration stops at 1000 calls per
     # round: above a second, a minimum only makes each test's profiling minutes long.
     "tprof_min_round_us": (0.0, 1e6, False),
@@ -400,7 +407,9 @@ def _run_config(values: Mapping[str, Any], baseline_dir: Path, trace_dir: Path |
         nvtx="nvtx" in collect,
         counters="counters" in collect,
         profile_memory="memory" in collect,
-        all_traces="traces" in collect,
+        # --tprof-collect=traces asked for every trace before that became the default
+        all_traces=values["tprof_traces"] or "traces" in collect,
+        trace_runs=values["tprof_trace_keep"],
     )
 
 

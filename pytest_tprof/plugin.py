@@ -203,6 +203,7 @@ class TprofPlugin:
             verdict = policy.awaiting_serial_confirmation(verdict, self.workers)
         elif step == policy.FRESH_PROCESS:
             self._progress("[tprof: slower; confirming in a fresh process]")
+            self.runner.traces.quiet()  # no trace export beside the fresh process's rounds
             child = fresh.verdict_in_fresh_process(
                 self.config,
                 self.settings,
@@ -303,6 +304,7 @@ class TprofPlugin:
         return report
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        self._traces_written()
         if self.is_worker:
             workeroutput = getattr(self.config, "workeroutput", None)
             if workeroutput is not None:
@@ -324,6 +326,23 @@ class TprofPlugin:
         # publishes it must not go green on a stale or missing file.  An earlier status stays.
         if not self._write_reports() and session.exitstatus == pytest.ExitCode.OK:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+    def _traces_written(self) -> None:
+        """Wait for the traces still being written; a test whose trace couldn't be says so."""
+        if self._runner is None:
+            return
+        for w in self._runner.traces.finish():
+            result = self.results.get(w.nodeid)
+            if w.problem and result is not None and result.trace == str(w.path):
+                self.results[w.nodeid] = trace_files.with_written(result, w.written, w.problem)
+                self.messages.append(f"tprof: {w.problem}")
+        pruned = len(self._runner.traces.pruned)
+        if pruned:
+            keep = self.settings.run.trace_runs
+            self.messages.append(
+                f"tprof: {pruned} older trace(s) removed: each test keeps its last {keep} runs' "
+                "(--tprof-trace-keep), a failing one all until it passes"
+            )
 
     def _bound_traces(self) -> None:
         """The trace folder held to its bound, oldest first; this run's traces stay."""

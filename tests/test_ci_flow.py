@@ -128,6 +128,7 @@ def test_baselines_travel_between_ci_runs_as_artifacts(tmp_path: Path) -> None:
     assert set(verdicts) == set(NODES)
     assert "regressed" not in verdicts.values()
     assert (flow.store / "pr" / "p1" / "tprof.md").is_file()
+    # the job uploads the traces of failed tests only (each test wrote one in its work folder)
     assert list((flow.store / "pr" / "p1" / "traces").iterdir()) == []
 
     planted = flow.run("pr", "p2", *FAST, plant="wider")

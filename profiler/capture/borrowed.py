@@ -6,7 +6,7 @@ import contextlib
 import functools
 import json
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -55,8 +55,16 @@ class BorrowedRounds:
     figures.  After ``budget`` kept rounds the session stops, so later rounds run unprofiled.
     """
 
-    def __init__(self, *, budget: int, probe: bool, record_shapes: bool) -> None:
+    def __init__(
+        self,
+        *,
+        budget: int,
+        probe: bool,
+        record_shapes: bool,
+        before_start: Callable[[], None] | None = None,
+    ) -> None:
         self.budget = budget
+        self._before_start = before_start  # waits for the trace writer: no export beside rounds
         self.cuda = cuda_available()
         self.iterations = 1
         self._probe = Probe(self.cuda) if probe else None
@@ -78,6 +86,8 @@ class BorrowedRounds:
         if profiler_active():
             self.problem = "a torch profiler was already running, so tprof could not open one"
             return
+        if self._before_start is not None:
+            self._before_start()
         self.iterations = iterations
         activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if self.cuda else [])
         self._prof = profile(activities=activities, record_shapes=self._record_shapes)

@@ -194,6 +194,9 @@ class RoundSpec:
     nvtx_label: str | None = None  # an NVTX range per capture and round, for Nsight
     trace_path: Path | None = None
     trace_metadata: Mapping[str, Any] = field(default_factory=dict)
+    # Called before the profiled rounds start: waits for the trace writer, whose exports must
+    # not share a round's CPU, memory bandwidth and GIL (store.trace_writer).
+    before_rounds: Callable[[], None] | None = field(default=None, compare=False)
 
     def check(self) -> None:
         """A ConfigError naming the first count out of range."""
@@ -337,8 +340,8 @@ def _profile_rounds(
     Returns the session, each profiled round's wall time in µs, what the machine let each
     run (with each one's start on the wall clock), and the body's last value; the spec's
     trace metadata goes into the session's trace, one JSON value per key, and so do the
-    rounds' readings (``tprof_rounds``).  ``watch`` gets the rounds' seconds and the
-    profiler's start and stop.
+    rounds' readings (``tprof_rounds``).  ``watch`` gets the rounds' seconds, the profiler's
+    start and stop, and the wait for an earlier test's trace (``export``).
     """
     early = spec.warmup - profiled_warmup
     rounds = profiled_warmup + spec.rounds
@@ -346,9 +349,14 @@ def _profile_rounds(
     value, nvtx_rounds = _unprofiled_rounds(call, spec, early)
     drift_probe = Probe(spec.cuda) if spec.probe else None
     wall_us = np.zeros(rounds)
+    waited = _writer_done(spec)
     t_start = time.perf_counter()
-    watch.add("rounds", t_start - t_early)
-    with _load_meter(spec) as meter, started_quietly(_session(spec)) as prof:
+    watch.add("rounds", t_start - t_early - waited)
+    watch.add("export", waited)
+    with (
+        LoadMeter(gpu_state.meter_for_device(spec.cuda)) as meter,
+        started_quietly(_session(spec)) as prof,
+    ):
         t_first = time.perf_counter()
         for r in range(rounds):
             args, kwargs = call.arguments()
@@ -369,12 +377,7 @@ def _profile_rounds(
                 meter.after()
         t_last = time.perf_counter()
         load = meter.result()
-        metadata = metadata_for_trace(
-            profiled_warmup, spec.rounds, spec.iterations, spec.trace_metadata
-        )
-        with torch_api.own_warnings_quiet():
-            for key, val in {**metadata, "tprof_rounds": round_readings(wall_us, load)}.items():
-                prof.add_metadata_json(key, json.dumps(val, sort_keys=True))
+        _add_metadata(prof, spec, profiled_warmup, round_readings(wall_us, load))
     watch.add("rounds", t_last - t_first)
     watch.add("profiler", (t_first - t_start) + (time.perf_counter() - t_last))
     return prof, wall_us, (load, meter.starts_ns), value
@@ -394,9 +397,26 @@ def _unprofiled_rounds(call: Call, spec: RoundSpec, early: int) -> tuple[Any, tu
     return value, names[early:]
 
 
-def _load_meter(spec: RoundSpec) -> LoadMeter:
-    """The rounds' readings: the machine's, and the GPU's when it is profiled."""
-    return LoadMeter(gpu_state.meter_for_device(spec.cuda))
+def _writer_done(spec: RoundSpec) -> float:
+    """Seconds waited for ``spec.before_rounds`` (the trace writer's last export): no export
+    shares a profiled round."""
+    if spec.before_rounds is None:
+        return 0.0
+    t0 = time.perf_counter()
+    spec.before_rounds()
+    return time.perf_counter() - t0
+
+
+def _add_metadata(
+    prof: profile, spec: RoundSpec, profiled_warmup: int, readings: list[dict[str, Any]]
+) -> None:
+    """The trace's metadata: how it was recorded, of which test, and each round's readings."""
+    metadata = metadata_for_trace(
+        profiled_warmup, spec.rounds, spec.iterations, spec.trace_metadata
+    )
+    with torch_api.own_warnings_quiet():
+        for key, val in {**metadata, "tprof_rounds": readings}.items():
+            prof.add_metadata_json(key, json.dumps(val, sort_keys=True))
 
 
 def _session(spec: RoundSpec) -> profile:

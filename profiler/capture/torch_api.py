@@ -29,6 +29,7 @@ import contextlib
 import functools
 import re
 import sys
+import threading
 import warnings
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -197,7 +198,15 @@ def notes(features: Features, *, cuda: bool) -> tuple[str, ...]:
 def own_warnings_quiet() -> Iterator[None]:
     """Keep the warnings torch raises from tprof's own profiler calls (start, stop, export,
     reading events) away from the user's filters: a suite with ``filterwarnings = error``
-    must not fail on them.  Only wrap tprof's calls: the body runs outside."""
+    must not fail on them.  Only wrap tprof's calls: the body runs outside.
+
+    In the main thread only: the filters are the process's, so another thread (the trace
+    writer's) changing them would hide the test's own warnings, or lose pytest's filters of
+    the test running beside it.  A warning there goes through the filters in force; one they
+    make an error fails that trace's write, never the test."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         yield

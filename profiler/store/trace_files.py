@@ -1,14 +1,14 @@
 """The folder of Chrome traces (``.tprof/traces``): which runs leave a trace, its name, and how
 long it stays.
 
-- A test's trace is written when its ops moved (it regressed, changed or improved), when its
-  recording keeps its trace beside the baseline, or for every test when the run asks for all
-  of them. A test that had nothing to compare against (no baseline, another environment's, a
-  damaged one) has nothing to show in a trace that is worth its export (0.7–0.9 s for a
-  160k-event test): the first run of a suite writes none.
+- Every profiled test leaves its trace (a save, a compare, a first run, an inconclusive or
+  busy one), written off the test's path (``store.trace_writer``); ``--no-tprof-traces``
+  keeps only those a report needs: the tests whose ops moved (regressed, changed, improved)
+  and a recording's kept beside its baseline.
 - Each trace is named by its test and the run (``<test>.<run>.pt.trace.json.gz``), so the
-  next run of the test doesn't overwrite it: a failure's trace, and its side-by-side one,
-  stay until the test next passes, which removes the test's older traces.
+  next run of the test doesn't overwrite it.  A test keeps the traces of its last
+  ``--tprof-trace-keep`` runs (:func:`prune_runs`); a failing run prunes nothing, so a
+  failure's trace, and its side-by-side one, stay until the test passes again.
 - A distributed test's run keeps one trace per rank in a folder of its own
   (``<test>.<run>/rank<N>.pt.trace.json.gz``), as Holistic Trace Analysis loads them; the
   folder goes with its traces.
@@ -22,7 +22,7 @@ import contextlib
 import re
 import shutil
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import replace
 from pathlib import Path
 from typing import Final
@@ -46,9 +46,9 @@ TRACED: Final = frozenset({REGRESSED, CHANGED, IMPROVED})
 
 
 def wanted(verdict: str, *, every: bool, save_trace: bool) -> bool:
-    """Whether a test with this verdict leaves its trace: one whose ops moved does; one with
-    nothing to show (unchanged, inconclusive, or not compared at all) doesn't, unless every
-    trace is asked for."""
+    """Whether a test with this verdict leaves its trace: every test does, unless the run
+    asked for fewer (``every`` False), and then one whose ops moved, or a recording that
+    keeps its trace beside the baseline."""
     if every:
         return True
     if verdict == SAVED:
@@ -56,26 +56,17 @@ def wanted(verdict: str, *, every: bool, save_trace: bool) -> bool:
     return verdict in TRACED
 
 
-def with_trace(
-    test: ProfiledTest,
-    write: Callable[[Path], tuple[Path | None, str]],
-    path: Path,
-    *,
-    every: bool,
-    save_trace: bool,
-) -> ProfiledTest:
-    """The test with its trace written to ``path`` when its verdict wants one (a trace that
-    can't be written is a note); a test that passed has its older traces removed."""
-    if wanted(test.verdict.verdict, every=every, save_trace=save_trace):
-        written, problem = write(path)
-        verdict = test.verdict.with_notes(problem) if problem else test.verdict
-        test = replace(
-            test, trace=None if written is None else str(written), trace_problem=problem,
-            verdict=verdict,
-        )  # fmt: skip
-    if test.verdict.verdict not in FAILING:
-        forget_earlier(path.parent, test.nodeid, keep=[Path(test.trace or path)])
-    return test
+def with_written(test: ProfiledTest, written: Path | None, problem: str) -> ProfiledTest:
+    """The test naming the trace written for it, or saying in a note why none was."""
+    verdict = test.verdict.with_notes(problem) if problem else test.verdict
+    trace = None if written is None else str(written)
+    return replace(test, trace=trace, trace_problem=problem, verdict=verdict)
+
+
+def prunes(verdict: str) -> bool:
+    """Whether a run with this verdict prunes its test's older traces: a failing one keeps
+    them all, so the failure's traces stay until the test passes."""
+    return verdict not in FAILING
 
 
 def with_side_by_side(test: ProfiledTest, baseline_trace: Path) -> ProfiledTest:
@@ -139,16 +130,45 @@ def traces_of(folder: Path, nodeid: str) -> list[Path]:
     return runs + [p for p in ranks if _RUN_PART.fullmatch(p.parent.name[len(stem) :] + SUFFIX)]
 
 
-def forget_earlier(folder: Path, nodeid: str, keep: Iterable[Path] = ()) -> list[Path]:
-    """Remove the test's traces but ``keep`` (and the other ranks of a kept rank trace): it
-    passed.  Returns what went."""
-    kept = {Path(p).resolve() for p in keep}
-    kept_runs = {p.parent for p in kept if p.parent != folder.resolve()}
-    return _remove(
-        p
-        for p in traces_of(folder, nodeid)
-        if p.resolve() not in kept and p.resolve().parent not in kept_runs
-    )
+_RUN_TRACE = re.compile(
+    r"(?P<stem>.+)\.(?P<run>\d{8}T\d{6}\.\d{6})(?P<beside>\.vs-baseline)?" + re.escape(SUFFIX)
+)
+
+
+def one_per_test(found: Iterable[Path]) -> list[Path]:
+    """The files of a folder that stand for its tests, one each: a run's trace folder holds
+    each test's newest run (not its older runs, nor a side-by-side trace, which holds two
+    runs), and a baseline folder its baselines (not the traces ``--tprof-save-trace`` keeps
+    beside them)."""
+    found = sorted(found)
+    names = {p.with_suffix("") for p in found if p.suffix == ".json"}  # baselines, by stem
+    newest: dict[tuple[Path, str], Path] = {}
+    out = []
+    for p in found:
+        run = _RUN_TRACE.fullmatch(p.name)
+        if run is None:
+            if not (p.name.endswith(SUFFIX) and p.with_name(p.name[: -len(SUFFIX)]) in names):
+                out.append(p)
+            continue
+        if run["beside"] is None:  # in name order: a later run replaces an earlier one
+            newest[(p.parent, run["stem"])] = p
+    return sorted([*out, *newest.values()])
+
+
+def _run_of(path: Path, stem: str) -> str:
+    """The run a trace of the test belongs to: its stamp ("" for a trace named without one)."""
+    name = path.parent.name + SUFFIX if _RANK_NAME.fullmatch(path.name) else path.name
+    found = _RUN_PART.fullmatch(name[len(stem) :])
+    return (found.group(1) or "") if found else ""
+
+
+def prune_runs(folder: Path, nodeid: str, runs: int) -> list[Path]:
+    """Remove the test's traces but those of its newest ``runs`` runs (a run's side-by-side
+    and rank traces go with it).  Returns what went."""
+    stem = paths.slug(nodeid)
+    found = traces_of(folder, nodeid)
+    newest = sorted({_run_of(p, stem) for p in found}, reverse=True)[: max(runs, 0)]
+    return _remove(p for p in found if _run_of(p, stem) not in newest)
 
 
 def bounded(

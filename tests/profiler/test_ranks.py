@@ -145,7 +145,7 @@ def test_a_distributed_runs_traces_share_a_folder_that_goes_when_the_test_passes
     found = trace_files.traces_of(tmp_path, nodeid)
     assert len(found) == 4
     kept = trace_files.rank_folder(newer) / "rank0.pt.trace.json.gz"
-    gone = trace_files.forget_earlier(tmp_path, nodeid, keep=[kept])
+    gone = trace_files.prune_runs(tmp_path, nodeid, 1)
     assert sorted(p.name for p in gone) == ["rank0.pt.trace.json.gz", "rank1.pt.trace.json.gz"]
     assert not trace_files.rank_folder(older).exists()
     assert sorted(p.name for p in trace_files.rank_folder(newer).iterdir()) == [

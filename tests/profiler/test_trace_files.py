@@ -17,6 +17,7 @@ NODE = "tests/test_a.py::test_step"
     [
         ("unchanged", False, False, False),
         ("unchanged", True, False, True),
+        ("saved", True, False, True),
         ("regressed", False, False, True),
         ("inconclusive", False, False, False),
         ("inconclusive", True, False, True),
@@ -43,22 +44,22 @@ def touch(path: Path, size: int = 10, age_s: float = 0.0) -> Path:
     return path
 
 
-def test_each_run_names_its_own_trace_and_a_passing_run_removes_the_older_ones(
-    tmp_path: Path,
-) -> None:
-    runs = ["20261126T100000.000001", "20261126T100500.000002"]
+def test_each_run_names_its_own_trace_and_a_test_keeps_its_newest_runs(tmp_path: Path) -> None:
+    runs = ["20261126T100000.000001", "20261126T100500.000002", "20261126T101000.000003"]
     made = [touch(tf.trace_path(tmp_path, NODE, r)) for r in runs]
-    made.append(touch(tf.beside_path(made[0])))
+    beside = touch(tf.beside_path(made[1]))
     old_style = touch(tmp_path / f"{tf.paths.slug(NODE)}.pt.trace.json.gz")
     other = touch(tf.trace_path(tmp_path, "tests/test_a.py::test_step2", runs[0]))
     not_a_trace = touch(tmp_path / f"{tf.paths.slug(NODE)}.notes.txt")
     assert made[1].name == f"{tf.paths.slug(NODE)}.{runs[1]}.pt.trace.json.gz"
-    assert made[2].name.endswith(f"{runs[0]}.vs-baseline.pt.trace.json.gz")
-    assert set(tf.traces_of(tmp_path, NODE)) == {*made, old_style}
+    assert beside.name.endswith(f"{runs[1]}.vs-baseline.pt.trace.json.gz")
+    assert set(tf.traces_of(tmp_path, NODE)) == {*made, beside, old_style}
 
-    gone = tf.forget_earlier(tmp_path, NODE, keep=[made[1]])
-    assert set(gone) == {made[0], made[2], old_style}
-    assert {p for p in tmp_path.iterdir()} == {made[1], other, not_a_trace}
+    gone = tf.prune_runs(tmp_path, NODE, 2)  # the newest two runs stay, side by side and all
+    assert set(gone) == {made[0], old_style}
+    assert {p for p in tmp_path.iterdir()} == {made[1], beside, made[2], other, not_a_trace}
+    assert set(tf.prune_runs(tmp_path, NODE, 1)) == {made[1], beside}
+    assert tf.prunes("unchanged") and tf.prunes("inconclusive") and not tf.prunes("regressed")
 
 
 def test_the_folder_is_bounded_oldest_first_and_a_named_trace_stays(tmp_path: Path) -> None:

@@ -363,22 +363,21 @@ def test_a_failures_trace_stays_until_the_test_passes_again(
 ) -> None:
     run(model, monkeypatch, "--tprof-save", "--tprof-save-trace")
     _, unchanged = run(model, monkeypatch, "--tprof")
-    if unchanged["verdict"] == "unchanged":  # a passing test leaves no trace by default
-        assert unchanged["trace"] is None and traces_in(model) == set()
+    assert unchanged["trace"] is not None  # every profiled test leaves its trace
+    earlier = traces_in(model)
+    assert Path(str(unchanged["trace"])).name in earlier and len(earlier) == 2  # and the save's
 
-    _, first = run(model, monkeypatch, "--tprof", plant="wider")
-    _, second = run(model, monkeypatch, "--tprof", plant="wider")
+    keep_one = "--tprof-trace-keep=1"
+    _, first = run(model, monkeypatch, "--tprof", keep_one, plant="wider")
+    _, second = run(model, monkeypatch, "--tprof", keep_one, plant="wider")
     assert first["verdict"] == second["verdict"] == "regressed"
     named = {Path(str(t[key])).name for t in (first, second) for key in ("trace", "side_by_side")}
     assert len(named) == 4  # each run's trace and side-by-side one, under names of its own
-    earlier = {Path(str(unchanged["trace"])).name} if unchanged["trace"] else set()
-    assert traces_in(model) == named | earlier  # the second failure overwrote nothing
+    assert traces_in(model) == named | earlier  # a failing run removes none
 
-    _, passed = run(model, monkeypatch, "--tprof")
+    _, passed = run(model, monkeypatch, "--tprof", keep_one)
     assert passed["verdict"] in ("unchanged", "inconclusive")
-    left = {Path(str(passed["trace"])).name} if passed["trace"] else set()
-    assert traces_in(model) == left  # the failures' traces went once the test passed
+    assert traces_in(model) == {Path(str(passed["trace"])).name}  # it passed: its last run's
 
-    _, every = run(model, monkeypatch, "--tprof", "--tprof-collect=traces")
-    assert every["trace"] is not None
-    assert traces_in(model) == {Path(str(every["trace"])).name}
+    _, fewer = run(model, monkeypatch, "--tprof", "--no-tprof-traces")
+    assert fewer["trace"] is None  # its ops didn't move: no trace of this run

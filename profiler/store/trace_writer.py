@@ -1,0 +1,105 @@
+"""Chrome traces written off the test's path: a writer thread takes each capture's export and
+writes it while the next test sets up, calibrates and warms up.
+
+- **Bounded.** At most :data:`PENDING` exports wait (each holds its profiler session's
+  events); a test that finds the queue full waits for room, as it would have written its own.
+- **Never beside measured rounds.** :meth:`TraceWriter.quiet` waits until nothing is being
+  written: a capture calls it before its profiled rounds start, so an export's CPU, memory
+  bandwidth and GIL never share a round (nor a profiler session) with a test being measured.
+- **Flushed.** :meth:`TraceWriter.finish` waits for every export, at the end of the run (and of
+  an xdist worker), and gives what each wrote or why it couldn't: a failed write is a note on
+  its test and a line in the summary; the verdict never depends on it.
+- **Atomic.** Each export goes to a temporary name and is renamed when complete
+  (``store.files.atomic_path``): a run killed mid-export leaves no half-written trace under a
+  final name, and every trace of a test whose export finished is whole.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Final
+
+PENDING: Final = 2  # exports waiting at most: each holds a profiler session's events
+
+# Writes a capture's trace to a path: (the path written or None, why not).
+Export = Callable[[Path], tuple[Path | None, str]]
+
+
+@dataclass(frozen=True, slots=True)
+class Written:
+    """One export's outcome: the test, the path it was given, the path written (None: not)
+    and why not."""
+
+    nodeid: str
+    path: Path
+    written: Path | None
+    problem: str = ""
+
+
+_Job = tuple[str, Path, Export, Callable[["Written"], None] | None]
+
+
+@dataclass
+class _State:
+    done: list[Written] = field(default_factory=list)
+    busy: int = 0  # exports taken and not finished
+
+
+class TraceWriter:
+    """A thread writing traces in the order given; started on the first :meth:`submit`."""
+
+    def __init__(self) -> None:
+        self._jobs: queue.Queue[_Job | None] = queue.Queue(maxsize=PENDING)
+        self._state = _State()
+        self._idle = threading.Condition()
+        self._thread: threading.Thread | None = None
+
+    def submit(
+        self, nodeid: str, path: Path, export: Export, then: Callable[[Written], None] | None = None
+    ) -> None:
+        """Queue the export of ``nodeid``'s trace to ``path`` (waits while the queue is full);
+        ``then`` runs in the writer once it is written (pruning the test's older traces)."""
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="tprof-traces", daemon=True)
+            self._thread.start()
+        with self._idle:
+            self._state.busy += 1
+        self._jobs.put((nodeid, path, export, then))
+
+    def quiet(self) -> None:
+        """Return once no export is queued or being written."""
+        with self._idle:
+            self._idle.wait_for(lambda: self._state.busy == 0)
+
+    def finish(self) -> list[Written]:
+        """Wait for every export and stop the thread; what each export did, in order."""
+        self.quiet()
+        if self._thread is not None:
+            self._jobs.put(None)
+            self._thread.join()
+            self._thread = None
+        with self._idle:
+            done, self._state.done = self._state.done, []
+        return done
+
+    def _run(self) -> None:
+        while (job := self._jobs.get()) is not None:
+            nodeid, path, export, then = job
+            outcome = Written(nodeid, path, None, f"{path}: trace not written")
+            try:
+                written, problem = export(path)
+                outcome = Written(nodeid, path, written, problem)
+                if then is not None and written is not None:
+                    then(outcome)
+            except Exception as exc:  # a writer's failure must not end the run
+                why = f"{path}: trace not written ({type(exc).__name__}: {exc})"
+                outcome = Written(nodeid, path, outcome.written, why)
+            finally:
+                with self._idle:
+                    self._state.done.append(outcome)
+                    self._state.busy -= 1
+                    self._idle.notify_all()
