@@ -113,6 +113,7 @@ class Ranked:
             cuda=spec.cuda, warmup_settled=all(r.warmup_settled for r in results),
             meta={"ranks": len(results)},
             write_trace=lambda path: _move_traces(traces, results, path),
+            trace_later=False,  # moved out of the scratch folder before it goes
         )  # fmt: skip
 
     def _first_census(self, results: list[Any]) -> None:

@@ -389,7 +389,7 @@ class Runner:
 
     def _kept_trace(self, test: ProfiledTest, capture: Any, watch: Stopwatch) -> ProfiledTest:
         """The test naming its trace when its verdict wants one (``store.run_traces``)."""
-        return self.traces.kept(test, capture.write_trace, watch)
+        return self.traces.kept(test, capture.write_trace, watch, later=capture.trace_later)
 
     def side_by_side(self, test: ProfiledTest) -> ProfiledTest:
         """With the baseline's trace kept, write both runs into one trace, regressed ops marked."""

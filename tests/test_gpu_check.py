@@ -18,7 +18,11 @@ def _script() -> ModuleType:
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # its dataclasses look their module up
-    spec.loader.exec_module(module)
+    path = list(sys.path)
+    try:
+        spec.loader.exec_module(module)
+    finally:  # it puts the working tree first on the path, for its own pytest runs
+        sys.path[:] = path
     return module
 
 

@@ -79,6 +79,9 @@ class CaptureResult:
     write_trace: Callable[[Path], tuple[Path | None, str]] | None = field(
         default=None, repr=False, compare=False
     )
+    # Whether ``write_trace`` may run later, on the trace writer's thread (False: a distributed
+    # test's rank traces, which sit in a scratch folder its source removes when it is done).
+    trace_later: bool = True
 
 
 class Probe:

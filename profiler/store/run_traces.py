@@ -32,10 +32,13 @@ class RunTraces:
             return None
         return trace_files.trace_path(self.folder, nodeid, self.stamp)
 
-    def kept(self, test: ProfiledTest, export: Any, watch: Stopwatch) -> ProfiledTest:
+    def kept(
+        self, test: ProfiledTest, export: Any, watch: Stopwatch, *, later: bool = True
+    ) -> ProfiledTest:
         """The test naming its trace when its verdict wants one: a regression's written now
-        (its side-by-side trace reads it), every other one queued for the writer; a passing
-        test's older traces pruned to the newest runs."""
+        (its side-by-side trace reads it), and one that can't wait (``later`` False), every
+        other one queued for the writer; a passing test's older traces pruned to the newest
+        runs."""
         path = self.path(test.nodeid)
         if path is None or export is None:
             return test
@@ -45,9 +48,12 @@ class RunTraces:
             if prune:
                 self._prune(Written(test.nodeid, path, None))
             return test
-        if test.verdict.regressed:
+        if test.verdict.regressed or not later:
             with watch.stage("export"):
-                return trace_files.with_written(test, *export(path))
+                test = trace_files.with_written(test, *export(path))
+            if prune and test.trace is not None:
+                self._prune(Written(test.nodeid, path, Path(test.trace)))
+            return test
         self.writer.submit(test.nodeid, path, export, self._prune if prune else None)
         return replace(test, trace=str(path))
 

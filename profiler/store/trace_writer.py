@@ -9,6 +9,11 @@ writes it while the next test sets up, calibrates and warms up.
 - **Flushed.** :meth:`TraceWriter.finish` waits for every export, at the end of the run (and of
   an xdist worker), and gives what each wrote or why it couldn't: a failed write is a note on
   its test and a line in the summary; the verdict never depends on it.
+- **The warning filters stay the test's.** They are the process's, so the writer can't quiet
+  a warning of the export the way the main thread does (``torch_api.own_warnings_quiet``)
+  without touching the running test's.  An export that a filter turns into an error (a
+  ``filterwarnings = error`` suite) is handed back and written by the main thread, quietly, at
+  the next :meth:`TraceWriter.quiet` or :meth:`TraceWriter.finish`.
 - **Atomic.** Each export goes to a temporary name and is renamed when complete
   (``store.files.atomic_path``): a run killed mid-export leaves no half-written trace under a
   final name, and every trace of a test whose export finished is whole.
@@ -47,6 +52,7 @@ _Job = tuple[str, Path, Export, Callable[["Written"], None] | None]
 class _State:
     done: list[Written] = field(default_factory=list)
     busy: int = 0  # exports taken and not finished
+    handed_back: list[_Job] = field(default_factory=list)  # for the main thread to write
 
 
 class TraceWriter:
@@ -71,9 +77,15 @@ class TraceWriter:
         self._jobs.put((nodeid, path, export, then))
 
     def quiet(self) -> None:
-        """Return once no export is queued or being written."""
+        """Return once no export is queued or being written, and those handed back are
+        written (by the calling thread, the main one)."""
         with self._idle:
             self._idle.wait_for(lambda: self._state.busy == 0)
+            back, self._state.handed_back = self._state.handed_back, []
+        for job in back:
+            outcome = _written(job)
+            with self._idle:
+                self._state.done.append(outcome)
 
     def finish(self) -> list[Written]:
         """Wait for every export and stop the thread; what each export did, in order."""
@@ -88,18 +100,35 @@ class TraceWriter:
 
     def _run(self) -> None:
         while (job := self._jobs.get()) is not None:
-            nodeid, path, export, then = job
-            outcome = Written(nodeid, path, None, f"{path}: trace not written")
+            outcome: Written | None = None
             try:
-                written, problem = export(path)
-                outcome = Written(nodeid, path, written, problem)
-                if then is not None and written is not None:
-                    then(outcome)
-            except Exception as exc:  # a writer's failure must not end the run
-                why = f"{path}: trace not written ({type(exc).__name__}: {exc})"
-                outcome = Written(nodeid, path, outcome.written, why)
+                outcome = _written(job, hand_back=Warning)
+            except Warning:  # a filter made one an error: the main thread writes it quietly
+                pass
+            except Exception as exc:  # pruning after it failed: say so, never end the run
+                outcome = Written(job[0], job[1], None, f"{job[1]}: {type(exc).__name__}: {exc}")
             finally:
                 with self._idle:
-                    self._state.done.append(outcome)
+                    if outcome is None:
+                        self._state.handed_back.append(job)
+                    else:
+                        self._state.done.append(outcome)
                     self._state.busy -= 1
                     self._idle.notify_all()
+
+
+def _written(job: _Job, hand_back: type[BaseException] | tuple[()] = ()) -> Written:
+    """One export done: what it wrote, or why not (``hand_back`` propagates)."""
+    nodeid, path, export, then = job
+    try:
+        written, problem = export(path)
+    except hand_back:
+        raise
+    except Exception as exc:  # a writer's failure must not end the run
+        return Written(
+            nodeid, path, None, f"{path}: trace not written ({type(exc).__name__}: {exc})"
+        )
+    outcome = Written(nodeid, path, written, problem)
+    if then is not None and written is not None:
+        then(outcome)
+    return outcome

@@ -79,3 +79,27 @@ def test_a_failed_export_is_said_and_the_next_one_still_written(tmp_path: Path) 
     )
     assert full.problem.endswith("disk full") and good.written == tmp_path / "good.json"
     assert pruned == [good]  # pruning follows a trace that was written, only
+
+
+def test_an_export_a_warning_filter_fails_is_written_by_the_main_thread_quietly(
+    tmp_path: Path,
+) -> None:
+    import warnings
+
+    writer = TraceWriter()
+    threads: list[str] = []
+
+    def warns(path: Path) -> tuple[Path | None, str]:
+        threads.append(threading.current_thread().name)
+        if threading.current_thread() is not threading.main_thread():
+            warnings.warn("the profiler warns in export", UserWarning, stacklevel=1)
+        path.write_text("{}")
+        return path, ""
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a filterwarnings = error suite
+        writer.submit("t", tmp_path / "t.json", warns)
+        writer.quiet()  # the main thread, before the next test's rounds
+    (done,) = writer.finish()
+    assert (done.written, done.problem) == (tmp_path / "t.json", "")
+    assert threads == ["tprof-traces", "MainThread"]

@@ -62,12 +62,15 @@ def test_an_extra_all_reduce_fails_naming_the_collective_its_phase_and_ranks(
     assert test["verdict"] == "regressed"
     assert {"kind": "communication", "text": line, "failing": True} in test["causes"]
     monkeypatch.setenv("PLANT", "")
-    again = project.runpytest_subprocess("--tprof", *FAST, node, "--tprof-collect=traces")
+    again = project.runpytest_subprocess("--tprof", *FAST, node)
     assert again.ret == 0, again.stdout.str()
-    (run_folder,) = [p for p in (project.path / ".tprof" / "traces").iterdir() if p.is_dir()]
-    assert sorted(p.name for p in run_folder.iterdir()) == [
-        "rank0.pt.trace.json.gz", "rank1.pt.trace.json.gz",
-    ]  # fmt: skip
+    # every run left a folder of its ranks' traces: the save, the planted run and this one
+    run_folders = [p for p in (project.path / ".tprof" / "traces").iterdir() if p.is_dir()]
+    assert len(run_folders) == 3
+    for run_folder in run_folders:
+        assert sorted(p.name for p in run_folder.iterdir()) == [
+            "rank0.pt.trace.json.gz", "rank1.pt.trace.json.gz",
+        ]  # fmt: skip
 
 
 def test_without_tprof_every_rank_runs_its_step_once_and_a_failing_rank_fails(
