@@ -125,3 +125,11 @@ def test_a_run_killed_mid_way_leaves_whole_traces_of_the_tests_that_finished(
     assert all(loads(p) for p in left)  # whole, and no other file under a trace's name
     folder = suite.path / ".tprof" / "traces"
     assert all(p in left or p.name.startswith(".") for p in folder.iterdir())
+
+
+def test_under_xdist_each_worker_writes_the_traces_of_its_tests(suite: pytest.Pytester) -> None:
+    pytest.importorskip("xdist")
+    found = run(suite, "--tprof", "-n", "2")
+    assert set(found) == set(TESTS)
+    assert sorted(Path(str(t["trace"])) for t in found.values()) == traces(suite)
+    assert all(loads(p) for p in traces(suite))
