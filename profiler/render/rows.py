@@ -17,6 +17,7 @@ from tprof_engine.model.verdicts import (
     NOT_GATED,
     REGRESSED,
     SAVED,
+    SETTINGS,
     STRUCTURAL_OPS,
     UNCHANGED,
 )
@@ -204,6 +205,8 @@ def causes(test: Mapping[str, Any]) -> list[str]:
         if isinstance(f, Mapping):
             out += _family_causes(f, ops)
     out += [str(c.get("text")) for c in failing if c.get("kind") != COMMUNICATION]
+    moved = [c for c in test.get("causes", []) if isinstance(c, Mapping)]
+    out += [str(c.get("text")) for c in moved if c.get("kind") == SETTINGS]  # the likely why
     reason = str(test.get("reason") or "")
     return out or [reason]
 

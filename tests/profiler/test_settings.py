@@ -136,3 +136,13 @@ def test_a_capture_reads_the_settings_its_body_left() -> None:
         torch.backends.cudnn.benchmark = before
     assert result.settings["cudnn_benchmark"] is True
     assert result.settings["intra_op_threads"] == torch.get_num_threads()
+
+
+def test_a_regression_s_summary_line_names_the_settings_that_moved() -> None:
+    from tprof_engine.model.results import ProfiledTest
+    from tprof_engine.render.report import summary_line
+
+    slower = judged(TF32, IEEE, {**OPS, "aten::mm": (2400.0, 4)})
+    line = summary_line(ProfiledTest(nodeid="t.py::t", verdict=slower))
+    assert line.startswith("REGRESSED    t.py::t | ")
+    assert "(floor 10%) | settings: cuBLAS fp32 precision tf32 → ieee | " in line
