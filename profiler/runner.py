@@ -275,10 +275,7 @@ class Runner:
         policy asks for it (``again`` takes it)."""
         with watch.stage("judge"):
             verdict = self.judge(test.nodeid, found, current, rule)
-        if verdict.timing_regressed and verdict.exact_regressed:
-            verdict = verdict.with_notes(
-                "timing not re-measured: the work census or the collectives already fail the test"
-            )
+        verdict = policy.with_exact_note(verdict)
         if policy.next_step(verdict, confirm=self.config.confirm) == policy.REMEASURE:
             second = again()
             current = replace(current, tables=(second.table,), settings=second.settings)

@@ -55,6 +55,16 @@ def next_step(
     return AFTER_WORKERS if workers > 1 else FRESH_PROCESS
 
 
+def with_exact_note(verdict: TestVerdict) -> TestVerdict:
+    """A timing regression that an exact gate already fails is not re-measured: say so."""
+    if verdict.timing_regressed and verdict.exact_regressed:
+        return verdict.with_notes(
+            "timing not re-measured: an exact gate (work, memory, compiled graphs or "
+            "collectives) already fails the test"
+        )
+    return verdict
+
+
 def needs_remeasurement(verdict: TestVerdict) -> bool:
     """A timing regression is measured again before it fails a test, unless the work the
     test does already fails it: work doesn't drift, so it needs no second look."""

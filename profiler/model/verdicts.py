@@ -256,6 +256,8 @@ MEMORY: Final = "memory"  # the exact memory gate (--tprof-collect=memory)
 BUSY: Final = "busy"  # the machine disturbed too many rounds for timing to be judged
 COMMUNICATION: Final = "communication"  # the collectives' exact gate (distributed tests)
 SETTINGS: Final = "settings"  # the numeric settings the test's code chose (model.settings)
+# Causes counted exactly, that don't drift: one that fails a test needs no second look.
+EXACT_CAUSES: Final = frozenset({COMPILE, MEMORY, COMMUNICATION})
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -324,11 +326,9 @@ class TestVerdict:
 
     @property
     def exact_regressed(self) -> bool:
-        """The work or the collectives fail the test: counts that don't drift, so the
-        failure needs no second look."""
-        return self.work_regressed or any(
-            c.failing and c.kind == COMMUNICATION for c in self.causes
-        )
+        """The work, or an exact cause (compiled graphs, memory, collectives), fails the test:
+        counts that don't drift, so the failure needs no second look."""
+        return self.work_regressed or any(c.failing and c.kind in EXACT_CAUSES for c in self.causes)
 
     def flagged_ops(self) -> list[OpVerdict]:
         """Ops to show in a failure: regressed and structural changes, largest delta first."""

@@ -113,3 +113,16 @@ def test_causes_survive_the_json_round_trip(slower: TestVerdict) -> None:
     cause = Cause(kind="memory", text="MEMORY: aten::addmm allocates more", failing=True)
     v = replace(slower, causes=(cause,))
     assert TestVerdict.from_dict(v.to_dict()).causes == (cause,)
+
+
+@pytest.mark.parametrize("kind", ["memory", "compile", "communication"])
+def test_an_exact_cause_that_fails_the_test_needs_no_second_look(
+    slower: TestVerdict, kind: str
+) -> None:
+    failing = replace(slower, causes=(Cause(kind=kind, text=f"{kind}: more", failing=True),))  # type: ignore[arg-type]
+    assert failing.exact_regressed
+    assert policy.next_step(failing) == policy.DONE
+    assert not policy.needs_fresh_process(failing)
+    assert policy.with_exact_note(failing).notes[-1].startswith("timing not re-measured: ")
+    said = replace(slower, causes=(Cause(kind=kind, text=f"{kind}: less"),))  # type: ignore[arg-type]
+    assert not said.exact_regressed and policy.next_step(said) == policy.REMEASURE
