@@ -3,6 +3,7 @@
 :mod:`.records` (op tables, event arrays, round loads), :mod:`.device_tables`,
 :mod:`.work` (the census), :mod:`.tensors` (tensor facts as text), :mod:`.verdicts`,
 :mod:`.work_verdict`, :mod:`.device_delta`, :mod:`.memory_verdict`, :mod:`.results`,
-:mod:`.environment` (the fingerprint), :mod:`.limits` and :mod:`.errors`.  It imports no other
-stage.
+:mod:`.environment` (the fingerprint), :mod:`.settings` (the numeric settings a test's code
+chose), :mod:`.family_specs` (the timing families as data), :mod:`.gpu_clocks` (the GPU's
+clock-event reasons), :mod:`.limits` and :mod:`.errors`.  It imports no other stage.
 """
