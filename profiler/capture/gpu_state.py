@@ -118,5 +118,14 @@ def meter_for_device(cuda: bool) -> GpuMeter | None:
 
     index = torch.cuda.current_device()
     uuid = getattr(torch.cuda.get_device_properties(index), "uuid", None)
-    meter = GpuMeter(nvml, uuid=None if uuid is None else f"GPU-{uuid}", index=index)
+    meter = GpuMeter(nvml, uuid=nvml_uuid(uuid), index=index)
     return meter if meter.open else None
+
+
+def nvml_uuid(uuid: object) -> str | None:
+    """torch's device UUID as NVML names it (``GPU-…``); the index is used without one.  Under
+    ``CUDA_VISIBLE_DEVICES`` torch's index isn't NVML's: the UUID finds the right GPU."""
+    if uuid is None:
+        return None
+    text = str(uuid)
+    return text if text.startswith(("GPU-", "MIG-")) else f"GPU-{text}"

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 from tprof_testing import ROUNDS, table
 
-from tprof_engine.capture.gpu_state import GpuMeter
+from tprof_engine.capture.gpu_state import GpuMeter, nvml_uuid
 from tprof_engine.capture.load import LoadMeter
 from tprof_engine.decide import busy
 from tprof_engine.decide.judge import Recorded, judge
@@ -145,3 +145,12 @@ def test_a_shared_gpu_is_said_and_its_rounds_kept() -> None:
         f"GPU: {ROUNDS} of {ROUNDS} measured rounds ran while up to 2 other process(es) held a "
         "context on the GPU (kept: kernel time is judged; device idle time is reported)"
     )
+
+
+def test_torch_s_device_uuid_is_named_as_nvml_names_it() -> None:
+    assert (
+        nvml_uuid("58fd7b2b-1c5e-4b7a-9f0a-0123456789ab")
+        == "GPU-58fd7b2b-1c5e-4b7a-9f0a-0123456789ab"
+    )
+    assert nvml_uuid("GPU-58fd7b2b") == "GPU-58fd7b2b" and nvml_uuid("MIG-1") == "MIG-1"
+    assert nvml_uuid(None) is None
