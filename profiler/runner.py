@@ -20,7 +20,7 @@ from tprof_engine.in_process import InProcess
 from tprof_engine.model.costs import Stopwatch
 from tprof_engine.model.environment import Fingerprint, differences, line_tracer
 from tprof_engine.model.errors import BaselineError
-from tprof_engine.model.records import OpTable, concat_rounds
+from tprof_engine.model.records import concat_rounds
 from tprof_engine.model.results import ProfiledTest
 from tprof_engine.model.verdicts import (
     ERROR,
@@ -301,13 +301,7 @@ class Runner:
         table (the judge leaves out the disturbed ones)."""
         result = run()
         tables = [result.table]
-        needed = rule.quiet_rounds_needed(result.table.rounds)
-        while (
-            len(tables) <= self.config.busy_retries
-            and result.table.device is None
-            and result.table.memory is None
-            and _quiet(tables, rule) < needed
-        ):
+        while policy.capture_again(tables, rule, retries=self.config.busy_retries):
             tables.append(run().table)
         if len(tables) == 1:
             return result
@@ -495,12 +489,3 @@ class Runner:
         )  # fmt: skip
         found = _Found(baseline=existing, error=None)
         return judge.unlike_window(self.judge(test.nodeid, found, current, self.config.rule))
-
-
-def _quiet(tables: list[OpTable], rule: Rule) -> int:
-    """Rounds of ``tables`` that weren't disturbed (all of them, without readings)."""
-    found = 0
-    for t in tables:
-        busy = busy_of(t, rule)
-        found += t.rounds if busy is None else busy.quiet
-    return found

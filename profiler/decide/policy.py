@@ -1,9 +1,10 @@
-"""The confirmation policy as data: what a verdict needs before it stands, and how each
-confirmation's outcome merges into it.
+"""The re-measure policy as data: when a capture is taken again on a busy machine
+(:func:`capture_again`), what a verdict needs before it stands (:func:`next_step`), and how
+each confirmation's outcome merges into it (:func:`evidence` says what it showed).
 
-:func:`next_step` is the one place the policy is decided; the runner (a second capture in the
-same process) and the pytest glue (a fresh process, now or once xdist's workers finish) carry
-its answer out and merge what comes back with the functions below.
+The runner (captures again, a second capture in the same process) and the pytest glue (a
+fresh process, now or once xdist's workers finish) carry its answers out; nothing else
+decides to measure again.
 """
 
 from __future__ import annotations
@@ -12,7 +13,10 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Final, Literal
 
+from tprof_engine.decide.busy import busy_of
+from tprof_engine.decide.rule import Rule
 from tprof_engine.model.family_specs import FAMILIES
+from tprof_engine.model.records import OpTable
 from tprof_engine.model.verdicts import (
     INCONCLUSIVE,
     UNCHANGED,
@@ -26,6 +30,25 @@ DONE: Final = "done"
 REMEASURE: Final = "remeasure"  # capture the rounds again in this process, judge again
 FRESH_PROCESS: Final = "fresh-process"  # run the test alone in a new pytest process
 AFTER_WORKERS: Final = "after-workers"  # under xdist: that, once every worker has finished
+
+
+def capture_again(tables: Sequence[OpTable], rule: Rule, *, retries: int) -> bool:
+    """Whether a busy machine's capture is taken again: while too few of the rounds so far
+    were undisturbed to judge timing, up to ``retries`` more times.  Device and memory
+    captures are not (their device and memory tables aren't joined across captures)."""
+    first = tables[0]
+    if len(tables) > retries or first.device is not None or first.memory is not None:
+        return False
+    return _quiet(tables, rule) < rule.quiet_rounds_needed(first.rounds)
+
+
+def _quiet(tables: Sequence[OpTable], rule: Rule) -> int:
+    """Rounds of ``tables`` that weren't disturbed (all of them, without readings)."""
+    found = 0
+    for t in tables:
+        disturbed = busy_of(t, rule)
+        found += t.rounds if disturbed is None else disturbed.quiet
+    return found
 
 
 def next_step(

@@ -505,3 +505,25 @@ def test_the_family_that_added_the_most_time_leads_the_reason() -> None:
     assert [f.family for f in v.families][:2] == ["host", "cpu"]
     assert v.reason.startswith("HOST: time outside any op")
     assert " | CPU: " in v.reason
+
+
+def test_the_policy_captures_a_busy_test_again_while_too_few_rounds_were_quiet() -> None:
+    from tprof_engine.decide.policy import capture_again
+
+    rule = Rule()
+    busy_rounds = loaded(table(OPS, seed=1), list(range(ROUNDS)))  # every round waited
+    quiet = loaded(table(OPS, seed=2), [])
+    assert capture_again([busy_rounds], rule, retries=2)
+    assert capture_again([busy_rounds, busy_rounds], rule, retries=2)
+    assert not capture_again([busy_rounds] * 3, rule, retries=2)  # retries spent
+    assert not capture_again([quiet], rule, retries=2)
+    assert not capture_again([busy_rounds, quiet], rule, retries=2)  # enough quiet rounds now
+    from tprof_testing import dev, event_arrays, op, step
+
+    from tprof_engine.reduce.ops import reduce_events
+
+    kernels = reduce_events(
+        event_arrays([step(0, 0, 10), op("aten::mm", 1, 5, 1), dev("k", 6, 9, 1)])
+    )
+    on_device = replace(busy_rounds, device=kernels.device)  # not joined across captures
+    assert on_device.device is not None and not capture_again([on_device], rule, retries=2)
