@@ -21,6 +21,7 @@ writes it while the next test sets up, calibrates and warms up.
 
 from __future__ import annotations
 
+import atexit
 import queue
 import threading
 from collections.abc import Callable
@@ -72,6 +73,7 @@ class TraceWriter:
         if self._thread is None:
             self._thread = threading.Thread(target=self._run, name="tprof-traces", daemon=True)
             self._thread.start()
+            atexit.register(self.finish)  # a harness that never finishes still gets its traces
         with self._idle:
             self._state.busy += 1
         self._jobs.put((nodeid, path, export, then))

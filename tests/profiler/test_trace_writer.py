@@ -103,3 +103,22 @@ def test_an_export_a_warning_filter_fails_is_written_by_the_main_thread_quietly(
     (done,) = writer.finish()
     assert (done.written, done.problem) == (tmp_path / "t.json", "")
     assert threads == ["tprof-traces", "MainThread"]
+
+
+def test_a_harness_that_never_finishes_still_gets_its_traces_at_exit(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    script = (
+        "import sys, time\n"
+        "from pathlib import Path\n"
+        "from tprof_engine.store.trace_writer import TraceWriter\n"
+        "def slow(p):\n"
+        "    time.sleep(0.3)\n"
+        "    p.write_text('{}')\n"
+        "    return p, ''\n"
+        "TraceWriter().submit('t', Path(sys.argv[1]), slow)\n"
+    )
+    out = tmp_path / "t.json"
+    done = subprocess.run([sys.executable, "-c", script, str(out)], timeout=60, check=False)
+    assert done.returncode == 0 and out.read_text() == "{}"
