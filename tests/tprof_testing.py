@@ -26,6 +26,28 @@ from tprof_engine.store import paths
 
 # --------------------------------------------------------------------------- pytester runs
 
+# A conftest for suites whose tests assert timing verdicts of planted 8x slowdowns (against
+# 100 % floors): no round is ever judged disturbed, so a neighbour on a shared runner (another
+# job, the other xdist worker of this suite) can't turn their verdicts into "machine busy".
+# The busy-machine rule has tests of its own (tests/profiler/test_busy.py); these control the
+# readings they depend on.  Loaded by the suite's processes and their fresh-process children.
+QUIET_READINGS_CONFTEST = """
+import pytest
+
+from tprof_engine.decide import busy
+
+
+@pytest.fixture(autouse=True)
+def _rounds_never_judged_disturbed(monkeypatch):
+    monkeypatch.setattr(busy, "_masks", lambda table, rule: None)
+"""
+
+
+def with_quiet_readings(pytester: pytest.Pytester) -> pytest.Pytester:
+    """The pytester project with :data:`QUIET_READINGS_CONFTEST` as its conftest."""
+    pytester.makeconftest(QUIET_READINGS_CONFTEST)
+    return pytester
+
 
 def small_args(
     *, rounds: int = 4, warmup: int = 1, min_round_us: int | None = 0, keep_cache: bool = False

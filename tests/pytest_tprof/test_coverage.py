@@ -6,6 +6,7 @@ import json
 import sys
 
 import pytest
+from tprof_testing import with_quiet_readings
 
 # Timing hardly gates these tests anyway (floor 900 %); what must still gate is the work.
 FAST = (
@@ -54,7 +55,7 @@ def test_step_uncovered(tprof):
 
 @pytest.fixture
 def model(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
-    pytester.makepyfile(test_model=MODEL)
+    with_quiet_readings(pytester).makepyfile(test_model=MODEL)
     monkeypatch.delenv("COVERAGE_CORE", raising=False)  # coverage's default tracer
     monkeypatch.setenv("PLANT", "")
     return pytester

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tprof_testing import with_quiet_readings
 
 from tprof_engine.capture.facts import torch_facts
 from tprof_engine.model.environment import Fingerprint
@@ -66,7 +67,7 @@ def test_steady(tprof):
 
 @pytest.fixture
 def suite(pytester: pytest.Pytester) -> pytest.Pytester:
-    pytester.makepyfile(test_suite=SUITE)
+    with_quiet_readings(pytester).makepyfile(test_suite=SUITE)
     return pytester
 
 

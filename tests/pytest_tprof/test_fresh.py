@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from tprof_testing import with_quiet_readings
 
 pytestmark = [pytest.mark.slow, pytest.mark.serial]
 
@@ -55,7 +56,7 @@ def _report(pytester: pytest.Pytester) -> dict[str, object]:
 
 @pytest.fixture
 def suite(pytester: pytest.Pytester) -> pytest.Pytester:
-    pytester.makepyfile(test_modes=SUITE)
+    with_quiet_readings(pytester).makepyfile(test_modes=SUITE)
     pytester.runpytest(*FAST, "--tprof-save").assert_outcomes(passed=1)
     return pytester
 
@@ -148,7 +149,7 @@ def test_the_fresh_process_judges_against_the_window_its_parent_was_given(
     # Two older sessions were recorded slow, the newest one fast.  Against the newest session
     # alone (a window of 1) the slow code regressed; against all three (the default window)
     # it reads as it was recorded most of the time.  Processes of their own, as in CI.
-    pytester.makepyfile(test_modes=SUITE)
+    with_quiet_readings(pytester).makepyfile(test_modes=SUITE)
     for slow in (True, True, False):
         if slow:
             (pytester.path / "once.txt").write_text("")
@@ -192,7 +193,7 @@ def test_b_runs(tprof):
 def test_a_setting_an_earlier_test_left_is_named_and_confirmed_under_it(
     pytester: pytest.Pytester,
 ) -> None:
-    pytester.makepyfile(test_leak=LEAK)
+    with_quiet_readings(pytester).makepyfile(test_leak=LEAK)
     pytester.runpytest_subprocess(*FAST, "--tprof-save").assert_outcomes(passed=2)
     (pytester.path / "leak.txt").write_text("")
     result = pytester.runpytest_subprocess(*FAST, "--tprof", "--tprof-json=report.json")
