@@ -37,6 +37,10 @@ class GpuMeter:
         self.slowed: list[int] = []
         self.sm_mhz: list[int] = []
         self.others: list[int] = []
+        # the clock-event reasons' call, named "throttle reasons" by older drivers
+        self._read_reasons = getattr(nvml, "nvmlDeviceGetCurrentClocksEventReasons", None) or (
+            nvml.nvmlDeviceGetCurrentClocksThrottleReasons
+        )
         self.open = self._opened(uuid, index)
 
     def _opened(self, uuid: str | None, index: int) -> bool:
@@ -49,11 +53,8 @@ class GpuMeter:
 
     def _reasons(self) -> int:
         bits = ctypes.c_ulonglong(0)
-        read = (
-            getattr(self._nvml, "nvmlDeviceGetCurrentClocksEventReasons", None)
-            or self._nvml.nvmlDeviceGetCurrentClocksThrottleReasons
-        )
-        return int(bits.value) if read(self._handle, ctypes.byref(bits)) == 0 else 0
+        status = self._read_reasons(self._handle, ctypes.byref(bits))
+        return int(bits.value) if status == _NVML_SUCCESS else 0
 
     def _sm_mhz(self) -> int:
         mhz = ctypes.c_uint(0)

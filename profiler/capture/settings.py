@@ -17,78 +17,62 @@ import torch
 _B = torch.backends
 
 
-def _precision(*path: str) -> Callable[[], Any]:
-    def read() -> Any:
-        obj: Any = _B
-        for part in path:
-            obj = getattr(obj, part)
-        return obj
-
-    return read
+_Access = tuple[Callable[[], Any], Callable[[Any], None] | None]
 
 
-def _set_precision(*path: str) -> Callable[[Any], None]:
-    def write(value: Any) -> None:
+def _attribute(*path: str, convert: Callable[[Any], Any] = str) -> _Access:
+    """Read and set ``torch.backends.<path>``, looked up at each call (a release may lack it)."""
+
+    def holder() -> Any:
         obj: Any = _B
         for part in path[:-1]:
             obj = getattr(obj, part)
-        setattr(obj, path[-1], value)
+        return obj
 
-    return write
-
-
-def _flag(obj: Any, name: str) -> tuple[Callable[[], Any], Callable[[Any], None]]:
-    return (lambda: getattr(obj, name)), (lambda v: setattr(obj, name, bool(v)))
+    return (lambda: getattr(holder(), path[-1])), (
+        lambda v: setattr(holder(), path[-1], convert(v))
+    )
 
 
-def _sdp(name: str) -> tuple[Callable[[], Any], Callable[[Any], None]]:
+def _flag(*path: str) -> _Access:
+    return _attribute(*path, convert=bool)
+
+
+def _sdp(name: str) -> _Access:
     return getattr(_B.cuda, f"{name}_sdp_enabled"), getattr(_B.cuda, f"enable_{name}_sdp")
-
-
-def _matmul_flag(name: str) -> tuple[Callable[[], Any], Callable[[Any], None]]:
-    return _flag(_B.cuda.matmul, name)
 
 
 # key → (read, write); a write of None means the setting is read, never set in another process.
 # The legacy float32 matmul precision comes first: setting it moves the newer switches too, so
 # they are set only where they still differ (setting both kinds makes torch's legacy getters
 # raise).  Threads are the plugin's own to set (--tprof-threads), so they are only read.
-_ACCESS: dict[str, tuple[Callable[[], Any], Callable[[Any], None] | None]] = {
+_ACCESS: dict[str, _Access] = {
     "float32_matmul_precision": (
         torch.get_float32_matmul_precision,
         torch.set_float32_matmul_precision,
     ),
-    "cublas_fp32_precision": (
-        _precision("cuda", "matmul", "fp32_precision"),
-        _set_precision("cuda", "matmul", "fp32_precision"),
+    **{
+        f"{name}_fp32_precision": _attribute(*where, "fp32_precision")
+        for name, where in (
+            ("cublas", ("cuda", "matmul")),
+            ("cudnn_conv", ("cudnn", "conv")),
+            ("cudnn_rnn", ("cudnn", "rnn")),
+            ("onednn_matmul", ("mkldnn", "matmul")),
+            ("onednn_conv", ("mkldnn", "conv")),
+            ("onednn_rnn", ("mkldnn", "rnn")),
+        )
+    },
+    "fp32_precision": _attribute("fp32_precision"),
+    "fp16_reduced_precision_reduction": _flag(
+        "cuda", "matmul", "allow_fp16_reduced_precision_reduction"
     ),
-    "cudnn_conv_fp32_precision": (
-        _precision("cudnn", "conv", "fp32_precision"),
-        _set_precision("cudnn", "conv", "fp32_precision"),
+    "bf16_reduced_precision_reduction": _flag(
+        "cuda", "matmul", "allow_bf16_reduced_precision_reduction"
     ),
-    "cudnn_rnn_fp32_precision": (
-        _precision("cudnn", "rnn", "fp32_precision"),
-        _set_precision("cudnn", "rnn", "fp32_precision"),
-    ),
-    "onednn_matmul_fp32_precision": (
-        _precision("mkldnn", "matmul", "fp32_precision"),
-        _set_precision("mkldnn", "matmul", "fp32_precision"),
-    ),
-    "onednn_conv_fp32_precision": (
-        _precision("mkldnn", "conv", "fp32_precision"),
-        _set_precision("mkldnn", "conv", "fp32_precision"),
-    ),
-    "onednn_rnn_fp32_precision": (
-        _precision("mkldnn", "rnn", "fp32_precision"),
-        _set_precision("mkldnn", "rnn", "fp32_precision"),
-    ),
-    "fp32_precision": (_precision("fp32_precision"), _set_precision("fp32_precision")),
-    "fp16_reduced_precision_reduction": _matmul_flag("allow_fp16_reduced_precision_reduction"),
-    "bf16_reduced_precision_reduction": _matmul_flag("allow_bf16_reduced_precision_reduction"),
-    "cudnn_enabled": _flag(_B.cudnn, "enabled"),
-    "cudnn_benchmark": _flag(_B.cudnn, "benchmark"),
-    "cudnn_deterministic": _flag(_B.cudnn, "deterministic"),
-    "onednn_enabled": _flag(_B.mkldnn, "enabled"),
+    "cudnn_enabled": _flag("cudnn", "enabled"),
+    "cudnn_benchmark": _flag("cudnn", "benchmark"),
+    "cudnn_deterministic": _flag("cudnn", "deterministic"),
+    "onednn_enabled": _flag("mkldnn", "enabled"),
     "deterministic_algorithms": (
         torch.are_deterministic_algorithms_enabled,
         lambda v: torch.use_deterministic_algorithms(bool(v)),

@@ -38,7 +38,9 @@ BESIDE = ".vs-baseline"  # the side-by-side trace: <test>.<run>.vs-baseline.pt.t
 FOLDER_LIMIT_BYTES = 512 * 1024 * 1024
 _RANK_GLOB = f"rank*{SUFFIX}"
 _RANK_NAME = re.compile(r"rank\d+" + re.escape(SUFFIX))
-_RUN_PART = re.compile(r"(\.\d{8}T\d{6}\.\d{6})?(\.vs-baseline)?\.pt\.trace\.json\.gz")
+_STAMP = r"\d{8}T\d{6}\.\d{6}"  # a run's name (run_stamp)
+_TAIL = rf"(?P<beside>{re.escape(BESIDE)})?{re.escape(SUFFIX)}"
+_RUN_PART = re.compile(rf"(\.{_STAMP})?{_TAIL}")
 
 
 # The verdicts whose ops moved: the tests whose trace a report points to.
@@ -130,9 +132,7 @@ def traces_of(folder: Path, nodeid: str) -> list[Path]:
     return runs + [p for p in ranks if _RUN_PART.fullmatch(p.parent.name[len(stem) :] + SUFFIX)]
 
 
-_RUN_TRACE = re.compile(
-    r"(?P<stem>.+)\.(?P<run>\d{8}T\d{6}\.\d{6})(?P<beside>\.vs-baseline)?" + re.escape(SUFFIX)
-)
+_RUN_TRACE = re.compile(rf"(?P<stem>.+)\.(?P<run>{_STAMP}){_TAIL}")
 
 
 def one_per_test(found: Iterable[Path]) -> list[Path]:
