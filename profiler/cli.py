@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
+from tprof_engine import ab
 from tprof_engine.decide import judge as judging
 from tprof_engine.decide.rule import Rule
 from tprof_engine.diff_sides import Unjudged, diff_steps, pair_folders
@@ -318,6 +319,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_report(sub)
     _add_accept(sub)
     _add_merge(sub)
+    ab.add_parser(sub)
     return parser
 
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Protocol
 
+from tprof_engine import paired_run
 from tprof_engine.capture import counters  # ctypes only; the rest of capture loads torch
 from tprof_engine.config import Body, RunConfig
 from tprof_engine.decide import judge, policy
@@ -39,6 +40,8 @@ class _Found:
 
     baseline: schema.Baseline | None
     error: str | None
+    paired: judge.Recorded | None = None  # tprof ab: the base side's rounds of this test
+    stored: _Found | None = None  # and, beside them, what is on disk
 
 
 class Source(Protocol):
@@ -86,6 +89,7 @@ class Runner:
                 "profiling without NVTX ranges",
             )
         self._last_read: tuple[Any, schema.Baseline] | None = None  # see load()
+        self.pairing: Any = None  # tprof ab: this side's tprof_engine.pairing.Pairing
         self.counter, counter_note = counters.instruction_counter(config.counters)
         self.environment_notes += (counter_note,) if counter_note else ()
 
@@ -186,9 +190,11 @@ class Runner:
         watch = Stopwatch()
         with watch.stage("load"):
             baseline, error = self.load(nodeid)
+        pairing = paired_run.active(self.pairing)
         with watch.stage("calibrate"):
-            iterations = source.iterations(baseline)
+            iterations, rounds = paired_run.plan(pairing, source, baseline, rounds)
         spec = self._round_spec(nodeid, iterations, rounds=rounds, warmup=warmup)
+        spec = replace(spec, pace=None if pairing is None else pairing.pacer(spec.rounds))
         tracer = line_tracer()  # per test: pytest-cov's no_cover marker pauses coverage
         latest: list[Any] = []  # the newest capture, whose trace is written if wanted
 
@@ -201,7 +207,8 @@ class Runner:
             return result
 
         judged_by = rule or cfg.rule
-        result = self._captured(run, judged_by, spec.rounds, judged=baseline is not None)
+        judged = baseline is not None and pairing is None  # a pair is paced, never retried
+        result = self._captured(run, judged_by, spec.rounds, judged=judged)
         protocol = self.protocol(
             rounds=spec.rounds, warmup=spec.warmup, iterations=result.iterations
         )
@@ -210,12 +217,18 @@ class Runner:
         test = replace(self._tested(nodeid, result, protocol), work=work, tracer=tracer)
         if cfg.save:
             return result.value, self._recorded(test, error, notes, latest[0], watch)
+        if pairing is not None and pairing.side == "base":
+            test = paired_run.handed_over(pairing, test)
+            return result.value, self._finished(test, notes, latest[0], watch)
         current = judge.Recorded(
             tables=(result.table,), fingerprint=self.fingerprint, protocol=protocol,
             work=test.work, hosts=(self.fingerprint.soft.get("host"),), tracer=tracer,
             settings=test.settings,
         )  # fmt: skip
         found = _Found(baseline=baseline, error=error)
+        paired = paired_run.base_side(pairing, self.fingerprint)
+        if paired is not None:
+            found = _Found(baseline=None, error=None, paired=paired, stored=found)
         test = self._confirmed(
             test, found, current, judged_by, lambda: self._quiet_enough(run, judged_by), watch
         )
@@ -276,7 +289,10 @@ class Runner:
         with watch.stage("judge"):
             verdict = self.judge(test.nodeid, found, current, rule)
         verdict = policy.with_exact_note(verdict)
-        if policy.next_step(verdict, confirm=self.config.confirm) == policy.REMEASURE:
+        step = policy.next_step(
+            verdict, confirm=self.config.confirm, paired=found.paired is not None
+        )
+        if step == policy.REMEASURE:
             second = again()
             current = replace(current, tables=(second.table,), settings=second.settings)
             with watch.stage("judge"):
@@ -388,6 +404,13 @@ class Runner:
 
     def judge(self, nodeid: str, found: _Found, current: judge.Recorded, rule: Rule) -> TestVerdict:
         """The verdict on the current run given what was found on disk for the test."""
+        if found.paired is not None:
+            verdict = judge.judge(found.paired, current, rule, paired=True)
+            stored = found.stored
+            if stored is None or (stored.baseline is None and stored.error is None):
+                return verdict
+            beside = self.judge(nodeid, stored, current, rule)
+            return verdict.with_notes(paired_run.stored_note(beside))
         if found.error is not None:
             return TestVerdict(verdict=ERROR, reason=found.error)
         if found.baseline is None:

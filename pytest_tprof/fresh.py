@@ -30,8 +30,10 @@ from typing import Any, NamedTuple
 import pytest
 
 from pytest_tprof.options import INHERITED_SETTINGS, Settings
+from tprof_engine import ab
 from tprof_engine.model import settings as torch_settings
 from tprof_engine.model.verdicts import Cause, FamilyResult, TestVerdict
+from tprof_engine.pairing import BASE, HEAD, SideConfig
 
 
 class FreshVerdict(NamedTuple):
@@ -102,9 +104,13 @@ def verdict_in_fresh_process(
     *,
     timeout: float,
     torch_in_force: Mapping[str, Any] | None = None,
+    pair: SideConfig | None = None,
 ) -> FreshVerdict:
     """``nodeid``'s verdict in a new pytest process set to the torch settings ``torch_in_force``
-    (the parent capture's), or None and why none came back."""
+    (the parent capture's), or None and why none came back.  On a side of ``tprof ab``
+    (``pair``) both sides run it afresh, paired again."""
+    if pair is not None:
+        return _verdict_in_fresh_pair(config, settings, nodeid, pair, timeout, torch_in_force)
     with tempfile.TemporaryDirectory(prefix="tprof-fresh-") as tmp:
         out = Path(tmp)
         inherited = out / "settings.pickle"
@@ -125,20 +131,55 @@ def verdict_in_fresh_process(
             return FreshVerdict(None, f"the fresh process took over {timeout:.0f} s")
         except OSError as exc:
             return FreshVerdict(None, f"the fresh process did not start ({exc})")
-        return _verdict_of(out / "report.json", nodeid, done, child_settings.torch_settings)
+        said = (done.returncode, done.stdout + done.stderr)
+        return _verdict_of(out / "report.json", nodeid, said, child_settings.torch_settings)
+
+
+def _verdict_in_fresh_pair(
+    config: pytest.Config, settings: Settings, nodeid: str, pair: SideConfig, timeout: float,
+    torch_in_force: Mapping[str, Any] | None,
+) -> FreshVerdict:  # fmt: skip
+    """Both sides of ``tprof ab`` run ``nodeid`` afresh, paired; the head child's verdict."""
+    head_root, base_root = pair.head_root, pair.base_root
+    with tempfile.TemporaryDirectory(prefix="tprof-fresh-pair-") as tmp:
+        out = Path(tmp)
+        launches = []
+        for side, root in ((BASE, base_root), (HEAD, head_root)):
+            (out / side).mkdir()
+            inherited = out / side / "settings.pickle"
+            inherited.write_bytes(
+                pickle.dumps(settings_for_child(settings, out / side, torch_in_force))
+            )
+            args = [a.replace(head_root, root) for a in child_args(config, nodeid)]
+            env = {**os.environ, INHERITED_SETTINGS: str(inherited),
+                   "PYTHONPATH": ab.import_path(Path(root), os.environ)}  # fmt: skip
+            cwd = Path(str(config.rootpath).replace(head_root, root))
+            launches.append(ab.Launch(command=args, cwd=cwd, env=env))
+        head_log = out / "head.log"
+        with head_log.open("w") as said:
+            codes = ab.run_pair(
+                launches[0], launches[1], replace(pair, confirming=True),
+                base_log=out / "base.log", head_out=said, timeout=timeout,
+            )  # fmt: skip
+        if codes[1] < 0:
+            return FreshVerdict(None, f"the fresh pair took over {timeout:.0f} s")
+        text = head_log.read_text(errors="replace")
+        return _verdict_of(
+            out / HEAD / "report.json", nodeid, (codes[1], text), torch_in_force or {}
+        )
 
 
 def _verdict_of(
     report: Path,
     nodeid: str,
-    done: subprocess.CompletedProcess[str],
+    said: tuple[int, str],
     torch_in_force: Mapping[str, Any],
 ) -> FreshVerdict:
     try:
         doc = json.loads(report.read_text())
     except (OSError, ValueError):
-        tail = (done.stdout + done.stderr).strip().splitlines()[-1:] or [""]
-        why = f"the fresh process gave no verdict (exit {done.returncode}: {tail[0]})"
+        tail = said[1].strip().splitlines()[-1:] or [""]
+        why = f"the fresh process gave no verdict (exit {said[0]}: {tail[0]})"
         return FreshVerdict(None, why)
     for test in doc.get("tests", []):
         if test.get("nodeid") == nodeid:

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from pytest_tprof import fresh, reports, terminal
+from pytest_tprof import ab_side, fresh, reports, terminal
 from pytest_tprof.fixture import RESULT_KEY, TprofFixture
 from pytest_tprof.options import (
     MARKER_HELP,
@@ -75,6 +75,7 @@ def pytest_configure(config: pytest.Config) -> None:
     plugin = TprofPlugin(config, settings)
     config.stash[PLUGIN_KEY] = plugin
     config.pluginmanager.register(plugin, "tprof-plugin")
+    plugin.ab = ab_side.register(config, plugin)  # a side of `tprof ab`
     if _has_xdist(config):
         from pytest_tprof.xdist import XdistHooks
 
@@ -130,6 +131,7 @@ class TprofPlugin:
         self.messages: list[str] = []
         self._runner: Runner | None = None
         self.save_failed = False
+        self.ab: Any = None  # this process's ab_side.AbSide when `tprof ab` started it
 
     @property
     def runner(self) -> Runner:
@@ -210,6 +212,7 @@ class TprofPlugin:
                 item.nodeid,
                 timeout=60.0 + 5.0 * (time.monotonic() - started),
                 torch_in_force=result.settings,
+                pair=None if self.ab is None else self.ab.config,  # tprof ab: a fresh pair
             )
             verdict = policy.after_fresh_process(verdict, *child)
         return replace(result, verdict=policy.under_xdist(verdict, self.workers), pending=pending)
@@ -229,7 +232,9 @@ class TprofPlugin:
         machine = load.machine_now()
         if machine:
             lines.append(f"tprof: {machine}")
-        coverage = _coverage_line(line_tracer(), pytest_cov=self.settings.pytest_cov, save=run.save)
+        coverage = terminal.coverage_line(
+            line_tracer(), pytest_cov=self.settings.pytest_cov, save=run.save
+        )
         if coverage:
             lines.append(coverage)
         lines += [f"tprof: {note}" for note in r.environment_notes]
@@ -359,6 +364,7 @@ class TprofPlugin:
                 [(r.nodeid, r.table) for r in results if r.table is not None],
                 self.settings.run.rule,
                 saving=self.settings.run.save,
+                paired=self.ab is not None,
             )
             terminal.summary(
                 terminalreporter,
@@ -503,16 +509,3 @@ def _xdist_workers(config: pytest.Config) -> int:
 
 _OUTCOME = {"failed": "failed", "skipped": "was skipped"}
 _SERIAL_TIMEOUT_S = 600.0  # one test re-run alone after the workers: generous, it runs once
-
-
-def _coverage_line(tracer: str | None, *, pytest_cov: bool, save: bool) -> str | None:
-    """The header's line when coverage (or another line tracer) slows every traced line."""
-    if pytest_cov:
-        who = "coverage (pytest-cov) traces every line"
-    elif tracer is not None:
-        who = ("coverage" if tracer.startswith("coverage") else "a line tracer") + " is active"
-    else:
-        return None
-    if save:
-        return f"tprof: {who}: --tprof-save records no baseline under it; save without coverage"
-    return f"tprof: {who}: calls and work gate as usual; timings are reported, not gated"

@@ -36,3 +36,16 @@ def summary(
             tr.write_line(f"traces: {trace_dir}")
     for msg in messages:
         tr.write_line(msg, yellow=True)
+
+
+def coverage_line(tracer: str | None, *, pytest_cov: bool, save: bool) -> str | None:
+    """The header's line when coverage (or another line tracer) slows every traced line."""
+    if pytest_cov:
+        who = "coverage (pytest-cov) traces every line"
+    elif tracer is not None:
+        who = ("coverage" if tracer.startswith("coverage") else "a line tracer") + " is active"
+    else:
+        return None
+    if save:
+        return f"tprof: {who}: --tprof-save records no baseline under it; save without coverage"
+    return f"tprof: {who}: calls and work gate as usual; timings are reported, not gated"

@@ -200,6 +200,9 @@ class RoundSpec:
     # Called before the profiled rounds start: waits for the trace writer, whose exports must
     # not share a round's CPU, memory bandwidth and GIL (store.trace_writer).
     before_rounds: Callable[[], None] | None = field(default=None, compare=False)
+    # Paces the rounds with another process's (tprof ab: tprof_engine.pairing.Pacer): before(j)
+    # and after(j) around each (j < 0: a profiled warm-up round), finish() after the last.
+    pace: Any = field(default=None, compare=False)
 
     def check(self) -> None:
         """A ConfigError naming the first count out of range."""
@@ -212,6 +215,17 @@ class RoundSpec:
                 raise ConfigError(f"'{key}' {problem}")
         if self.iterations < 1:
             raise ConfigError(f"'iterations' must be >= 1 (got {self.iterations})")
+
+
+class _NotPaced:
+    """A capture of one process alone."""
+
+    def before(self, j: int) -> None: ...
+    def after(self, j: int) -> None: ...
+    def finish(self) -> None: ...
+
+
+_NOT_PACED = _NotPaced()
 
 
 def capture(
@@ -265,6 +279,8 @@ def capture_rounds(
             "a torch profiler is already running; tprof opens its own profiler session, "
             "so call tprof outside any torch.profiler.profile() block"
         )
+    if agree is None and spec.pace is not None:  # tprof ab's two sides extend it together
+        agree = spec.pace.agree
     warm = spec.warmup
     spent = Costs()
     while True:
@@ -360,8 +376,10 @@ def _profile_rounds(
         LoadMeter(gpu_state.meter_for_device(spec.cuda)) as meter,
         started_quietly(_session(spec)) as prof,
     ):
+        pace = spec.pace if spec.pace is not None else _NOT_PACED
         t_first = time.perf_counter()
         for r in range(rounds):
+            pace.before(r - profiled_warmup)  # the round's setup too runs on this side's turn
             args, kwargs = call.arguments()
             with (
                 _nvtx_range(nvtx_rounds[r] if nvtx_rounds else None),
@@ -378,6 +396,8 @@ def _profile_rounds(
                 closing_sync(spec.cuda, r)
                 wall_us[r] = (time.perf_counter_ns() - t0) / 1000.0
                 meter.after()
+            pace.after(r - profiled_warmup)
+        pace.finish()
         t_last = time.perf_counter()
         load = meter.result()
         _add_metadata(prof, spec, profiled_warmup, round_readings(wall_us, load))

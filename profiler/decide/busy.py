@@ -219,11 +219,12 @@ SESSION_QUIET_ROUNDS = 2
 
 def run_summary(
     tables: Sequence[tuple[str, OpTable]], rule: Disturbance, *, worst: int = 3,
-    saving: bool = False,
+    saving: bool = False, paired: bool = False,
 ) -> list[str]:  # fmt: skip
     """How busy the machine was over a run: the share of measured rounds disturbed (waited
     for a CPU, or ran beside busy processes) and the tests most disturbed; saving, which
-    tests' sessions keep no timing.  Nothing when no table has readings."""
+    tests' sessions keep no timing; ``paired`` (tprof ab), that every round was kept.
+    Nothing when no table has readings."""
     found = [(name, b) for name, t in tables if (b := busy_of(t, rule)) is not None]
     if not found:
         return []
@@ -231,7 +232,9 @@ def run_summary(
     disturbed = sum(b.disturbed for _, b in found)
     waited = sum(b.waited for _, b in found)
     judged = (
-        "no round was undisturbed, so no timing could be judged"
+        "each kept: a pair's two rounds share the machine"
+        if paired
+        else "no round was undisturbed, so no timing could be judged"
         if disturbed == rounds
         else "timing is judged on the others"
     )

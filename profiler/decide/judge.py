@@ -16,7 +16,7 @@ import numpy as np
 
 from tprof_engine.decide import busy
 from tprof_engine.decide.comm_gate import judge_communication, without_collectives
-from tprof_engine.decide.rule import Rule
+from tprof_engine.decide.rule import Rule, paired_rule
 from tprof_engine.decide.settings_gate import with_settings
 from tprof_engine.decide.timing import NOTHING_CHANGED, compare_across
 from tprof_engine.decide.work_gate import judge_work
@@ -68,9 +68,17 @@ class Recorded:
 
 
 def judge(
-    baseline: Recorded, current: Recorded, rule: Rule, *, notes: Sequence[str] = ()
+    baseline: Recorded,
+    current: Recorded,
+    rule: Rule,
+    *,
+    notes: Sequence[str] = (),
+    paired: bool = False,
 ) -> TestVerdict:
     """The verdict on ``current``'s last table against all of ``baseline``'s tables.
+
+    ``paired``: the baseline is one table whose rounds ran next to the current's, round by
+    round (tprof ab); timing is judged pair by pair (``rule.paired_rule``), every round kept.
 
     Different structure keys (torch, device) make the pair incomparable; other differing hard
     keys or protocol keys leave only calls compared.  Sides recorded with different iterations
@@ -87,7 +95,11 @@ def judge(
         diffs = [d for d in diffs if not d.startswith("iterations ")]
         found.append(f"rounds of {ib} and {ic} iterations: compared per iteration")
     sessions = len(base_tables)
-    base_tables, current_table, machine_busy = quiet_rounds(base_tables, current_table, rule)
+    if paired:
+        rule, machine_busy = paired_rule(rule), None
+        found.extend(_paired_notes(base_tables[-1], current_table, rule))
+    else:
+        base_tables, current_table, machine_busy = quiet_rounds(base_tables, current_table, rule)
     if machine_busy is None and len(base_tables) < sessions:
         found.append(
             f"{sessions - len(base_tables)} of {sessions} baseline sessions left out of the "
@@ -112,6 +124,17 @@ def judge(
     # The current run's holders, and the baseline's for an op the current run no longer calls.
     holders = {**baseline.holders, **current_table.meta.get("parents", {})}
     return with_enclosing_ops(verdict, holders, current.work or baseline.work)
+
+
+def _paired_notes(base: OpTable, current: OpTable, rule: Rule) -> list[str]:
+    """What a paired judgement says of its rounds: how many pairs, and the disturbed rounds
+    it kept (a neighbour's load fell on both sides of their pairs)."""
+    found = [f"paired: {min(base.rounds, current.rounds)} head rounds, each beside a base round"]
+    disturbed = [b for t in (base, current) if (b := busy.busy_of(t, rule)) is not None]
+    total = sum(b.rounds - b.quiet for b in disturbed)
+    if total:
+        found.append(f"{total} disturbed round(s) kept: a pair's two rounds share the machine")
+    return found
 
 
 MACHINE_BUSY = "machine busy"

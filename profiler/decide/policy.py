@@ -58,6 +58,7 @@ def next_step(
     remeasured: bool = False,
     in_fresh_process: bool = False,
     workers: int = 1,
+    paired: bool = False,
 ) -> Step:
     """The confirmation policy: what a verdict needs before it stands.
 
@@ -67,10 +68,14 @@ def next_step(
     workers' load can't confirm it.  ``confirm=False`` (``--no-tprof-confirm``) takes every
     verdict as it is.  The runner and the plugin carry the steps out; the merges are
     :func:`after_remeasurement`, :func:`after_fresh_process`, :func:`awaiting_serial_confirmation`
-    and :func:`after_serial_confirmation`.
+    and :func:`after_serial_confirmation`.  A ``paired`` verdict (tprof ab) is not measured
+    again in its process, where the base side would have to run again in step: a fresh pair
+    of processes confirms it (the fresh-process step, carried out for both sides).
     """
     if not confirm:
         return DONE
+    if paired and not remeasured:
+        return DONE if in_fresh_process or not needs_remeasurement(verdict) else FRESH_PROCESS
     if not remeasured:
         return REMEASURE if needs_remeasurement(verdict) else DONE
     if in_fresh_process or not needs_fresh_process(verdict):

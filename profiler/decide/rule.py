@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -101,6 +101,15 @@ class Rule:
     siblings: int = 0
     min_quiet_rounds: int = 10
 
+    # tprof ab (docs/design.md §18): the head's rounds judged against the base's rounds run
+    # next to them, pair by pair (a signed-rank test of the log ratios, their Hodges-Lehmann
+    # centre as the change).  Drift between the sides cancels in a pair, so the floors are
+    # fixed minimums, not learned from sessions; a disturbed round stays in (its pair saw the
+    # same machine), and what a process alone brings is left to the fresh pair's confirmation.
+    paired: bool = False
+    paired_floor: float = 0.05
+    paired_op_floor: float = 0.08
+
     def quiet_rounds_needed(self, rounds: int) -> int:
         """Undisturbed rounds a run of ``rounds`` rounds needs for its timing to be judged."""
         return min(self.min_quiet_rounds, rounds)
@@ -133,6 +142,8 @@ class Rule:
         """
         if self.rel_floor is not None:
             return self.rel_floor
+        if self.paired:
+            return self.paired_op_floor if op else self.paired_floor
         meds = [m for m in session_medians if m > 0]
         if len(meds) < 2:
             return self.op_single_session_floor if op else self.single_session_floor
@@ -145,6 +156,15 @@ class Rule:
         """How the test-level floor was set, in words for the failure."""
         if self.rel_floor is not None:
             return "configured"
+        if self.paired:
+            return "paired with the base's rounds"
         if sessions >= 2:
             return f"learned from {sessions} baseline sessions"
         return "single-session default"
+
+
+def paired_rule(rule: Rule) -> Rule:
+    """``rule`` for tprof ab's paired rounds: raw µs (both sides of a pair saw the same
+    machine, the probe would only add its noise), no op-against-the-rest route (the pairing
+    already cancels what moves the whole test)."""
+    return replace(rule, paired=True, probe=False, vs_rest=False)

@@ -126,7 +126,10 @@ def total_test(
 ) -> Total:
     """Significantly beyond the floor: current rounds against baseline rounds shifted by part
     of the floor, so sampling noise alone can't carry a change past it.  The floor's minimum
-    is the family's (:mod:`tprof_engine.model.family_specs`)."""
+    is the family's (:mod:`tprof_engine.model.family_specs`).  Paired rounds (tprof ab) are
+    tested pair by pair (:func:`paired_total`)."""
+    if rule.paired:
+        return paired_total(base, cur, rule, timed=timed)
     base_us, cur_us = rule.center(base.totals), rule.center(cur.totals)
     floor = rule.floor_for(base.session_total_medians, minimum=spec(family).min_floor)
     low_b, low_c = rule.lower(base.totals), rule.lower(cur.totals)
@@ -158,6 +161,41 @@ def total_test(
         and delta_pct < -floor
         and (base_us - cur_us) >= rule.abs_floor_us,
     )
+
+
+def paired_total(base: Side, cur: Side, rule: Rule, *, timed: bool) -> Total:
+    """The test level on paired rounds: the log ratio of each head round's total to its base
+    round's, its centre beyond the floor and the signed-rank test significant against half of
+    it.  Every round counts: a neighbour's load falls on both rounds of a pair."""
+    logs = stats.log_ratios(base.totals, cur.totals)
+    sigma = stats.log_spread(logs)
+    mde = stats.paired_min_effect(sigma, logs.size, alpha=rule.alpha)
+    floor = paired_floor(rule, mde, op=False)
+    centre = stats.hodges_lehmann(logs)
+    shift = math.log1p(rule.shift_share * floor)
+    p_greater = stats.signed_rank_greater(logs - shift)
+    p_less = stats.signed_rank_greater(-logs - shift)
+    base_us = stats.median(base.totals) if base.totals.size else 0.0
+    cur_us = base_us * math.exp(centre)
+    delta_pct = math.expm1(centre)
+    return Total(
+        base_us=base_us, cur_us=cur_us, delta_pct=delta_pct, floor=floor,
+        floor_source=rule.floor_source(1), p_greater=p_greater, p_less=p_less, sigma=sigma,
+        mde=mde, n_base=int(base.totals.size), n_cur=int(cur.totals.size),
+        n_base_low=int(logs.size), n_cur_low=int(logs.size),
+        regressed=timed and p_greater < rule.alpha and delta_pct > floor
+        and (cur_us - base_us) >= rule.abs_floor_us,
+        improved=timed and p_less < rule.alpha and delta_pct < -floor
+        and (base_us - cur_us) >= rule.abs_floor_us,
+    )  # fmt: skip
+
+
+def paired_floor(rule: Rule, mde: float, *, op: bool) -> float:
+    """A paired family's or op's floor: the rule's minimum, or what the pairs' noise lets it
+    see when that is more (so a noisy pair gates only what it can see, and says so in its
+    floor); a fixed floor stays the user's."""
+    floor = rule.floor_for([], op=op)
+    return floor if rule.rel_floor is not None else max(floor, min(mde, rule.useful_floor))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -218,15 +256,31 @@ def op_tests(
         if family == "cuda" and o.base_us == 0.0 and o.cur_us == 0.0:
             continue  # ops that launch no kernels have no CUDA row
         if _testable(name, o, base, cur, device_run=device_run):
-            lb, lc = rule.lower(base.per_op[name]), rule.lower(cur.per_op[name])
-            sig = stats.pooled_log_spread(lb, lc)
-            mde = stats.min_detectable_effect(sig, lc.size, lb.size, alpha=rule.alpha)
-            o = replace(o, low_base=lb, low_cur=lc, sigma=sig, mde=mde)
-            raw_p[name] = stats.mwu_greater(lc, lb * (1.0 + rule.shift_share * o.floor))
+            o, raw_p[name] = _op_test(o, base.per_op[name], cur.per_op[name], rule)
         ops[name] = o
     for name, p_adj in zip(raw_p, stats.holm(list(raw_p.values())), strict=True):
         ops[name] = replace(ops[name], p=p_adj)
     return ops
+
+
+def _op_test(o: OpStats, b: FloatArray, c: FloatArray, rule: Rule) -> tuple[OpStats, float]:
+    """One op's slowdown test and its raw p: the U test on the fast rounds, or on paired
+    rounds the signed-rank test of their log ratios (their centre is the op's change)."""
+    if rule.paired:
+        logs = stats.log_ratios(b, c)
+        sig = stats.log_spread(logs)
+        mde = stats.paired_min_effect(sig, logs.size, alpha=rule.alpha)
+        floor = paired_floor(rule, mde, op=True)
+        centre = stats.hodges_lehmann(logs)
+        p = stats.signed_rank_greater(logs - math.log1p(rule.shift_share * floor))
+        base_us = stats.median(b)
+        moved = replace(o, base_us=base_us, cur_us=base_us * math.exp(centre), floor=floor)
+        return replace(moved, low_base=b, low_cur=c, sigma=sig, mde=mde), p
+    lb, lc = rule.lower(b), rule.lower(c)
+    sig = stats.pooled_log_spread(lb, lc)
+    mde = stats.min_detectable_effect(sig, lc.size, lb.size, alpha=rule.alpha)
+    p = stats.mwu_greater(lc, lb * (1.0 + rule.shift_share * o.floor))
+    return replace(o, low_base=lb, low_cur=lc, sigma=sig, mde=mde), p
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -178,3 +178,56 @@ def _z(alpha: float, power: float) -> float:
     nd = NormalDist()
     clamp = min(max(1 - alpha, 1e-12), 1 - 1e-12)  # alpha = 1 (a test switched off) stays finite
     return nd.inv_cdf(clamp) + nd.inv_cdf(min(max(power, 1e-12), 1 - 1e-12))
+
+
+# Paired samples (tprof ab: a base round and a head round run next to each other).
+
+
+def signed_rank_greater(diffs: FloatArray) -> float:
+    """One-sided Wilcoxon signed-rank p-value for "the differences centre above 0": the exact
+    null distribution (ties take average ranks, counted in half ranks), zeros dropped."""
+    x = diffs[diffs != 0]
+    n = x.size
+    if n == 0:
+        return 1.0
+    ranks, _ = _average_ranks(np.abs(x))
+    doubled = np.rint(2 * ranks).astype(np.int64)  # average ranks are whole or halves
+    w_plus = int(doubled[x > 0].sum())
+    counts = np.zeros(int(doubled.sum()) + 1)
+    counts[0] = 1.0
+    for r in doubled:  # each rank's sign independently + or - under the null
+        shifted = np.zeros_like(counts)
+        shifted[r:] = counts[: counts.size - r]
+        counts = (counts + shifted) / 2.0
+    return float(counts[w_plus:].sum())
+
+
+def hodges_lehmann(diffs: FloatArray) -> float:
+    """The paired differences' centre: the median of their pairwise (Walsh) averages."""
+    if diffs.size == 0:
+        return 0.0
+    i, j = np.triu_indices(diffs.size)
+    return median((diffs[i] + diffs[j]) / 2.0)
+
+
+def paired_min_effect(sigma_log: float, pairs: int, *, alpha: float, power: float = 0.8) -> float:
+    """Relative slowdown the signed-rank test on ``pairs`` log ratios of spread ``sigma_log``
+    detects with ``power`` (normal approximation, widened by its relative efficiency 3/π)."""
+    if pairs == 0:
+        return math.inf
+    return math.expm1(_z(alpha, power) * sigma_log * math.sqrt(math.pi / 3 / pairs))
+
+
+def log_ratios(base: FloatArray, current: FloatArray) -> FloatArray:
+    """Each pair's log(current / base), pairs in order, those with a zero side left out."""
+    n = min(base.size, current.size)
+    b, c = base[:n], current[:n]
+    keep = (b > 0) & (c > 0)
+    return np.log(c[keep] / b[keep])
+
+
+def log_spread(logs: FloatArray) -> float:
+    """Robust standard deviation of log ratios (scaled MAD)."""
+    if logs.size < 2:
+        return 0.0
+    return MAD_TO_SD * median(np.abs(logs - median(logs)))

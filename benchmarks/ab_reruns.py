@@ -1,0 +1,261 @@
+"""``tprof ab`` against stored baselines, side by side, quiet and under load.
+
+Writes the seven-model suite of ``busy_reruns.py`` (models written with ``torch.nn``, none from
+``examples/``) and two tests of its own into a temporary git repository and commits it: that
+commit is the base.  ``--sessions`` baseline sessions are saved there on a quiet machine
+(``pytest --tprof --tprof-save``).  Then, under each load of ``--conditions`` (started as in
+``busy_reruns.py``: ``busy`` a spin loop per core, ``membw`` a memory-bandwidth hog per core,
+``torch`` another torch training job per core), each run does both, one after the other:
+
+- **ab**: ``tprof ab HEAD`` on the repository (the base commit beside the working tree);
+- **stored**: ``pytest --tprof`` against the saved baselines.
+
+Unchanged runs: the working tree is the base commit, so every failure is false; a test's
+timing counts as judged when its verdict is neither inconclusive nor an error.  Plant runs:
+the working tree carries one timing-only plant (below); it is caught when its test reads
+REGRESSED.  The tables give, per mode and load: false failures, the share of test-runs whose
+timing was judged, catches, and the smallest slowdown each test's CPU family could flag (the
+larger of its floor and its minimum detectable effect, median over the runs); and each mode's
+wall time per run, with the ratio ab / stored.
+
+Plants (each only in the head's working tree):
+
+- ``pyloop``: a pure-Python loop of about 0.3 ms between ``backward()`` and ``step()`` of the
+  LSTM training step (host time, no op slower);
+- ``mkldnn_off``: the conv block's forward under ``torch.backends.mkldnn.flags(enabled=False)``;
+- ``strided``: the matmul test's right operand a transposed view instead of a contiguous
+  matrix (the same op, shapes and FLOPs; another memory order);
+- ``spin10``, ``spin25``: a custom op (``torch.library.custom_op``) whose body is a fixed
+  amount of pure-Python work, 10 % and 25 % more of it (one op slower, nothing else moved).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from busy_reruns import LOADS, MODELS_SUITE, MODELS_TESTS, load
+
+EXTRA = '''
+
+SPIN_N = {"spin10": 8_800, "spin25": 10_000}.get(PLANT, 8_000)  # about 0.25 ms of Python
+
+
+@torch.library.custom_op("abplant::spin", mutates_args=())
+def spin(x: torch.Tensor) -> torch.Tensor:
+    s = 0
+    for i in range(SPIN_N):
+        s += i
+    return x + 1
+
+
+def test_custom_op(tprof):
+    model = nn.Sequential(nn.Linear(128, 256), nn.ReLU(), nn.Linear(256, 128)).eval()
+    x = torch.randn(32, 128)
+
+    def body():
+        with torch.no_grad():
+            return spin(model(x))
+
+    tprof(body)
+
+
+def test_strided_matmul(tprof):
+    a = torch.randn(256, 512)
+    b = torch.randn(512, 512).t() if PLANT == "strided" else torch.randn(512, 512)
+    tprof(torch.mm, a, b)
+'''
+SUITE = MODELS_SUITE + EXTRA
+TESTS = (*MODELS_TESTS, "test_custom_op", "test_strided_matmul")
+PLANTS = {
+    "pyloop": "test_lstm_train",
+    "mkldnn_off": "test_conv_inference",
+    "strided": "test_strided_matmul",
+    "spin10": "test_custom_op",
+    "spin25": "test_custom_op",
+}
+PLANT_LINE = 'PLANT = os.environ.get("TPROF_PLANT", "")'
+PYLOOP_LINE = "PYLOOP_N = 20_000"
+MODES = ("ab", "stored")
+TPROF = str(Path(sys.executable).with_name("tprof"))
+
+
+def git(folder: Path, *args: str) -> None:
+    subprocess.run(["git", "-C", str(folder), *args], check=True, capture_output=True)
+
+
+def make_repo(folder: Path) -> Path:
+    (folder / "pytest.ini").write_text("[pytest]\n")
+    (folder / "conftest.py").write_text("")
+    (folder / "test_ab_suite.py").write_text(SUITE)
+    (folder / ".gitignore").write_text("baselines/\n.tprof/\nreports/\n")
+    git(folder, "init", "-q")
+    git(folder, "add", "-A")
+    git(folder, "-c", "user.email=ab@example.com", "-c", "user.name=ab", "commit", "-qm", "base")
+    return folder / "test_ab_suite.py"
+
+
+def planted_source(plant: str) -> str:
+    """The suite with ``plant`` fixed in the file (the base reads an unset variable)."""
+    text = SUITE.replace(PLANT_LINE, f"PLANT = {plant!r}")
+    return text.replace(PYLOOP_LINE, "PYLOOP_N = 12_000")  # about 0.3 ms
+
+
+def run(folder: Path, mode: str, tag: str) -> tuple[dict[str, dict[str, Any]], float]:
+    """One run of ``mode``: its tests by name and its wall time."""
+    report = folder / "reports" / f"{tag}-{mode}.json"
+    report.parent.mkdir(exist_ok=True)
+    common = ["-q", "-p", "no:randomly", "-p", "no:cacheprovider"]
+    if mode == "ab":
+        cmd = [TPROF, "ab", f"--json={report}", "HEAD", "--", *common]
+    else:
+        cmd = [sys.executable, "-m", "pytest", *common, "--tprof", f"--tprof-json={report}"]
+    t0 = time.perf_counter()
+    done = subprocess.run(cmd, cwd=folder, capture_output=True, text=True, check=False)
+    wall = time.perf_counter() - t0
+    if done.returncode not in (0, 1) or not report.exists():
+        sys.exit(f"{mode} run {tag} failed ({done.returncode}):\n{done.stdout[-3000:]}{done.stderr[-2000:]}")
+    tests = {t["nodeid"].split("::")[-1]: t for t in json.loads(report.read_text())["tests"]}
+    return tests, wall
+
+
+def judged(t: dict[str, Any]) -> bool:
+    return bool(t.get("timing_compared", True)) and t["verdict"] not in ("inconclusive", "error")
+
+
+def smallest_flagged(t: dict[str, Any]) -> float | None:
+    """The smallest slowdown of the CPU total the rule could flag: max(floor, MDE), in %."""
+    for f in t.get("families", []):
+        if f["family"] == "cpu":
+            return float(max(f["floor_pct"], f["mde_pct"]))
+    return None
+
+
+@dataclass
+class Tally:
+    test_runs: int = 0
+    verdicts: Counter[str] = field(default_factory=Counter)
+    judged: int = 0
+    false: list[str] = field(default_factory=list)
+    walls: list[float] = field(default_factory=list)
+    flagged: dict[str, list[float]] = field(default_factory=dict)
+
+
+def unchanged(folder: Path, condition: str, runs: int, tallies: dict[tuple[str, str], Tally]) -> None:
+    with load(condition, lifetime=7200) as n:
+        print(f"\n{condition}: {runs} unchanged runs per mode ({n} load processes)", flush=True)
+        for i in range(1, runs + 1):
+            for mode in MODES:
+                tests, wall = run(folder, mode, f"{condition}-unchanged{i}")
+                tally = tallies.setdefault((mode, condition), Tally())
+                tally.walls.append(wall)
+                for name, t in tests.items():
+                    tally.test_runs += 1
+                    tally.verdicts[t["verdict"]] += 1
+                    tally.judged += judged(t)
+                    if (flag := smallest_flagged(t)) is not None:
+                        tally.flagged.setdefault(name, []).append(flag)
+                    if t["verdict"] in ("regressed", "error"):
+                        tally.false.append(f"{name}: {t['reason'][:240]}")
+                        print(f"    FALSE FAILURE ({mode}) {name}: {t['reason'][:240]}", flush=True)
+                words = Counter(t["verdict"] for t in tests.values())
+                print(f"  {mode:<6} run {i}: {dict(words)} ({wall:.0f} s)", flush=True)
+
+
+def plants(
+    folder: Path, suite: Path, condition: str, names: Sequence[str], runs: int,
+    caught: dict[tuple[str, str, str], list[str]],
+) -> None:  # fmt: skip
+    with load(condition, lifetime=7200) as n:
+        print(f"\nplants under {condition} ({n} load processes)", flush=True)
+        try:
+            for plant in names:
+                suite.write_text(planted_source(plant))
+                for i in range(1, runs + 1):
+                    for mode in MODES:
+                        tests, _ = run(folder, mode, f"{condition}-{plant}{i}")
+                        t = tests[PLANTS[plant]]
+                        caught.setdefault((plant, condition, mode), []).append(t["verdict"])
+                        others = [k for k, o in tests.items() if k != PLANTS[plant]
+                                  and o["verdict"] in ("regressed", "error")]  # fmt: skip
+                        print(f"  {plant} {mode} run {i}: {t['verdict']} "
+                              f"{t['reason'][:160]!r} collateral {others}", flush=True)  # fmt: skip
+        finally:
+            suite.write_text(SUITE)
+
+
+def tables(tallies: dict[tuple[str, str], Tally], caught: dict[tuple[str, str, str], list[str]]) -> None:
+    print("\nunchanged (A = A): per mode and load")
+    print(f"  {'mode':<7}{'load':<8}{'test-runs':>10}{'false':>7}{'judged':>9}  verdicts")
+    for (mode, cond), t in tallies.items():
+        share = 100 * t.judged / t.test_runs if t.test_runs else 0
+        print(f"  {mode:<7}{cond:<8}{t.test_runs:>10}{len(t.false):>7}{share:>8.0f}%  {dict(t.verdicts)}")
+    print("\nsmallest CPU slowdown each test could flag, % (median over runs: max(floor, MDE))")
+    conds = sorted({c for _, c in tallies})
+    heads = [f"{m}/{c}" for c in conds for m in MODES]
+    print(f"  {'test':<26}" + "".join(f"{h:>16}" for h in heads))
+    for name in TESTS:
+        cells = []
+        for c in conds:
+            for m in MODES:
+                vals = tallies.get((m, c), Tally()).flagged.get(name, [])
+                cells.append(f"{statistics.median(vals):>16.0f}" if vals else f"{'-':>16}")
+        print(f"  {name:<26}" + "".join(cells))
+    print("\nwall time per run, s (median)")
+    for c in conds:
+        ab, st = (statistics.median(tallies[(m, c)].walls) for m in MODES)
+        print(f"  {c:<8} ab {ab:6.1f}  stored {st:6.1f}  ratio ab/stored {ab / st:.2f}x")
+    if caught:
+        print("\nplants: caught (REGRESSED) / runs")
+        print(f"  {'plant':<11}{'load':<8}{'test':<22}{'ab':>8}{'stored':>8}  verdicts ab | stored")
+        for plant, cond in dict.fromkeys((p, c) for p, c, _ in caught):
+            a, s = caught.get((plant, cond, "ab"), []), caught.get((plant, cond, "stored"), [])
+            print(f"  {plant:<11}{cond:<8}{PLANTS[plant]:<22}{a.count('regressed'):>4}/{len(a):<3}"
+                  f"{s.count('regressed'):>4}/{len(s):<3}  {','.join(a)} | {','.join(s)}")  # fmt: skip
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=int, default=7, help="unchanged runs per mode and load")
+    parser.add_argument("--conditions", default="none,busy,torch")
+    parser.add_argument("--plants", default=",".join(PLANTS))
+    parser.add_argument("--plant-runs", type=int, default=2)
+    parser.add_argument("--plant-conditions", default="none,busy")
+    parser.add_argument("--sessions", type=int, default=3)
+    parser.add_argument("--keep", help="work in this folder (kept) instead of a temporary one")
+    args = parser.parse_args(argv)
+    for c in {*args.conditions.split(","), *args.plant_conditions.split(",")} - {""}:
+        if c not in LOADS:
+            parser.error(f"unknown load {c!r}; one of {LOADS}")
+    with tempfile.TemporaryDirectory(prefix="tprof-ab-bench-") as tmp:
+        folder = Path(args.keep or tmp)
+        folder.mkdir(parents=True, exist_ok=True)
+        suite = make_repo(folder)
+        print(f"suite: {folder} ({len(TESTS)} tests); {args.sessions} quiet saves", flush=True)
+        for _ in range(args.sessions):
+            subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:randomly", "--tprof",
+                            "--tprof-save"], cwd=folder, check=True, capture_output=True)  # fmt: skip
+        tallies: dict[tuple[str, str], Tally] = {}
+        caught: dict[tuple[str, str, str], list[str]] = {}
+        for cond in filter(None, args.conditions.split(",")):
+            unchanged(folder, cond, args.runs, tallies)
+        for cond in filter(None, args.plant_conditions.split(",")):
+            plants(folder, suite, cond, args.plants.split(","), args.plant_runs, caught)
+        tables(tallies, caught)
+    return 0
+
+
+if __name__ == "__main__":
+    os.environ.pop("TPROF_PLANT", None)
+    raise SystemExit(main())

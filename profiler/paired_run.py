@@ -1,0 +1,68 @@
+"""The runner's steps that differ on a side of ``tprof ab`` (:mod:`tprof_engine.pairing`):
+the rounds both sides agree on, the base side's rounds handed over, and the head side's
+judgement of them beside its stored baseline."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from tprof_engine.decide import judge
+from tprof_engine.model.environment import Fingerprint
+from tprof_engine.model.results import ProfiledTest
+from tprof_engine.model.verdicts import SAVED, TestVerdict
+from tprof_engine.store import schema
+
+
+def active(pairing: Any) -> Any:
+    """The pairing when this test is paired with the other side's (None: run as usual)."""
+    return None if pairing is None or pairing.alone else pairing
+
+
+def plan(
+    pairing: Any, source: Any, baseline: schema.Baseline | None, rounds: int | None
+) -> tuple[int, int | None]:
+    """Calls per round and measured rounds: the base side calibrates and tells the head,
+    which runs what it is told (its own calibration only when alone)."""
+    if pairing is None:
+        return source.iterations(baseline), rounds
+    if pairing.side == "head":
+        told = pairing.plan({})
+        if told.get("iterations"):
+            return int(told["iterations"]), told.get("rounds", rounds)
+        return source.iterations(None), rounds
+    own = {"iterations": source.iterations(None), "rounds": rounds}
+    pairing.plan(own)
+    return own["iterations"], rounds
+
+
+def handed_over(pairing: Any, test: ProfiledTest) -> ProfiledTest:
+    """The base side's test once its rounds are handed to the head, which judges them."""
+    pairing.handoff(replace(test, verdict=TestVerdict(verdict=SAVED, reason="")).to_dict())
+    verdict = TestVerdict(verdict=SAVED, reason="measured as the base of tprof ab")
+    return replace(test, verdict=verdict)
+
+
+def base_side(pairing: Any, fingerprint: Fingerprint) -> judge.Recorded | None:
+    """The base side's rounds of the current test, as the side the head is judged against
+    (None: the base did not profile it)."""
+    if pairing is None or pairing.side != "head":
+        return None
+    record = pairing.handoff(None)
+    if record is None:
+        return None
+    base = ProfiledTest.from_dict(record)
+    if base.table is None:
+        return None
+    return judge.Recorded(
+        tables=(base.table,), fingerprint=fingerprint, protocol=base.protocol, work=base.work,
+        hosts=(fingerprint.soft.get("host"),), settings=base.settings, tracer=base.tracer,
+    )  # fmt: skip
+
+
+def stored_note(beside: TestVerdict) -> str:
+    """What the stored baseline said of the same rounds, as a note on the paired verdict."""
+    reason = beside.reason.splitlines()[0] if beside.reason else ""
+    return f"against the stored baseline: {beside.verdict.upper()}" + (
+        f" ({reason})" if reason else ""
+    )
