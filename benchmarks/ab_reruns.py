@@ -8,6 +8,7 @@ commit is the base.  ``--sessions`` baseline sessions are saved there on a quiet
 ``torch`` another torch training job per core), each run does both, one after the other:
 
 - **ab**: ``tprof ab HEAD`` on the repository (the base commit beside the working tree);
+- **duet** (``--modes``): ``tprof ab --mode duet HEAD``, both sides' rounds at once;
 - **stored**: ``pytest --tprof`` against the saved baselines.
 
 Unchanged runs: the working tree is the base commit, so every failure is false; a test's
@@ -47,7 +48,7 @@ from typing import Any
 
 from busy_reruns import LOADS, MODELS_SUITE, MODELS_TESTS, load
 
-EXTRA = '''
+EXTRA = """
 
 SPIN_N = {"spin10": 8_800, "spin25": 10_000}.get(PLANT, 8_000)  # about 0.25 ms of Python
 
@@ -75,7 +76,7 @@ def test_strided_matmul(tprof):
     a = torch.randn(256, 512)
     b = torch.randn(512, 512).t() if PLANT == "strided" else torch.randn(512, 512)
     tprof(torch.mm, a, b)
-'''
+"""
 SUITE = MODELS_SUITE + EXTRA
 TESTS = (*MODELS_TESTS, "test_custom_op", "test_strided_matmul")
 PLANTS = {
@@ -87,7 +88,8 @@ PLANTS = {
 }
 PLANT_LINE = 'PLANT = os.environ.get("TPROF_PLANT", "")'
 PYLOOP_LINE = "PYLOOP_N = 20_000"
-MODES = ("ab", "stored")
+MODES = ("ab", "duet", "stored")  # tprof ab alternating, tprof ab --mode duet, stored baselines
+DEFAULT_MODES = "ab,stored"
 TPROF = str(Path(sys.executable).with_name("tprof"))
 
 
@@ -117,15 +119,19 @@ def run(folder: Path, mode: str, tag: str) -> tuple[dict[str, dict[str, Any]], f
     report = folder / "reports" / f"{tag}-{mode}.json"
     report.parent.mkdir(exist_ok=True)
     common = ["-q", "-p", "no:randomly", "-p", "no:cacheprovider"]
-    if mode == "ab":
-        cmd = [TPROF, "ab", f"--json={report}", "HEAD", "--", *common]
+    if mode in ("ab", "duet"):
+        alternate = "alternate" if mode == "ab" else "duet"
+        cmd = [TPROF, "ab", f"--mode={alternate}", f"--json={report}", "HEAD", "--", *common]
     else:
         cmd = [sys.executable, "-m", "pytest", *common, "--tprof", f"--tprof-json={report}"]
     t0 = time.perf_counter()
     done = subprocess.run(cmd, cwd=folder, capture_output=True, text=True, check=False)
     wall = time.perf_counter() - t0
     if done.returncode not in (0, 1) or not report.exists():
-        sys.exit(f"{mode} run {tag} failed ({done.returncode}):\n{done.stdout[-3000:]}{done.stderr[-2000:]}")
+        sys.exit(
+            f"{mode} run {tag} failed ({done.returncode}):\n"
+            f"{done.stdout[-3000:]}{done.stderr[-2000:]}"
+        )
     tests = {t["nodeid"].split("::")[-1]: t for t in json.loads(report.read_text())["tests"]}
     return tests, wall
 
@@ -152,11 +158,14 @@ class Tally:
     flagged: dict[str, list[float]] = field(default_factory=dict)
 
 
-def unchanged(folder: Path, condition: str, runs: int, tallies: dict[tuple[str, str], Tally]) -> None:
+def unchanged(
+    folder: Path, condition: str, runs: int, tallies: dict[tuple[str, str], Tally],
+    modes: Sequence[str],
+) -> None:  # fmt: skip
     with load(condition, lifetime=7200) as n:
         print(f"\n{condition}: {runs} unchanged runs per mode ({n} load processes)", flush=True)
         for i in range(1, runs + 1):
-            for mode in MODES:
+            for mode in modes:
                 tests, wall = run(folder, mode, f"{condition}-unchanged{i}")
                 tally = tallies.setdefault((mode, condition), Tally())
                 tally.walls.append(wall)
@@ -175,7 +184,7 @@ def unchanged(folder: Path, condition: str, runs: int, tallies: dict[tuple[str, 
 
 def plants(
     folder: Path, suite: Path, condition: str, names: Sequence[str], runs: int,
-    caught: dict[tuple[str, str, str], list[str]],
+    caught: dict[tuple[str, str, str], list[str]], modes: Sequence[str],
 ) -> None:  # fmt: skip
     with load(condition, lifetime=7200) as n:
         print(f"\nplants under {condition} ({n} load processes)", flush=True)
@@ -183,7 +192,7 @@ def plants(
             for plant in names:
                 suite.write_text(planted_source(plant))
                 for i in range(1, runs + 1):
-                    for mode in MODES:
+                    for mode in modes:
                         tests, _ = run(folder, mode, f"{condition}-{plant}{i}")
                         t = tests[PLANTS[plant]]
                         caught.setdefault((plant, condition, mode), []).append(t["verdict"])
@@ -195,34 +204,46 @@ def plants(
             suite.write_text(SUITE)
 
 
-def tables(tallies: dict[tuple[str, str], Tally], caught: dict[tuple[str, str, str], list[str]]) -> None:
+def tables(
+    tallies: dict[tuple[str, str], Tally], caught: dict[tuple[str, str, str], list[str]]
+) -> None:
+    modes = [m for m in MODES if any(k[0] == m for k in tallies)]
+    conds = list(dict.fromkeys(c for _, c in tallies))
     print("\nunchanged (A = A): per mode and load")
     print(f"  {'mode':<7}{'load':<8}{'test-runs':>10}{'false':>7}{'judged':>9}  verdicts")
     for (mode, cond), t in tallies.items():
         share = 100 * t.judged / t.test_runs if t.test_runs else 0
-        print(f"  {mode:<7}{cond:<8}{t.test_runs:>10}{len(t.false):>7}{share:>8.0f}%  {dict(t.verdicts)}")
+        print(
+            f"  {mode:<7}{cond:<8}{t.test_runs:>10}{len(t.false):>7}{share:>8.0f}%  "
+            f"{dict(t.verdicts)}"
+        )
     print("\nsmallest CPU slowdown each test could flag, % (median over runs: max(floor, MDE))")
-    conds = sorted({c for _, c in tallies})
-    heads = [f"{m}/{c}" for c in conds for m in MODES]
-    print(f"  {'test':<26}" + "".join(f"{h:>16}" for h in heads))
+    heads = [f"{m}/{c}" for c in conds for m in modes]
+    print(f"  {'test':<26}" + "".join(f"{h:>14}" for h in heads))
     for name in TESTS:
         cells = []
         for c in conds:
-            for m in MODES:
+            for m in modes:
                 vals = tallies.get((m, c), Tally()).flagged.get(name, [])
-                cells.append(f"{statistics.median(vals):>16.0f}" if vals else f"{'-':>16}")
+                cells.append(f"{statistics.median(vals):>14.0f}" if vals else f"{'-':>14}")
         print(f"  {name:<26}" + "".join(cells))
-    print("\nwall time per run, s (median)")
+    print("\nwall time per run, s (median), and against a stored-baseline compare run")
     for c in conds:
-        ab, st = (statistics.median(tallies[(m, c)].walls) for m in MODES)
-        print(f"  {c:<8} ab {ab:6.1f}  stored {st:6.1f}  ratio ab/stored {ab / st:.2f}x")
+        walls = {m: statistics.median(tallies[(m, c)].walls) for m in modes if (m, c) in tallies}
+        ref = walls.get("stored")
+        cells = "  ".join(
+            f"{m} {w:5.1f}" + (f" ({w / ref:.2f}x)" if ref and m != "stored" else "")
+            for m, w in walls.items()
+        )
+        print(f"  {c:<8} {cells}")
     if caught:
-        print("\nplants: caught (REGRESSED) / runs")
-        print(f"  {'plant':<11}{'load':<8}{'test':<22}{'ab':>8}{'stored':>8}  verdicts ab | stored")
+        print("\nplants: caught (REGRESSED) / runs, then each run's verdict")
+        print(f"  {'plant':<11}{'load':<8}{'test':<22}" + "".join(f"{m:>9}" for m in modes))
         for plant, cond in dict.fromkeys((p, c) for p, c, _ in caught):
-            a, s = caught.get((plant, cond, "ab"), []), caught.get((plant, cond, "stored"), [])
-            print(f"  {plant:<11}{cond:<8}{PLANTS[plant]:<22}{a.count('regressed'):>4}/{len(a):<3}"
-                  f"{s.count('regressed'):>4}/{len(s):<3}  {','.join(a)} | {','.join(s)}")  # fmt: skip
+            got = [caught.get((plant, cond, m), []) for m in modes]
+            cells = "".join(f"{v.count('regressed'):>5}/{len(v):<3}" for v in got)
+            words = " | ".join(",".join(v) for v in got)
+            print(f"  {plant:<11}{cond:<8}{PLANTS[plant]:<22}{cells}  {words}")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -233,8 +254,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--plant-runs", type=int, default=2)
     parser.add_argument("--plant-conditions", default="none,busy")
     parser.add_argument("--sessions", type=int, default=3)
+    parser.add_argument("--modes", default=DEFAULT_MODES, help=f"of {','.join(MODES)}")
     parser.add_argument("--keep", help="work in this folder (kept) instead of a temporary one")
     args = parser.parse_args(argv)
+    modes = args.modes.split(",")
+    if set(modes) - set(MODES):
+        parser.error(f"--modes: of {MODES}")
     for c in {*args.conditions.split(","), *args.plant_conditions.split(",")} - {""}:
         if c not in LOADS:
             parser.error(f"unknown load {c!r}; one of {LOADS}")
@@ -244,14 +269,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         suite = make_repo(folder)
         print(f"suite: {folder} ({len(TESTS)} tests); {args.sessions} quiet saves", flush=True)
         for _ in range(args.sessions):
-            subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:randomly", "--tprof",
-                            "--tprof-save"], cwd=folder, check=True, capture_output=True)  # fmt: skip
+            save = [sys.executable, "-m", "pytest", "-q", "-p", "no:randomly", "--tprof-save"]
+            subprocess.run(save, cwd=folder, check=True, capture_output=True)
         tallies: dict[tuple[str, str], Tally] = {}
         caught: dict[tuple[str, str, str], list[str]] = {}
         for cond in filter(None, args.conditions.split(",")):
-            unchanged(folder, cond, args.runs, tallies)
+            unchanged(folder, cond, args.runs, tallies, modes)
         for cond in filter(None, args.plant_conditions.split(",")):
-            plants(folder, suite, cond, args.plants.split(","), args.plant_runs, caught)
+            plants(folder, suite, cond, args.plants.split(","), args.plant_runs, caught, modes)
         tables(tallies, caught)
     return 0
 

@@ -14,10 +14,31 @@ order a test's data flows through them (docs/design.md §2-3):
   errors).
 
 :mod:`.runner` drives one test through the stages for the pytest plugin; :mod:`.cli` is the
-``tprof`` command over the same library, reading its inputs through :mod:`.sources`.  Nothing
-here imports pytest.
+``tprof`` command over the same library, reading its inputs through :mod:`.sources`;
+:mod:`.ab`, :mod:`.pairing` and :mod:`.paired_run` are ``tprof ab`` (the base commit measured
+beside the working tree, docs/design.md §18).  Nothing here imports pytest.
 """
 
 from __future__ import annotations
 
 __version__ = "0.1.0"
+
+__all__ = [  # the stages and the front's modules
+    "ab",
+    "capture",
+    "cli",
+    "config",
+    "decide",
+    "diff_sides",
+    "in_process",
+    "model",
+    "paired_run",
+    "pairing",
+    "ranked",
+    "reduce",
+    "render",
+    "runner",
+    "sources",
+    "store",
+    "torch_support",
+]

@@ -16,6 +16,7 @@ from it) stops with a message naming the module (:func:`foreign_modules`).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -165,8 +166,8 @@ def run_pair(
                 procs.append(subprocess.Popen(
                     launch.command, cwd=launch.cwd, env=env, pass_fds=(cfg.fd,),
                     stdout=out, stderr=subprocess.STDOUT if out is not None else None,
-                    preexec_fn=_pinned(config),
                 ))  # fmt: skip
+                _pin(procs[-1].pid, config.cpus)
         finally:
             a.close()
             b.close()
@@ -179,12 +180,12 @@ def run_pair(
     return codes[1], codes[0]
 
 
-def _pinned(config: SideConfig) -> Any:
-    """What pins a side to the pair's CPUs as it starts (None where nothing can)."""
-    if not config.cpus or not hasattr(os, "sched_setaffinity"):
-        return None
-    cpus = set(config.cpus)
-    return lambda: os.sched_setaffinity(0, cpus)
+def _pin(pid: int, cpus: Sequence[int]) -> None:
+    """A side's process on the pair's CPUs as it starts, before it starts a thread (threads
+    inherit the CPUs of the thread that starts them); nothing where that can't be done."""
+    if cpus and hasattr(os, "sched_setaffinity"):
+        with contextlib.suppress(OSError):  # it may have exited already
+            os.sched_setaffinity(pid, set(cpus))
 
 
 def default_cpus(mode: str) -> tuple[int, ...]:
@@ -222,13 +223,16 @@ def command(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     pytest_args = [a for a in args.pytest_args if a != "--"]
     if any(a.startswith(("-n", "--numprocesses", "--dist")) for a in pytest_args):
         raise TprofError("tprof ab runs each side serially: drop -n/--numprocesses/--dist")
+    if any(a.startswith(("--tprof-save", "--tprof-reset")) for a in pytest_args):
+        raise TprofError("tprof ab compares two trees and stores nothing: record baselines "
+                         "with pytest --tprof-save")  # fmt: skip
     with tempfile.TemporaryDirectory(prefix="tprof-ab-") as tmp:
         work = Path(tmp)
         trees = check_out(args.ref, Path.cwd(), work)
         try:
             report = Path(args.json).resolve() if args.json else work / "head.json"
             config = SideConfig(side=HEAD, fd=-1, mode=args.mode, base_root=str(trees.base_root),
-                                head_root=str(trees.head_root), label=trees.label,
+                                head_root=str(trees.head_root), label=trees.label, ref=args.ref,
                                 cpus=args.cpus or default_cpus(args.mode))  # fmt: skip
             head_args = [*pytest_args, f"--tprof-json={report}"]
             base = side_launch(trees, BASE, pytest_args, os.environ, _base_extra(trees, work))

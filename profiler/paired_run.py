@@ -19,6 +19,11 @@ def active(pairing: Any) -> Any:
     return None if pairing is None or pairing.alone else pairing
 
 
+def is_base(pairing: Any) -> bool:
+    """This test is paired, on the base side: its rounds go to the head, which judges."""
+    return pairing is not None and pairing.side == "base"
+
+
 def plan(
     pairing: Any, source: Any, baseline: schema.Baseline | None, rounds: int | None
 ) -> tuple[int, int | None]:
@@ -66,3 +71,14 @@ def stored_note(beside: TestVerdict) -> str:
     return f"against the stored baseline: {beside.verdict.upper()}" + (
         f" ({reason})" if reason else ""
     )
+
+
+def labelled(test: ProfiledTest, pairing: Any, paired: judge.Recorded | None) -> ProfiledTest:
+    """The head's test naming the base its rounds were paired with (as the user named it), or
+    saying why they were not."""
+    if pairing is None or pairing.side != "head":
+        return test
+    if paired is None:
+        note = f"tprof ab: not paired ({pairing.why_alone or 'the base did not profile it'})"
+        return replace(test, verdict=test.verdict.with_notes(note))
+    return replace(test, paired_base=pairing.config.ref or pairing.config.label)

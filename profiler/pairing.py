@@ -27,8 +27,8 @@ ENV: Final = "TPROF_AB"  # the JSON a side reads: its side, the channel's fd, th
 Side = Literal["base", "head"]
 BASE: Final = "base"
 HEAD: Final = "head"
-# How the two sides' measured rounds share the machine: one after the other, in the order
-# base, head, head, base, … (so neither side always goes first), or both at once.
+# How the two sides' measured rounds share the machine: one after the other (each pair's order
+# alternating, so neither side always goes first), or both at once.
 ALTERNATE: Final = "alternate"
 DUET: Final = "duet"
 MODES: Final = (ALTERNATE, DUET)
@@ -44,7 +44,8 @@ class SideConfig:
     mode: str = ALTERNATE
     base_root: str = ""
     head_root: str = ""
-    label: str = ""  # the base, as the user named it ("origin/main at 1a2b3c4")
+    label: str = ""  # the base, named and resolved ("origin/main at 1a2b3c4d5e")
+    ref: str = ""  # the base as the user named it ("origin/main")
     confirming: bool = False  # a pair started to confirm one test: it confirms nothing further
     # The CPUs both sides run on.  Alternating, both sides share them all (the cores of a
     # shared machine differ in speed: on two, an unchanged test read +16-30 % with each side
@@ -166,6 +167,11 @@ class Pairing:
         self.channel.send(kind="begin", test=nodeid)
         return self._expect("begin") is not None
 
+    def solo(self, nodeid: str, why: str) -> None:
+        """``nodeid`` runs on this side alone (the other side has no such test)."""
+        self.test = nodeid
+        self._go_alone(why)
+
     def end(self, nodeid: str, why: str = "") -> None:
         """This side is done with ``nodeid`` (``why``: it did not profile it, and why)."""
         self.channel.send(kind="end", test=nodeid, why=why)
@@ -223,8 +229,9 @@ class Pairing:
 
 
 def first_in_round(j: int) -> str:
-    """Which side runs round ``j`` first: base, head, head, base, base, head, …"""
-    return BASE if (j % 4) in (0, 3) else HEAD
+    """Which side runs round ``j`` first: the base in even rounds, the head in odd ones, so the
+    rounds run base, head, head, base, base, head, … and neither side always goes first."""
+    return BASE if j % 2 == 0 else HEAD
 
 
 class Pacer:

@@ -193,8 +193,7 @@ class Runner:
         pairing = paired_run.active(self.pairing)
         with watch.stage("calibrate"):
             iterations, rounds = paired_run.plan(pairing, source, baseline, rounds)
-        spec = self._round_spec(nodeid, iterations, rounds=rounds, warmup=warmup)
-        spec = replace(spec, pace=None if pairing is None else pairing.pacer(spec.rounds))
+        spec = self._round_spec(nodeid, iterations, rounds=rounds, warmup=warmup, pairing=pairing)
         tracer = line_tracer()  # per test: pytest-cov's no_cover marker pauses coverage
         latest: list[Any] = []  # the newest capture, whose trace is written if wanted
 
@@ -206,39 +205,44 @@ class Runner:
             latest[:] = [result]
             return result
 
-        judged_by = rule or cfg.rule
-        judged = baseline is not None and pairing is None  # a pair is paced, never retried
-        result = self._captured(run, judged_by, spec.rounds, judged=judged)
+        judged_by = rule or cfg.rule  # a pair is paced, never captured again
+        result = self._captured(run, judged_by, spec.rounds, judged=bool(baseline) and not pairing)
         protocol = self.protocol(
             rounds=spec.rounds, warmup=spec.warmup, iterations=result.iterations
         )
         with watch.stage("census"):
             work, notes = source.census()
         test = replace(self._tested(nodeid, result, protocol), work=work, tracer=tracer)
-        if cfg.save:
-            return result.value, self._recorded(test, error, notes, latest[0], watch)
-        if pairing is not None and pairing.side == "base":
-            test = paired_run.handed_over(pairing, test)
-            return result.value, self._finished(test, notes, latest[0], watch)
+        if cfg.save or paired_run.is_base(pairing):
+            return result.value, self._recorded(test, error, notes, latest[0], watch, pairing)
         current = judge.Recorded(
             tables=(result.table,), fingerprint=self.fingerprint, protocol=protocol,
             work=test.work, hosts=(self.fingerprint.soft.get("host"),), tracer=tracer,
             settings=test.settings,
         )  # fmt: skip
-        found = _Found(baseline=baseline, error=error)
-        paired = paired_run.base_side(pairing, self.fingerprint)
-        if paired is not None:
-            found = _Found(baseline=None, error=None, paired=paired, stored=found)
+        found = self._found(_Found(baseline=baseline, error=error), pairing)
         test = self._confirmed(
             test, found, current, judged_by, lambda: self._quiet_enough(run, judged_by), watch
         )
+        test = paired_run.labelled(test, self.pairing, found.paired)
         return result.value, self._finished(test, notes, latest[0], watch)
+
+    def _found(self, on_disk: _Found, pairing: Any) -> _Found:
+        """What the test is judged against: what is on disk, or on tprof ab's head side the
+        base's rounds of it, with what is on disk beside them."""
+        paired = paired_run.base_side(pairing, self.fingerprint)
+        if paired is None:
+            return on_disk
+        return _Found(baseline=None, error=None, paired=paired, stored=on_disk)
 
     def _recorded(
         self, test: ProfiledTest, error: str | None, notes: tuple[str, ...], capture: Any,
-        watch: Stopwatch,
+        watch: Stopwatch, pairing: Any = None,
     ) -> ProfiledTest:  # fmt: skip
-        """A recording's test, its verdict "saved" (the save itself comes at the run's end)."""
+        """A recording's test, its verdict "saved" (the save itself comes at the run's end);
+        on tprof ab's base side, its rounds handed to the head, which judges them."""
+        if pairing is not None:
+            return self._finished(paired_run.handed_over(pairing, test), notes, capture, watch)
         note = ("the damaged file will be replaced",) if error else ()
         verdict = TestVerdict(
             verdict=SAVED, reason="recorded for the baseline", notes=(*note, *notes)
@@ -259,13 +263,15 @@ class Runner:
         return replace(test, costs=watch.costs())
 
     def _round_spec(
-        self, nodeid: str, iterations: int, *, rounds: int | None, warmup: int | None
-    ) -> Any:
+        self, nodeid: str, iterations: int, *, rounds: int | None, warmup: int | None,
+        pairing: Any = None,
+    ) -> Any:  # fmt: skip
         """What this test's rounds are: the marker's or the run's counts, the iterations,
-        and what each round records."""
+        what each round records, and (tprof ab) how they take turns with the other side's."""
         cfg = self.config
+        rounds = cfg.rounds if rounds is None else rounds
         return self._session.RoundSpec(
-            rounds=cfg.rounds if rounds is None else rounds,
+            rounds=rounds, pace=None if pairing is None else pairing.pacer(rounds),
             warmup=cfg.warmup if warmup is None else warmup,
             iterations=iterations,
             cuda=bool(self.facts["cuda_available"]), probe=cfg.probe,

@@ -44,6 +44,11 @@ class AbSide:
                 step_summary=None,
             )  # fmt: skip
 
+    def described(self) -> dict[str, object]:
+        """The run's two sides, for its reports."""
+        c = self.config
+        return {"base": c.label, "mode": c.mode, "cpus": list(c.cpus), "side": c.side}
+
     def pytest_report_header(self) -> list[str]:
         if self.config.side == BASE:
             return [f"tprof ab: base side ({self.config.label}); the head side judges"]
@@ -72,6 +77,7 @@ class AbSide:
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_protocol(self, item: pytest.Item) -> Generator[None, object, object]:
         if item.nodeid not in self.common:
+            self.pairing.solo(item.nodeid, f"the {self.pairing.other} side has no such test")
             return (yield)
         self.pairing.begin(item.nodeid)
         try:

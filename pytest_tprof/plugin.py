@@ -487,7 +487,7 @@ class TprofPlugin:
             {"reduction": self.runner.reduction, "startup_s": self.runner.startup_s}
             if self.settings.json_path
             else {}
-        )
+        ) | ({"ab": self.ab.described()} if self.ab is not None else {})
         messages, written = reports.write_reports(self.settings, tests, env, extra)
         self.messages += messages
         return written

@@ -45,7 +45,7 @@ def write_reports(
         written &= _write_html(out, settings.html_path, doc, baselines)
     md_target, step_summary = settings.markdown_path, settings.step_summary
     if md_target is not None or (step_summary and tests):
-        text = markdown_summary(tests)
+        text = markdown_summary(tests, extra)
         if md_target is not None:
             written &= _write(out, _MARKDOWN, md_target, text, baselines)
         if step_summary and tests:

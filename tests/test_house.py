@@ -33,3 +33,22 @@ def test_no_function_is_over_fifty_lines() -> None:
         and node.end_lineno - node.lineno + 1 > FUNCTION_LINES
     ]
     assert long == []
+
+
+def test_each_package_names_its_modules_in_all() -> None:
+    """A stage's face is its ``__all__``: every module in it, nothing else, so a newcomer (and
+    ``from tprof_engine.decide import *``) sees the whole stage."""
+    wrong = {}
+    for init in sorted((ROOT / "profiler").rglob("__init__.py")):
+        folder = init.parent
+        modules = {p.stem for p in folder.glob("*.py")} - {"__init__", "__main__"}
+        modules |= {p.name for p in folder.iterdir() if (p / "__init__.py").is_file()}
+        named = set()
+        for node in ast.parse(init.read_text(encoding="utf-8")).body:
+            if isinstance(node, ast.Assign) and any(
+                isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets
+            ):
+                named = set(ast.literal_eval(node.value))
+        if named != modules:
+            wrong[folder.relative_to(ROOT).as_posix()] = sorted(named ^ modules)
+    assert wrong == {}

@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -217,15 +218,8 @@ class RoundSpec:
             raise ConfigError(f"'iterations' must be >= 1 (got {self.iterations})")
 
 
-class _NotPaced:
-    """A capture of one process alone."""
-
-    def before(self, j: int) -> None: ...
-    def after(self, j: int) -> None: ...
-    def finish(self) -> None: ...
-
-
-_NOT_PACED = _NotPaced()
+# A capture of one process alone: its rounds paced by nothing.
+_NOT_PACED = SimpleNamespace(before=lambda j: None, after=lambda j: None, finish=lambda: None)
 
 
 def capture(
@@ -354,13 +348,12 @@ def _profile_rounds(
     call: Call, spec: RoundSpec, watch: Stopwatch, profiled_warmup: int
 ) -> tuple[profile, FloatArray, tuple[RoundLoad, list[int]], Any]:
     """Run the spec's warm-up rounds, the last ``profiled_warmup`` of them and the measured
-    rounds in one profiler session.
-
-    Returns the session, each profiled round's wall time in µs, what the machine let each
-    run (with each one's start on the wall clock), and the body's last value; the spec's
-    trace metadata goes into the session's trace, one JSON value per key, and so do the
-    rounds' readings (``tprof_rounds``).  ``watch`` gets the rounds' seconds, the profiler's
-    start and stop, and the wait for an earlier test's trace (``export``).
+    rounds in one profiler session.  Returns the session, each profiled round's wall time in
+    µs, what the machine let each run (with each one's start on the wall clock), and the
+    body's last value; the spec's trace metadata goes into the session's trace, one JSON
+    value per key, and so do the rounds' readings (``tprof_rounds``).  ``watch`` gets the
+    rounds' seconds, the profiler's start and stop, and the wait for an earlier test's trace
+    (``export``).
     """
     early = spec.warmup - profiled_warmup
     rounds = profiled_warmup + spec.rounds
@@ -385,10 +378,7 @@ def _profile_rounds(
                 _nvtx_range(nvtx_rounds[r] if nvtx_rounds else None),
                 record_function(f"{ROUND_PREFIX}{r}"),
             ):
-                if drift_probe is not None:
-                    with record_function(f"{PROBE_PREFIX}{r}"):
-                        drift_probe()
-                        sync(spec.cuda)
+                _probe(drift_probe, spec.cuda, r)
                 meter.before()
                 t0 = time.perf_counter_ns()
                 for _ in range(spec.iterations):
@@ -404,6 +394,14 @@ def _profile_rounds(
     watch.add("rounds", t_last - t_first)
     watch.add("profiler", (t_first - t_start) + (time.perf_counter() - t_last))
     return prof, wall_us, (load, meter.starts_ns), value
+
+
+def _probe(drift_probe: Probe | None, cuda: bool, r: int) -> None:
+    """Round ``r``'s drift probe, in its own annotation (none without a probe)."""
+    if drift_probe is not None:
+        with record_function(f"{PROBE_PREFIX}{r}"):
+            drift_probe()
+            sync(cuda)
 
 
 def _unprofiled_rounds(call: Call, spec: RoundSpec, early: int) -> tuple[Any, tuple[str, ...]]:

@@ -11,3 +11,21 @@
 - :mod:`.busy`: which rounds the machine disturbed; :mod:`.stats`: the tests (numpy);
   :mod:`.rule`: the parameters.
 """
+
+__all__ = [  # the stage's modules: its face (tests/test_house.py keeps it whole)
+    "busy",
+    "comm_gate",
+    "device",
+    "families",
+    "judge",
+    "memory_gate",
+    "policy",
+    "replacements",
+    "rule",
+    "samples",
+    "settings_gate",
+    "stats",
+    "structure",
+    "timing",
+    "work_gate",
+]

@@ -75,10 +75,9 @@ def judge(
     notes: Sequence[str] = (),
     paired: bool = False,
 ) -> TestVerdict:
-    """The verdict on ``current``'s last table against all of ``baseline``'s tables.
-
-    ``paired``: the baseline is one table whose rounds ran next to the current's, round by
-    round (tprof ab); timing is judged pair by pair (``rule.paired_rule``), every round kept.
+    """The verdict on ``current``'s last table against all of ``baseline``'s tables
+    (``paired``, tprof ab: one table whose rounds ran beside the current's, judged pair by pair
+    under ``rule.paired_rule``, every round kept).
 
     Different structure keys (torch, device) make the pair incomparable; other differing hard
     keys or protocol keys leave only calls compared.  Sides recorded with different iterations
@@ -94,17 +93,12 @@ def judge(
         current_table = per_iteration(current_table, ic)
         diffs = [d for d in diffs if not d.startswith("iterations ")]
         found.append(f"rounds of {ib} and {ic} iterations: compared per iteration")
-    sessions = len(base_tables)
     if paired:
         rule, machine_busy = paired_rule(rule), None
         found.extend(_paired_notes(base_tables[-1], current_table, rule))
     else:
-        base_tables, current_table, machine_busy = quiet_rounds(base_tables, current_table, rule)
-    if machine_busy is None and len(base_tables) < sessions:
-        found.append(
-            f"{sessions - len(base_tables)} of {sessions} baseline sessions left out of the "
-            f"timing: saved on a busy machine (fewer than {busy.SESSION_QUIET_ROUNDS} "
-            "undisturbed rounds)"
+        base_tables, current_table, machine_busy = _undisturbed(
+            base_tables, current_table, rule, found
         )
     if machine_busy is not None and not diffs:
         diffs.append(machine_busy)
@@ -121,9 +115,22 @@ def judge(
     verdict = with_compile_structure(verdict, base_tables[-1], current_table, per_call=per_call)
     verdict = with_work(verdict, baseline.work, current.work, rule)
     verdict = with_settings(verdict, baseline.settings, current.settings)
-    # The current run's holders, and the baseline's for an op the current run no longer calls.
-    holders = {**baseline.holders, **current_table.meta.get("parents", {})}
+    holders = {**baseline.holders, **current_table.meta.get("parents", {})}  # the newer's first
     return with_enclosing_ops(verdict, holders, current.work or baseline.work)
+
+
+def _undisturbed(
+    baseline: Sequence[OpTable], current: OpTable, rule: Rule, found: list[str]
+) -> tuple[list[OpTable], OpTable, str | None]:
+    """:func:`quiet_rounds`, with a note in ``found`` on the baseline sessions it left out."""
+    base_tables, current_table, machine_busy = quiet_rounds(baseline, current, rule)
+    if machine_busy is None and len(base_tables) < len(baseline):
+        found.append(
+            f"{len(baseline) - len(base_tables)} of {len(baseline)} baseline sessions left out "
+            f"of the timing: saved on a busy machine (fewer than {busy.SESSION_QUIET_ROUNDS} "
+            "undisturbed rounds)"
+        )
+    return base_tables, current_table, machine_busy
 
 
 def _paired_notes(base: OpTable, current: OpTable, rule: Rule) -> list[str]:

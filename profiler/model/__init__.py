@@ -7,3 +7,24 @@
 chose), :mod:`.family_specs` (the timing families as data), :mod:`.gpu_clocks` (the GPU's
 clock-event reasons), :mod:`.limits` and :mod:`.errors`.  It imports no other stage.
 """
+
+__all__ = [  # the stage's modules: its face (tests/test_house.py keeps it whole)
+    "arrays",
+    "costs",
+    "device_delta",
+    "device_tables",
+    "environment",
+    "errors",
+    "family_specs",
+    "gpu_clocks",
+    "limits",
+    "memory_verdict",
+    "ranks",
+    "records",
+    "results",
+    "settings",
+    "tensors",
+    "verdicts",
+    "work",
+    "work_verdict",
+]

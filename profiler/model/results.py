@@ -45,6 +45,8 @@ class ProfiledTest:
     # The numeric settings in force for its capture (model.settings; empty: not read).
     settings: Mapping[str, Any] = field(default_factory=dict)
     costs: Costs = field(default_factory=Costs)  # where the profiling time went, per stage
+    # tprof ab: the base (as the user named it) whose rounds this test's were paired with.
+    paired_base: str | None = None
 
     def with_outcome(self, outcome: str) -> ProfiledTest:
         return replace(self, outcome=outcome)
@@ -78,6 +80,7 @@ class ProfiledTest:
             "tracer": self.tracer,
             "settings": dict(self.settings),
             "costs": self.costs.to_dict(),
+            "paired_base": self.paired_base,
         }
 
     @classmethod
@@ -105,6 +108,7 @@ class ProfiledTest:
             tracer=None if d.get("tracer") is None else str(d["tracer"]),
             settings=dict(d.get("settings") or {}),
             costs=Costs.from_dict(d.get("costs")),
+            paired_base=d.get("paired_base"),
         )
 
 

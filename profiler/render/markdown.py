@@ -18,11 +18,12 @@ from tprof_engine.render.rows import NUMERIC_COLUMNS, OP_COLUMNS, SUMMARY_COLUMN
 DETAIL_ROWS = 20
 
 
-def markdown_summary(tests: Sequence[ProfiledTest]) -> str:
-    """The Markdown summary of profiled tests (what ``--tprof-markdown`` writes)."""
+def markdown_summary(tests: Sequence[ProfiledTest], extra: Mapping[str, Any] | None = None) -> str:
+    """The Markdown summary of profiled tests (what ``--tprof-markdown`` writes); ``extra`` is
+    the run's JSON keys beside its tests (``ab``: a tprof ab run's two sides)."""
     from tprof_engine.render.report import json_report
 
-    return markdown_from_report(json_report(tests, environment={}))
+    return markdown_from_report(json_report(tests, environment={}, extra=extra))
 
 
 def _cell(text: str) -> str:
@@ -42,6 +43,9 @@ def markdown_from_report(doc: Mapping[str, Any]) -> str:
     """The Markdown summary of a JSON report: a table of tests, then details per test."""
     tests = fmt.ordered_tests(doc)
     lines = ["## pytest-tprof", ""]
+    if isinstance(ab := doc.get("ab"), Mapping):
+        lines += [f"`tprof ab`: head (working tree) against base {_code(str(ab.get('base')))}, "
+                  "each round paired with a base round run beside it.", ""]  # fmt: skip
     if not tests:
         lines += ["No profiled tests.", ""]
         return "\n".join(lines)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from tprof_engine.decide.comm_gate import communication_rows
@@ -132,6 +133,12 @@ def next_steps(test: ProfiledTest, *, record_args: Sequence[str] = ()) -> list[s
         "meant it? record it as the new baseline: "
         f'pytest --tprof-save --tprof-reset{given} "{test.nodeid}"'
     ]
+    if test.paired_base is not None:  # tprof ab: nothing stored to accept
+        out = [
+            "meant it? nothing is stored: the next change is measured against a base that has "
+            "it (in CI, accept it on the pull request: docs/ab.md in pytest-tprof)",
+            f'again, alone: tprof ab {shlex.quote(test.paired_base)} -- "{test.nodeid}"',
+        ]
     # Source lines come with the census's rows: offered when a census ran without them and
     # the failure names rows (work that moved, flagged ops), not time outside any op alone.
     named = v.work_regressed or bool(v.flagged_ops())
@@ -139,10 +146,19 @@ def next_steps(test: ProfiledTest, *, record_args: Sequence[str] = ()) -> list[s
         out.append("which line of your code: re-run with --tprof --tprof-collect=stack")
     trace = test.side_by_side or test.trace
     if trace:
-        out.append(f"see the ops in time: open {trace} in https://ui.perfetto.dev")
+        out.append(f"see the ops in time: open {_shown_path(trace)} in https://ui.perfetto.dev")
     if test.trace and not test.side_by_side and (v.timing_regressed or v.structure_regressed):
         out.append("see it beside the baseline's rounds: record baselines with --tprof-save-trace")
     return out
+
+
+def _shown_path(path: str) -> str:
+    """A path as the user can open it: relative to the folder the run started in when it is
+    under it (a CI runner's absolute path means nothing on the user's machine)."""
+    try:
+        return str(Path(path).resolve().relative_to(Path.cwd().resolve()))
+    except (ValueError, OSError):
+        return path
 
 
 def device_row_lines(rows: Sequence[Mapping[str, Any]]) -> list[str]:
@@ -370,6 +386,7 @@ def _test_json(t: ProfiledTest) -> dict[str, Any]:
         "probe_shift": v["probe_shift"],
         "sessions": v["sessions"],
         "confirmed": t.confirmed,
+        "paired_base": t.paired_base,  # tprof ab: the base its rounds were paired with
         "rounds": t.rounds,
         "warmup_used": t.warmup_used,
         "iterations": t.iterations,
