@@ -36,13 +36,14 @@ lint: setup
 
 # Most tests run on TEST_WORKERS pytest-xdist workers; those marked serial assert timing verdicts,
 # which the plugin calls inconclusive while other processes keep the CPUs busy, so they run
-# alone afterwards.  Both runs always run; either failing fails the target.
+# alone afterwards.  Both runs always run; either failing fails the target.  -rs lists each
+# skipped test with its reason (no GPU, a torch without a feature, a tool not installed).
 TEST_WORKERS ?= 2
 
 test: lint
 	status=0; \
-	$(VENV)/bin/pytest -q -n $(TEST_WORKERS) -m "not serial" || status=$$?; \
-	$(VENV)/bin/pytest -q -m serial || status=$$?; \
+	$(VENV)/bin/pytest -q -rs -n $(TEST_WORKERS) -m "not serial" || status=$$?; \
+	$(VENV)/bin/pytest -q -rs -m serial || status=$$?; \
 	exit $$status
 
 demo: setup

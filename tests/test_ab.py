@@ -38,6 +38,13 @@ def test_other(tprof):
     a = torch.ones(32, 32)
     tprof(torch.mm, a, a)
 """
+NEW_TEST = """
+import torch
+
+
+def test_new(tprof):
+    tprof(torch.relu, torch.ones(64, 64))
+"""
 FAST = ["-q", "-p", "no:cacheprovider", "--tprof-rounds=12", "--tprof-warmup=1"]
 
 
@@ -90,8 +97,12 @@ def test_the_same_commit_passes_and_a_slower_working_tree_fails_confirmed(tmp_pa
         assert any(n.startswith("paired: 12 head rounds") for n in t["notes"]), t["notes"]
 
     source.write_text(PLANTED)  # the change under review, not committed
+    (tmp_path / "tests" / "test_new.py").write_text(NEW_TEST)  # a test the base doesn't have
     code, out, doc = tprof_ab(tmp_path, "HEAD", "--", *FAST)
     assert code == 1, out
+    new = verdicts(doc)["test_new"]
+    assert "tprof ab: not paired (the base side has no such test)" in new["notes"]
+    assert "timing was not judged for 1 test(s): tests/test_new.py::test_new" in out
     step = verdicts(doc)["test_step"]
     assert step["verdict"] == "regressed", step["reason"]
     assert "paired with the base's rounds" in step["reason"]

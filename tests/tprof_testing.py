@@ -29,7 +29,7 @@ from tprof_engine.store import paths
 # A conftest for suites whose tests assert timing verdicts of planted 8x slowdowns (against
 # 100 % floors): no round is ever judged disturbed, so a neighbour on a shared runner (another
 # job, the other xdist worker of this suite) can't turn their verdicts into "machine busy".
-# The busy-machine rule has tests of its own (tests/profiler/test_busy.py); these control the
+# The busy-machine rule has tests of its own (tests/profiler/decide/test_busy.py); these control the
 # readings they depend on.  Loaded by the suite's processes and their fresh-process children.
 QUIET_READINGS_CONFTEST = """
 import pytest

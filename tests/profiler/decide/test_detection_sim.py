@@ -21,7 +21,7 @@ from tprof_engine.decide.rule import Rule
 from tprof_engine.decide.timing import compare
 from tprof_engine.model.records import OpTable
 
-SIMULATE = Path(__file__).parents[2] / "benchmarks" / "detection" / "simulate.py"
+SIMULATE = Path(__file__).parents[3] / "benchmarks" / "detection" / "simulate.py"
 
 
 def _load() -> ModuleType:

@@ -13,7 +13,7 @@ import pytest
 from tprof_engine.model.errors import BaselineError
 from tprof_engine.store import baselines, packing, reading
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 EXAMPLES = sorted((ROOT / "baselines").glob("*/*.json"))
 
 

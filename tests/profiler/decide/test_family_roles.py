@@ -94,10 +94,10 @@ def test_a_family_too_noisy_to_judge_leaves_the_others_verdict_alone() -> None:
 
 
 def test_the_shared_h100_sessions_replay_unchanged_and_the_plants_fail() -> None:
-    data = Path(__file__).resolve().parents[3] / "shared" / "data" / "h100-torch2.11"
+    data = Path(__file__).resolve().parents[4] / "shared" / "data" / "h100-torch2.11"
     if not data.is_dir():
         pytest.skip(f"{data}: the recorded H100 sessions are not beside this checkout")
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+    sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "benchmarks"))
     try:
         import gpu_replay
     finally:
