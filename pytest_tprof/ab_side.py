@@ -107,4 +107,5 @@ def register(config: pytest.Config, plugin: Any) -> AbSide | None:
         raise pytest.UsageError("tprof ab runs each side serially: drop -n")
     side = AbSide(plugin, found)
     config.pluginmanager.register(side, "tprof-ab-side")
+    plugin.state.report_extra["ab"] = side.described()  # the reports say which base
     return side

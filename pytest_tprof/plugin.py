@@ -1,7 +1,9 @@
-"""pytest hooks of pytest-tprof: register options, fixture and marker; delegate to the plugin.
+"""pytest hooks of pytest-tprof: register options, fixture and marker; delegate to the roles.
 
-Module-level hooks only register things; the state lives in one :class:`TprofPlugin`,
-registered in ``pytest_configure`` when ``--tprof`` (or ``--tprof-save``) is given.
+Module-level hooks only register things.  When ``--tprof`` (or ``--tprof-save``) is given,
+``pytest_configure`` registers the profiling role (:class:`TprofPlugin`) in every process that
+runs tests, and the controller's (:class:`pytest_tprof.controller.Controller`) where no xdist
+worker runs; both share one :class:`~pytest_tprof.controller.RunState`.
 """
 
 from __future__ import annotations
@@ -11,12 +13,12 @@ import os
 import time
 from collections.abc import Generator
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from pytest_tprof import ab_side, fresh, reports, terminal
+from pytest_tprof import ab_side, fresh, terminal
+from pytest_tprof.controller import Controller, RunState
 from pytest_tprof.fixture import RESULT_KEY, TprofFixture
 from pytest_tprof.options import (
     MARKER_HELP,
@@ -29,10 +31,10 @@ from pytest_tprof.options import (
 from pytest_tprof.xdist import assign_worker_gpu, device_header
 from tprof_engine.capture import load
 from tprof_engine.config import Body
-from tprof_engine.decide import busy, policy
+from tprof_engine.decide import policy
 from tprof_engine.decide.rule import Rule
 from tprof_engine.model.environment import line_tracer
-from tprof_engine.model.errors import BaselineError, ConfigError
+from tprof_engine.model.errors import ConfigError
 from tprof_engine.model.results import ProfiledTest
 from tprof_engine.model.verdicts import (
     ERROR,
@@ -45,7 +47,7 @@ from tprof_engine.model.verdicts import (
 from tprof_engine.ranked import DistributedBody, profile_distributed
 from tprof_engine.render import report as rpt
 from tprof_engine.runner import Runner
-from tprof_engine.store import paths, reading, trace_files
+from tprof_engine.store import trace_files
 from tprof_engine.torch_support import torch_problem
 
 PLUGIN_KEY = pytest.StashKey["TprofPlugin"]()
@@ -72,21 +74,27 @@ def pytest_configure(config: pytest.Config) -> None:
     problem = torch_problem()
     if problem is not None:
         raise pytest.UsageError(problem)
-    plugin = TprofPlugin(config, settings)
+    plugin = TprofPlugin(config, RunState(settings=settings))
     config.stash[PLUGIN_KEY] = plugin
     config.pluginmanager.register(plugin, "tprof-plugin")
-    plugin.ab = ab_side.register(config, plugin)  # a side of `tprof ab`
-    if _has_xdist(config):
-        from pytest_tprof.xdist import XdistHooks
+    if not plugin.is_worker:  # the run's results, save, reports and summary
+        controller = Controller(config, plugin.state, plugin)
+        config.pluginmanager.register(controller, "tprof-controller")
+        if _has_xdist(config):
+            from pytest_tprof.xdist import XdistHooks
 
-        config.pluginmanager.register(XdistHooks(plugin.add_results), "tprof-xdist")
+            config.pluginmanager.register(XdistHooks(controller.add_results), "tprof-xdist")
+    plugin.ab = ab_side.register(config, plugin)  # a side of `tprof ab`
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
     plugin = config.stash.get(PLUGIN_KEY, None)
     if plugin is not None:
         del config.stash[PLUGIN_KEY]
-        config.pluginmanager.unregister(plugin)
+        for name in ("tprof-plugin", "tprof-controller", "tprof-xdist", "tprof-ab-side"):
+            registered = config.pluginmanager.get_plugin(name)
+            if registered is not None:
+                config.pluginmanager.unregister(registered)
 
 
 @pytest.fixture
@@ -117,21 +125,38 @@ def pytest_report_teststatus(report: pytest.TestReport, config: pytest.Config) -
 
 
 class TprofPlugin:
-    """State of one pytest-tprof session and the hooks that need it."""
+    """The profiling role, in every process that runs tests (an xdist worker, or the one
+    process): each test's profile, its confirmation and its report; its results go to the
+    controller (:mod:`pytest_tprof.controller`), here or through xdist."""
 
-    def __init__(self, config: pytest.Config, settings: Settings) -> None:
+    def __init__(self, config: pytest.Config, state: RunState) -> None:
         self.config = config
-        self.settings = settings
+        self.state = state
         self.is_worker = hasattr(config, "workerinput")
         workerinput = getattr(config, "workerinput", None) or {}
         self.workers = int(workerinput.get("workercount", 1))
-        self.results: dict[str, ProfiledTest] = {}
-        self.known: set[str] = set()
-        self.collected_files: set[str] = set()
-        self.messages: list[str] = []
         self._runner: Runner | None = None
-        self.save_failed = False
         self.ab: Any = None  # this process's ab_side.AbSide when `tprof ab` started it
+
+    @property
+    def runner_made(self) -> bool:
+        return self._runner is not None
+
+    @property
+    def settings(self) -> Settings:
+        return self.state.settings
+
+    @settings.setter
+    def settings(self, value: Settings) -> None:
+        self.state.settings = value
+
+    @property
+    def results(self) -> dict[str, ProfiledTest]:
+        return self.state.results
+
+    @property
+    def messages(self) -> list[str]:
+        return self.state.messages
 
     @property
     def runner(self) -> Runner:
@@ -251,15 +276,6 @@ class TprofPlugin:
             )
         return lines
 
-    def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
-        for item in items:
-            self.known.add(item.nodeid)
-            self.collected_files.add(item.nodeid.split("::", 1)[0])
-
-    def pytest_deselected(self, items: list[pytest.Item]) -> None:
-        # Deselected (-k, -m, --deselect, --sw) tests still exist: their baselines aren't stale.
-        self.known.update(item.nodeid for item in items)
-
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_setup(self, item: pytest.Item) -> None:
         """In a fresh process confirming a regression: the torch settings the parent's capture
@@ -308,29 +324,14 @@ class TprofPlugin:
             self.results[item.nodeid] = result.with_outcome("failed")  # as the reports say
         return report
 
-    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_sessionfinish(self) -> None:
+        """The traces written before the controller saves and reports; a worker's results
+        handed to the controller."""
         self._traces_written()
-        if self.is_worker:
-            workeroutput = getattr(self.config, "workeroutput", None)
-            if workeroutput is not None:
-                workeroutput["tprof"] = [r.to_dict() for r in self.results.values()]
-            return
-        interrupted = session.exitstatus == pytest.ExitCode.INTERRUPTED
-        if not interrupted and self._confirm_serially():
-            session.exitstatus = pytest.ExitCode.TESTS_FAILED
-        if self.settings.run.save and not interrupted:
-            self._save()
-            if self.save_failed:
-                session.exitstatus = pytest.ExitCode.TESTS_FAILED
-        else:
-            if self.settings.run.save:
-                self._not_saved("the run was interrupted before saving")
-            self._stale()
-        self._bound_traces()
-        # A report asked for and not written fails the run as a failed save does: CI that
-        # publishes it must not go green on a stale or missing file.  An earlier status stays.
-        if not self._write_reports() and session.exitstatus == pytest.ExitCode.OK:
-            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        workeroutput = getattr(self.config, "workeroutput", None)
+        if self.is_worker and workeroutput is not None:
+            workeroutput["tprof"] = [r.to_dict() for r in self.results.values()]
 
     def _traces_written(self) -> None:
         """Wait for the traces still being written; a test whose trace couldn't be says so."""
@@ -349,37 +350,7 @@ class TprofPlugin:
                 "(--tprof-trace-keep), a failing one all until it passes"
             )
 
-    def _bound_traces(self) -> None:
-        """The trace folder held to its bound, oldest first; this run's traces stay."""
-        folder = self.settings.run.trace_dir
-        if folder is None or not Path(folder).is_dir():
-            return
-        named = [p for r in self.results.values() for p in (r.trace, r.side_by_side) if p]
-        trace_files.bounded(Path(folder), keep=[Path(p) for p in named])
-
-    def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
-        if not self.is_worker:
-            results = list(self.results.values())
-            machine = busy.run_summary(
-                [(r.nodeid, r.table) for r in results if r.table is not None],
-                self.settings.run.rule,
-                saving=self.settings.run.save,
-                paired=self.ab is not None,
-            )
-            terminal.summary(
-                terminalreporter,
-                results,
-                [*machine, *self.messages],
-                baseline_dir=self.runner.env_dir,
-                trace_dir=self.settings.run.trace_dir,
-            )
-
     # ------------------------------------------------------------------ helpers
-
-    def add_results(self, dicts: list[dict[str, Any]]) -> None:
-        for d in dicts:
-            r = ProfiledTest.from_dict(d)
-            self.results[r.nodeid] = r
 
     def _progress(self, text: str) -> None:
         """A note on the progress line while a test runs: written past pytest's capture, or
@@ -390,107 +361,6 @@ class TprofPlugin:
         capture = self.config.pluginmanager.get_plugin("capturemanager")
         with capture.global_and_fixture_disabled() if capture else contextlib.nullcontext():
             tr.write(f" {text} ", yellow=True, flush=True)
-
-    def _confirm_serially(self) -> bool:
-        """Re-run alone each timing regression the xdist workers found; True if one failed."""
-        pending = sorted(r.nodeid for r in self.results.values() if r.pending is not None)
-        tr = self.config.pluginmanager.get_plugin("terminalreporter")
-        if pending and tr is not None:
-            tr.line("")  # after the progress line
-            tr.write_line(
-                f"tprof: confirming {len(pending)} timing regression(s) found under xdist, "
-                "each alone in a fresh process"
-            )
-        failed = False
-        for nodeid in pending:
-            r = self.results[nodeid]
-            assert r.pending is not None
-            child = fresh.verdict_in_fresh_process(
-                self.config, self.settings, nodeid, timeout=_SERIAL_TIMEOUT_S,
-                torch_in_force=r.settings,
-            )  # fmt: skip
-            r = replace(r, verdict=policy.after_serial_confirmation(r.pending, *child))
-            r = replace(r, pending=None)
-            if r.verdict.failing and r.outcome == "passed":
-                r = r.with_outcome("failed")
-                self._log_failure(r, tr)
-                failed = True
-            self.results[nodeid] = r
-        return failed
-
-    def _log_failure(self, result: ProfiledTest, tr: Any) -> None:
-        """Turn a test that passed in its worker into the failure its confirmation found."""
-        if tr is not None:  # its pass no longer counts
-            passed = tr.stats.get("passed", [])
-            tr.stats["passed"] = [x for x in passed if getattr(x, "nodeid", None) != result.nodeid]
-        path, _, name = result.nodeid.partition("::")
-        report = pytest.TestReport(
-            nodeid=result.nodeid,
-            location=(path, None, name or path),
-            keywords={},
-            outcome="failed",
-            longrepr=rpt.failure_text(
-                result,
-                verbose=self.config.get_verbosity() > 0,
-                record_args=self.settings.record_args,
-            ),
-            when="call",
-            user_properties=[(PROPERTY, result.verdict.verdict)],
-        )
-        self.config.hook.pytest_runtest_logreport(report=report)
-
-    def _save(self) -> None:
-        for nodeid, r in list(self.results.items()):
-            if r.outcome != "passed":
-                self.results[nodeid] = r.not_saved(f"the test {_OUTCOME.get(r.outcome, r.outcome)}")
-                continue
-            try:
-                self.results[nodeid] = self.runner.save(r)
-            except BaselineError as exc:
-                self.messages.append(f"save failed: {exc}")
-                self.results[nodeid] = r.not_saved("the save failed (see below)")
-                self.save_failed = True
-
-    def _not_saved(self, why: str) -> None:
-        for nodeid, r in list(self.results.items()):
-            self.results[nodeid] = r.not_saved(why)
-
-    def _stale(self) -> None:
-        """List baselines of tests that no longer exist: their test is gone from a collected
-        file, or their test file is gone from disk."""
-        env_dir = self.runner.env_dir
-        if not env_dir.is_dir():
-            return
-        known_slugs = {paths.slug(n) for n in self.known}
-        root = self.settings.rootdir
-        # Tests named by node id, or --lf (which drops a file's passing tests while collecting
-        # it), leave collected files collected in part: their other tests still exist.
-        partial = bool(self.config.getoption("lf", False)) or any(
-            "::" in str(arg) for arg in self.config.args
-        )
-        for path in paths.iter_baselines(env_dir):
-            if path.stem in known_slugs:
-                continue
-            nodeid = reading.read_nodeid(path)
-            if nodeid is None:
-                continue
-            test_file = nodeid.split("::", 1)[0]
-            gone = not (root / test_file).exists()
-            if gone or (test_file in self.collected_files and not partial):
-                self.messages.append(f"stale baseline (its test no longer exists): {path}")
-
-    def _write_reports(self) -> bool:
-        """Write the reports asked for; False when one couldn't be (its message says why)."""
-        tests = list(self.results.values())
-        env = self.runner.fingerprint.to_dict() if self._runner or tests else {}
-        extra = (
-            {"reduction": self.runner.reduction, "startup_s": self.runner.startup_s}
-            if self.settings.json_path
-            else {}
-        ) | ({"ab": self.ab.described()} if self.ab is not None else {})
-        messages, written = reports.write_reports(self.settings, tests, env, extra)
-        self.messages += messages
-        return written
 
 
 def _has_xdist(config: pytest.Config) -> bool:
@@ -505,7 +375,3 @@ def _xdist_workers(config: pytest.Config) -> int:
         return 0
     workers = config.getoption("numprocesses", None)
     return workers if isinstance(workers, int) else 0
-
-
-_OUTCOME = {"failed": "failed", "skipped": "was skipped"}
-_SERIAL_TIMEOUT_S = 600.0  # one test re-run alone after the workers: generous, it runs once

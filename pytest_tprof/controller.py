@@ -1,0 +1,240 @@
+"""The controller's part of a pytest-tprof run: the process that started it and hears every
+test's result (pytest-xdist's controller, or the one process of a run without xdist).
+
+It keeps what the whole run knows: every test's :class:`ProfiledTest` (from this process's
+profiling, :class:`pytest_tprof.plugin.TprofPlugin`, or from the workers through
+:mod:`pytest_tprof.xdist`), the tests collected; and at the session's end it carries out
+what only it may: the serial confirmation of what the workers found, the save (the only
+writer of baselines), the stale baselines, the trace folder's bound, the reports and the
+terminal summary.  The profiling role runs in every process that runs tests.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Protocol
+
+import pytest
+
+from pytest_tprof import fresh, reports, terminal
+from pytest_tprof.options import Settings
+from tprof_engine.decide import busy, policy
+from tprof_engine.model.errors import BaselineError
+from tprof_engine.model.results import ProfiledTest
+from tprof_engine.render import report as rpt
+from tprof_engine.runner import Runner
+from tprof_engine.store import paths, reading, trace_files
+
+PROPERTY = rpt.VERDICT_PROPERTY
+_OUTCOME = {"failed": "failed", "skipped": "was skipped"}
+_SERIAL_TIMEOUT_S = 600.0  # one test re-run alone after the workers: generous, it runs once
+
+
+@dataclass
+class RunState:
+    """What one pytest-tprof process holds for its run, shared by its two roles: the settings
+    (a side of tprof ab narrows its reports), each test's result, the summary's messages,
+    and what the reports say beside the tests (tprof ab's two sides)."""
+
+    settings: Settings
+    results: dict[str, ProfiledTest] = field(default_factory=dict)
+    messages: list[str] = field(default_factory=list)
+    report_extra: dict[str, Any] = field(default_factory=dict)
+
+
+class Runners(Protocol):
+    """Where the controller finds this process's runner (the profiling role makes it once a
+    test is profiled; a save or a report may need one anyway)."""
+
+    @property
+    def runner(self) -> Runner: ...
+
+    @property
+    def runner_made(self) -> bool: ...
+
+
+class Controller:
+    """The run's results, its session end and its summary (registered only where no xdist
+    worker runs: the controller, or the one process)."""
+
+    def __init__(self, config: pytest.Config, state: RunState, runners: Runners) -> None:
+        self.config, self.state, self._runners = config, state, runners
+        self.known: set[str] = set()
+        self.collected_files: set[str] = set()
+        self.save_failed = False
+
+    @property
+    def settings(self) -> Settings:
+        return self.state.settings
+
+    @property
+    def results(self) -> dict[str, ProfiledTest]:
+        return self.state.results
+
+    @property
+    def messages(self) -> list[str]:
+        return self.state.messages
+
+    @property
+    def runner(self) -> Runner:
+        return self._runners.runner
+
+    def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
+        for item in items:
+            self.known.add(item.nodeid)
+            self.collected_files.add(item.nodeid.split("::", 1)[0])
+
+    def pytest_deselected(self, items: list[pytest.Item]) -> None:
+        # Deselected (-k, -m, --deselect, --sw) tests still exist: their baselines aren't stale.
+        self.known.update(item.nodeid for item in items)
+
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        """Once the profiling (here or in the workers) is done: the serial confirmations, the
+        save or the stale baselines, the trace folder's bound and the reports."""
+        interrupted = session.exitstatus == pytest.ExitCode.INTERRUPTED
+        if not interrupted and self._confirm_serially():
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        if self.settings.run.save and not interrupted:
+            self._save()
+            if self.save_failed:
+                session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        else:
+            if self.settings.run.save:
+                self._not_saved("the run was interrupted before saving")
+            self._stale()
+        self._bound_traces()
+        # A report asked for and not written fails the run as a failed save does: CI that
+        # publishes it must not go green on a stale or missing file.  An earlier status stays.
+        if not self._write_reports() and session.exitstatus == pytest.ExitCode.OK:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+    def _bound_traces(self) -> None:
+        """The trace folder held to its bound, oldest first; this run's traces stay."""
+        folder = self.settings.run.trace_dir
+        if folder is None or not Path(folder).is_dir():
+            return
+        named = [p for r in self.results.values() for p in (r.trace, r.side_by_side) if p]
+        trace_files.bounded(Path(folder), keep=[Path(p) for p in named])
+
+    def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
+        results = list(self.results.values())
+        machine = busy.run_summary(
+            [(r.nodeid, r.table) for r in results if r.table is not None],
+            self.settings.run.rule,
+            saving=self.settings.run.save,
+            paired="ab" in self.state.report_extra,
+        )
+        terminal.summary(
+            terminalreporter,
+            results,
+            [*machine, *self.messages],
+            baseline_dir=self.runner.env_dir,
+            trace_dir=self.settings.run.trace_dir,
+        )
+
+    def add_results(self, dicts: list[dict[str, Any]]) -> None:
+        for d in dicts:
+            r = ProfiledTest.from_dict(d)
+            self.results[r.nodeid] = r
+
+    def _confirm_serially(self) -> bool:
+        """Re-run alone each timing regression the xdist workers found; True if one failed."""
+        pending = sorted(r.nodeid for r in self.results.values() if r.pending is not None)
+        tr = self.config.pluginmanager.get_plugin("terminalreporter")
+        if pending and tr is not None:
+            tr.line("")  # after the progress line
+            tr.write_line(
+                f"tprof: confirming {len(pending)} timing regression(s) found under xdist, "
+                "each alone in a fresh process"
+            )
+        failed = False
+        for nodeid in pending:
+            r = self.results[nodeid]
+            assert r.pending is not None
+            child = fresh.verdict_in_fresh_process(
+                self.config, self.settings, nodeid, timeout=_SERIAL_TIMEOUT_S,
+                torch_in_force=r.settings,
+            )  # fmt: skip
+            r = replace(r, verdict=policy.after_serial_confirmation(r.pending, *child))
+            r = replace(r, pending=None)
+            if r.verdict.failing and r.outcome == "passed":
+                r = r.with_outcome("failed")
+                self._log_failure(r, tr)
+                failed = True
+            self.results[nodeid] = r
+        return failed
+
+    def _log_failure(self, result: ProfiledTest, tr: Any) -> None:
+        """Turn a test that passed in its worker into the failure its confirmation found."""
+        if tr is not None:  # its pass no longer counts
+            passed = tr.stats.get("passed", [])
+            tr.stats["passed"] = [x for x in passed if getattr(x, "nodeid", None) != result.nodeid]
+        path, _, name = result.nodeid.partition("::")
+        report = pytest.TestReport(
+            nodeid=result.nodeid,
+            location=(path, None, name or path),
+            keywords={},
+            outcome="failed",
+            longrepr=rpt.failure_text(
+                result,
+                verbose=self.config.get_verbosity() > 0,
+                record_args=self.settings.record_args,
+            ),
+            when="call",
+            user_properties=[(PROPERTY, result.verdict.verdict)],
+        )
+        self.config.hook.pytest_runtest_logreport(report=report)
+
+    def _save(self) -> None:
+        for nodeid, r in list(self.results.items()):
+            if r.outcome != "passed":
+                self.results[nodeid] = r.not_saved(f"the test {_OUTCOME.get(r.outcome, r.outcome)}")
+                continue
+            try:
+                self.results[nodeid] = self.runner.save(r)
+            except BaselineError as exc:
+                self.messages.append(f"save failed: {exc}")
+                self.results[nodeid] = r.not_saved("the save failed (see below)")
+                self.save_failed = True
+
+    def _not_saved(self, why: str) -> None:
+        for nodeid, r in list(self.results.items()):
+            self.results[nodeid] = r.not_saved(why)
+
+    def _stale(self) -> None:
+        """List baselines of tests that no longer exist: their test is gone from a collected
+        file, or their test file is gone from disk."""
+        env_dir = self.runner.env_dir
+        if not env_dir.is_dir():
+            return
+        known_slugs = {paths.slug(n) for n in self.known}
+        root = self.settings.rootdir
+        # Tests named by node id, or --lf (which drops a file's passing tests while collecting
+        # it), leave collected files collected in part: their other tests still exist.
+        partial = bool(self.config.getoption("lf", False)) or any(
+            "::" in str(arg) for arg in self.config.args
+        )
+        for path in paths.iter_baselines(env_dir):
+            if path.stem in known_slugs:
+                continue
+            nodeid = reading.read_nodeid(path)
+            if nodeid is None:
+                continue
+            test_file = nodeid.split("::", 1)[0]
+            gone = not (root / test_file).exists()
+            if gone or (test_file in self.collected_files and not partial):
+                self.messages.append(f"stale baseline (its test no longer exists): {path}")
+
+    def _write_reports(self) -> bool:
+        """Write the reports asked for; False when one couldn't be (its message says why)."""
+        tests = list(self.results.values())
+        env = self.runner.fingerprint.to_dict() if self._runners.runner_made or tests else {}
+        extra = (
+            {"reduction": self.runner.reduction, "startup_s": self.runner.startup_s}
+            if self.settings.json_path
+            else {}
+        ) | dict(self.state.report_extra)
+        messages, written = reports.write_reports(self.settings, tests, env, extra)
+        self.messages.extend(messages)
+        return written
