@@ -35,7 +35,7 @@ three-session baseline (``--tprof-save`` in three fresh pytest processes), then 
    (the compile handling, both inside ``reduce_events``: their share of it is printed);
    ``reduce_events`` on events already made stable (an alternative measure: it still
    pays the key search and ``_compile_time``, only the renaming is saved);
-   ``judge.compiled_graphs`` and ``capture.compile_log()`` twice each (what a test's
+   ``compile_gate.compiled_graphs`` and ``capture.compile_log()`` twice each (what a test's
    judgement adds outside the reduction).  The overhead per test is the
    three together (one reduction; a re-measured test reduces again).  It also reduces each
    whole profile with round 0 counted as measured (a compilation inside the measured rounds)
@@ -575,7 +575,7 @@ def overhead(folder: Path, iterations: dict[str, int], repeat: int) -> list[Cost
     from torch import nn
 
     from tprof_engine.capture import facts, kineto, session
-    from tprof_engine.decide import judge
+    from tprof_engine.decide import compile_gate
     from tprof_engine.reduce import ops as red
 
     print(f"\noverhead: reduce_events and its compile handling, median of {repeat}", flush=True)
@@ -635,8 +635,8 @@ def overhead(folder: Path, iterations: dict[str, int], repeat: int) -> list[Cost
             whole = red.reduce_events(ev, wall_us=wall_us)  # round 0, the compile, measured
 
             def judged(t: Any) -> None:
-                judge.compiled_graphs(t)
-                judge.compiled_graphs(t)
+                compile_gate.compiled_graphs(t)
+                compile_gate.compiled_graphs(t)
                 facts.compile_log()
                 facts.compile_log()
 

@@ -30,6 +30,7 @@ __all__ = [  # the stages and the front's modules
     "config",
     "decide",
     "diff_sides",
+    "found",
     "in_process",
     "model",
     "paired_run",

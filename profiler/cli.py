@@ -15,17 +15,17 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TextIO
 
 from tprof_engine import ab
 from tprof_engine.decide import judge as judging
 from tprof_engine.decide.rule import Rule
-from tprof_engine.diff_sides import Unjudged, diff_steps, pair_folders
+from tprof_engine.diff_sides import Unjudged, diff_report, diff_steps, diff_summary, pair_folders
 from tprof_engine.model.errors import ConfigError, TprofError
 from tprof_engine.model.limits import FLOOR_LIMIT
 from tprof_engine.model.results import ProfiledTest, Source
-from tprof_engine.model.verdicts import CHANGED, REGRESSED, TestVerdict, verdict_rank
-from tprof_engine.render.report import failure_text, json_report, summary_line
+from tprof_engine.model.verdicts import CHANGED, REGRESSED, TestVerdict
+from tprof_engine.render.report import failure_text, summary_line
 from tprof_engine.render.show import DEFAULT_LIMIT, SORT_KEYS, show_lines
 from tprof_engine.sources import (
     Pairing,
@@ -94,7 +94,7 @@ def _cmd_diff(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         print(u.line(), file=out)
     for message in errors:
         print(f"tprof: error: {message}", file=err)
-    print(_diff_summary(tests, pairing, a, b, unjudged=len(unjudged)), file=out)
+    print(diff_summary(tests, pairing, a, b, unjudged=len(unjudged)), file=out)
     if args.json is not None:
         _write_diff_report(Path(args.json), tests, pairing, a, b, unjudged)
         print(f"JSON report: {args.json}", file=out)
@@ -164,25 +164,6 @@ def _pair_lines(
     return lines
 
 
-def _diff_summary(
-    tests: Sequence[ProfiledTest], pairing: Pairing, a: Path, b: Path, *, unjudged: int = 0
-) -> str:
-    """The closing line: tests compared, per verdict, tests found on one side only and tests
-    not compared because a side's file is damaged."""
-    counts: dict[str, int] = {}
-    for t in tests:
-        counts[t.verdict.verdict] = counts.get(t.verdict.verdict, 0) + 1
-    summary = ", ".join(f"{n} {v}" for v, n in sorted(counts.items(), key=_verdict_order))
-    line = f"tprof diff: {len(tests)} test{'s' if len(tests) != 1 else ''} compared"
-    line += f": {summary}" if summary else ""
-    if pairing.only_baseline or pairing.only_current:
-        n_a, n_b = len(pairing.only_baseline), len(pairing.only_current)
-        line += f"; {n_a} only in {a}, {n_b} only in {b}"
-    if unjudged:
-        line += f"; {unjudged} not compared (a damaged file)"
-    return line
-
-
 def _write_diff_report(
     path: Path,
     tests: Sequence[ProfiledTest],
@@ -191,31 +172,8 @@ def _write_diff_report(
     b: Path,
     unjudged: Sequence[Unjudged],
 ) -> None:
-    env = _common_environment([cur for _, cur in pairing.pairs])
-    doc = json_report(
-        tests,
-        environment=env,
-        extra={
-            "source": "tprof diff",
-            "baseline": str(a),
-            "current": str(b),
-            "only_in_baseline": [s.label for s in pairing.only_baseline],
-            "only_in_current": [s.label for s in pairing.only_current],
-            "not_compared": [u.label for u in unjudged],
-        },
-    )
+    doc = diff_report(tests, pairing, (a, b), unjudged)
     _write(path, json.dumps(doc, indent=2, sort_keys=True) + "\n", "JSON report")
-
-
-def _verdict_order(item: tuple[str, int]) -> int:
-    return verdict_rank(item[0])
-
-
-def _common_environment(sources: Sequence[Source]) -> dict[str, Any]:
-    prints = [s.fingerprint.to_dict() for s in sources if s.fingerprint is not None]
-    if prints and all(p == prints[0] for p in prints):
-        return prints[0]
-    return {}
 
 
 def _indent(text: str) -> str:

@@ -1,16 +1,20 @@
 """The two sides of ``tprof diff``: folders' tests paired with their damaged files matched to
-the test they held, and what a diff says to look at next (not the plugin's pytest steps).
+the test they held, what a diff says to look at next (not the plugin's pytest steps), its
+closing line and its JSON report.
 """
 
 from __future__ import annotations
 
 import shlex
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from tprof_engine.model.errors import TprofError
 from tprof_engine.model.results import ProfiledTest, Source
-from tprof_engine.model.verdicts import REGRESSED
+from tprof_engine.model.verdicts import REGRESSED, verdict_rank
+from tprof_engine.render.report import json_report
 from tprof_engine.sources import Damaged, Pairing, load_folder, pair_sources
 from tprof_engine.store import paths
 
@@ -95,3 +99,45 @@ def diff_steps(test: ProfiledTest, baseline: Source, current: Source) -> list[st
         if s.kind == "trace"
     ]
     return out
+
+
+def diff_summary(
+    tests: Sequence[ProfiledTest], pairing: Pairing, a: Path, b: Path, *, unjudged: int = 0
+) -> str:
+    """The closing line: tests compared, per verdict, tests found on one side only and tests
+    not compared because a side's file is damaged."""
+    counts: dict[str, int] = {}
+    for t in tests:
+        counts[t.verdict.verdict] = counts.get(t.verdict.verdict, 0) + 1
+    ordered = sorted(counts.items(), key=lambda item: verdict_rank(item[0]))
+    summary = ", ".join(f"{n} {v}" for v, n in ordered)
+    line = f"tprof diff: {len(tests)} test{'s' if len(tests) != 1 else ''} compared"
+    line += f": {summary}" if summary else ""
+    if pairing.only_baseline or pairing.only_current:
+        n_a, n_b = len(pairing.only_baseline), len(pairing.only_current)
+        line += f"; {n_a} only in {a}, {n_b} only in {b}"
+    if unjudged:
+        line += f"; {unjudged} not compared (a damaged file)"
+    return line
+
+
+def diff_report(
+    tests: Sequence[ProfiledTest], pairing: Pairing, sides: tuple[Path, Path],
+    unjudged: Sequence[Unjudged],
+) -> dict[str, Any]:  # fmt: skip
+    """``tprof diff --json``'s document: the verdicts, and what was on one side only or not
+    compared; the environment when every current side shares one."""
+    prints = [s.fingerprint.to_dict() for _, s in pairing.pairs if s.fingerprint is not None]
+    env = prints[0] if prints and all(p == prints[0] for p in prints) else {}
+    return json_report(
+        tests,
+        environment=env,
+        extra={
+            "source": "tprof diff",
+            "baseline": str(sides[0]),
+            "current": str(sides[1]),
+            "only_in_baseline": [s.label for s in pairing.only_baseline],
+            "only_in_current": [s.label for s in pairing.only_current],
+            "not_compared": [u.label for u in unjudged],
+        },
+    )

@@ -7,41 +7,30 @@ first capture, through :mod:`tprof_engine.capture`.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Protocol
 
 from tprof_engine import paired_run
 from tprof_engine.capture import counters  # ctypes only; the rest of capture loads torch
 from tprof_engine.config import Body, RunConfig
-from tprof_engine.decide import judge, policy
+from tprof_engine.decide import compile_gate, judge, policy
 from tprof_engine.decide.busy import busy_of, quietest
 from tprof_engine.decide.rule import Rule
+from tprof_engine.found import Found, verdict_on, without_baseline
 from tprof_engine.in_process import InProcess
 from tprof_engine.model.costs import Stopwatch
-from tprof_engine.model.environment import Fingerprint, differences, line_tracer
+from tprof_engine.model.environment import Fingerprint, line_tracer
 from tprof_engine.model.errors import BaselineError
 from tprof_engine.model.records import concat_rounds
 from tprof_engine.model.results import ProfiledTest
 from tprof_engine.model.verdicts import (
-    ERROR,
-    INCOMPARABLE,
     NO_BASELINE,
     SAVED,
     TestVerdict,
 )
 from tprof_engine.model.work import WorkTable
 from tprof_engine.store import baselines, files, paths, run_traces, schema, trace_files
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class _Found:
-    """What is on disk for a test: its baseline, or the error that stands for it."""
-
-    baseline: schema.Baseline | None
-    error: str | None
-    paired: judge.Recorded | None = None  # tprof ab: the base side's rounds of this test
-    stored: _Found | None = None  # and, beside them, what is on disk
 
 
 class Source(Protocol):
@@ -156,7 +145,7 @@ class Runner:
         before = self._facts.compile_log()
         with self._facts.intra_op_threads(self.config.threads):
             value, test = self._profile(nodeid, body, rounds=rounds, warmup=warmup, rule=rule)
-        seen = judge.compile_notes(before, self._facts.compile_log())
+        seen = compile_gate.compile_notes(before, self._facts.compile_log())
         return value, replace(test, verdict=test.verdict.with_notes(*seen)) if seen else test
 
     def _profile(
@@ -220,20 +209,20 @@ class Runner:
             work=test.work, hosts=(self.fingerprint.soft.get("host"),), tracer=tracer,
             settings=test.settings,
         )  # fmt: skip
-        found = self._found(_Found(baseline=baseline, error=error), pairing)
+        found = self._found(Found(baseline=baseline, error=error), pairing)
         test = self._confirmed(
             test, found, current, judged_by, lambda: self._quiet_enough(run, judged_by), watch
         )
         test = paired_run.labelled(test, self.pairing, found.paired)
         return result.value, self._finished(test, notes, latest[0], watch)
 
-    def _found(self, on_disk: _Found, pairing: Any) -> _Found:
+    def _found(self, on_disk: Found, pairing: Any) -> Found:
         """What the test is judged against: what is on disk, or on tprof ab's head side the
         base's rounds of it, with what is on disk beside them."""
         paired = paired_run.base_side(pairing, self.fingerprint)
         if paired is None:
             return on_disk
-        return _Found(baseline=None, error=None, paired=paired, stored=on_disk)
+        return Found(baseline=None, error=None, paired=paired, stored=on_disk)
 
     def _recorded(
         self, test: ProfiledTest, error: str | None, notes: tuple[str, ...], capture: Any,
@@ -284,7 +273,7 @@ class Runner:
     def _confirmed(
         self,
         test: ProfiledTest,
-        found: _Found,
+        found: Found,
         current: judge.Recorded,
         rule: Rule,
         again: Callable[[], Any],
@@ -376,7 +365,7 @@ class Runner:
             tracer=test.tracer, settings=test.settings,
         )  # fmt: skip
         verdict = self.judge(
-            nodeid, _Found(baseline=baseline, error=error), current, rule or cfg.rule
+            nodeid, Found(baseline=baseline, error=error), current, rule or cfg.rule
         )
         test = replace(test, verdict=verdict.with_notes(*notes))
         test = self._kept_trace(test, result, watch)
@@ -408,44 +397,12 @@ class Runner:
         """With the baseline's trace kept, write both runs into one trace, regressed ops marked."""
         return trace_files.with_side_by_side(test, self.baseline_trace_path(test.nodeid))
 
-    def judge(self, nodeid: str, found: _Found, current: judge.Recorded, rule: Rule) -> TestVerdict:
-        """The verdict on the current run given what was found on disk for the test."""
-        if found.paired is not None:
-            verdict = judge.judge(found.paired, current, rule, paired=True)
-            stored = found.stored
-            if stored is None or (stored.baseline is None and stored.error is None):
-                return verdict
-            beside = self.judge(nodeid, stored, current, rule)
-            return verdict.with_notes(paired_run.stored_note(beside))
-        if found.error is not None:
-            return TestVerdict(verdict=ERROR, reason=found.error)
-        if found.baseline is None:
-            return self._without_baseline(nodeid)
-        base = found.baseline
-        baseline = judge.Recorded(
-            tables=tuple(base.tables), fingerprint=base.fingerprint, protocol=base.protocol,
-            work=base.work, hosts=base.hosts, holders=base.holders, settings=base.settings,
+    def judge(self, nodeid: str, found: Found, current: judge.Recorded, rule: Rule) -> TestVerdict:
+        """The verdict on the current run given what was found for the test."""
+        return verdict_on(
+            found, current, rule,
+            lambda: without_baseline(self.config, self.env_key, self.fingerprint, nodeid),
         )  # fmt: skip
-        return judge.judge(baseline, current, rule)
-
-    def _without_baseline(self, nodeid: str) -> TestVerdict:
-        """No baseline here: one for another environment is incomparable, else none at all."""
-        for other in paths.other_environments(self.config.baseline_dir, self.env_key, nodeid):
-            try:
-                found = baselines.load_baseline(other, expected_nodeid=nodeid)
-            except BaselineError:
-                continue
-            diffs = differences(found.fingerprint, self.fingerprint)
-            return TestVerdict(
-                verdict=INCOMPARABLE,
-                reason=f"only a baseline for another environment ({other.parent.name}): "
-                + ", ".join(diffs or ["environment folder differs"]),
-                differences=tuple(diffs),
-            )
-        reason = "no baseline recorded for this test; record one with --tprof-save"
-        if self.config.require_baseline:
-            return TestVerdict(verdict=ERROR, reason=f"{reason} (--tprof-require-baseline)")
-        return TestVerdict(verdict=NO_BASELINE, reason=reason)
 
     def save(self, test: ProfiledTest) -> ProfiledTest:
         """Record the test's table as a new session of its baseline (atomic write)."""
@@ -516,5 +473,5 @@ class Runner:
             tables=(test.table,), fingerprint=self.fingerprint, protocol=protocol,
             work=test.work, hosts=(self.fingerprint.soft.get("host"),), settings=test.settings,
         )  # fmt: skip
-        found = _Found(baseline=existing, error=None)
+        found = Found(baseline=existing, error=None)
         return judge.unlike_window(self.judge(test.nodeid, found, current, self.config.rule))

@@ -20,14 +20,8 @@ import pytest
 from pytest_tprof import ab_side, fresh, terminal
 from pytest_tprof.controller import Controller, RunState
 from pytest_tprof.fixture import RESULT_KEY, TprofFixture
-from pytest_tprof.options import (
-    MARKER_HELP,
-    Settings,
-    add_options,
-    marker_overrides,
-    read_settings,
-    requested_early,
-)
+from pytest_tprof.marker import MARKER_HELP, marker_overrides
+from pytest_tprof.options import Settings, add_options, read_settings, requested_early
 from pytest_tprof.xdist import assign_worker_gpu, device_header
 from tprof_engine.capture import load
 from tprof_engine.config import Body

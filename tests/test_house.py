@@ -9,7 +9,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 SOURCES = sorted([*(ROOT / "profiler").rglob("*.py"), *(ROOT / "pytest_tprof").glob("*.py")])
-MODULE_LINES = 520
+MODULE_LINES = 500  # docs/design.md §2
 FUNCTION_LINES = 50
 
 

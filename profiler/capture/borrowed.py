@@ -22,13 +22,11 @@ from tprof_engine.capture.kineto import (
     kineto_lines_dropped,
     table_from_function_events,
 )
-from tprof_engine.capture.load import LoadMeter
+from tprof_engine.capture.load import LoadMeter, round_counters, round_readings
 from tprof_engine.capture.session import (
     CaptureResult,
     Probe,
     closing_sync,
-    round_counters,
-    round_readings,
     sync,
     warmup_settled,
 )

@@ -148,3 +148,28 @@ def machine_now() -> str | None:
         "are left out of the timing (and captured again, up to twice, so a busy test counts "
         "more rounds)"
     )
+
+
+def round_counters(
+    starts_ns: list[int], wall_us: Any, load: RoundLoad | None
+) -> list[tuple[int, dict[str, Any]]]:
+    """Each round's readings as a counter sample at its start, for the trace's counter track."""
+    if load is None:
+        return []
+    rows = round_readings(wall_us, load)
+    keys = ("wall_us", "cpu_us", "queued_us", "neighbours", "gpu_sm_mhz", "gpu_others")
+    return [
+        (start, {k: row[k] for k in keys if k in row})
+        for start, row in zip(starts_ns, rows, strict=False)
+    ]
+
+
+def round_readings(wall_us: Any, load: RoundLoad) -> list[dict[str, Any]]:
+    """Each round's readings as the trace's ``tprof_rounds`` metadata (warm-up rounds first)."""
+    parts = load.to_dict()
+    out = []
+    for r in range(len(wall_us)):
+        row = {"round": r, "wall_us": round(float(wall_us[r]), 3)}
+        row.update({key: values[r] for key, values in parts.items() if isinstance(values, list)})
+        out.append(row)
+    return out

@@ -33,7 +33,7 @@ from tprof_engine.capture.kineto import (
     started_quietly,
     table_from_function_events,
 )
-from tprof_engine.capture.load import LoadMeter
+from tprof_engine.capture.load import LoadMeter, round_counters, round_readings
 from tprof_engine.model.arrays import FloatArray
 from tprof_engine.model.costs import Costs, Stopwatch
 from tprof_engine.model.errors import CaptureError, ConfigError
@@ -448,31 +448,6 @@ def _session(spec: RoundSpec) -> profile:
         profile_memory=spec.profile_memory,
         experimental_config=torch_api.experimental_config(spec.cuda),
     )
-
-
-def round_counters(
-    starts_ns: list[int], wall_us: Any, load: RoundLoad | None
-) -> list[tuple[int, dict[str, Any]]]:
-    """Each round's readings as a counter sample at its start, for the trace's counter track."""
-    if load is None:
-        return []
-    rows = round_readings(wall_us, load)
-    keys = ("wall_us", "cpu_us", "queued_us", "neighbours", "gpu_sm_mhz", "gpu_others")
-    return [
-        (start, {k: row[k] for k in keys if k in row})
-        for start, row in zip(starts_ns, rows, strict=False)
-    ]
-
-
-def round_readings(wall_us: Any, load: RoundLoad) -> list[dict[str, Any]]:
-    """Each round's readings as the trace's ``tprof_rounds`` metadata (warm-up rounds first)."""
-    parts = load.to_dict()
-    out = []
-    for r in range(len(wall_us)):
-        row = {"round": r, "wall_us": round(float(wall_us[r]), 3)}
-        row.update({key: values[r] for key, values in parts.items() if isinstance(values, list)})
-        out.append(row)
-    return out
 
 
 @contextlib.contextmanager

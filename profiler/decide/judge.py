@@ -7,7 +7,6 @@ these and only render what comes back.
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -16,6 +15,7 @@ import numpy as np
 
 from tprof_engine.decide import busy
 from tprof_engine.decide.comm_gate import judge_communication, without_collectives
+from tprof_engine.decide.compile_gate import with_compile_structure
 from tprof_engine.decide.rule import Rule, paired_rule
 from tprof_engine.decide.settings_gate import with_settings
 from tprof_engine.decide.timing import NOTHING_CHANGED, compare_across
@@ -28,7 +28,6 @@ from tprof_engine.model.records import OpTable
 from tprof_engine.model.verdicts import (
     BUSY,
     COMMUNICATION,
-    COMPILE,
     IMPROVED,
     INCOMPARABLE,
     INCONCLUSIVE,
@@ -37,11 +36,9 @@ from tprof_engine.model.verdicts import (
     Cause,
     FamilyResult,
     TestVerdict,
-    TestWord,
     worst,
 )
 from tprof_engine.model.work import WorkTable
-from tprof_engine.reduce.compiled import COMPILE_OP, GRAPH_KEY
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -253,58 +250,6 @@ def with_noise_check(verdict: TestVerdict, rule: Rule) -> TestVerdict:
     return replace(verdict, verdict=INCONCLUSIVE, reason=reason)
 
 
-def compiled_graphs(table: OpTable) -> tuple[int, int]:
-    """Calls of compiled graphs per round, and compilations in the measured rounds."""
-    graphs = sum(
-        int(np.median(table.calls[i]))
-        for i, name in enumerate(table.names)
-        if name.startswith(GRAPH_PREFIX)
-    )
-    index = table.index()
-    compiles = int(table.calls[index[COMPILE_OP]].sum()) if COMPILE_OP in index else 0
-    return graphs, compiles
-
-
-def with_compile_structure(
-    verdict: TestVerdict, baseline: OpTable, current: OpTable, *, per_call: int = 1
-) -> TestVerdict:
-    """torch.compile's structure, exactly: more compiled graphs per call of the body is a new
-    graph break, a compilation during the measured rounds a recompilation; either fails."""
-    (b_graphs, _), (c_graphs, compiles) = compiled_graphs(baseline), compiled_graphs(current)
-    b_graphs, c_graphs = b_graphs // per_call, c_graphs // per_call
-    reasons = []
-    if c_graphs > b_graphs:
-        reasons.append(f"compiled graphs per call {b_graphs} → {c_graphs}: a new graph break")
-    if compiles:
-        # A recompiled forward and its lazily compiled backward are two compile ranges, or one
-        # when a cache holds the backward: say that it happened, not how many ranges.
-        reasons.append("recompiled during the measured rounds")
-    if reasons:
-        cause = Cause(kind=COMPILE, text="compile: " + "; ".join(reasons), failing=True)
-        word: TestWord = REGRESSED
-    elif c_graphs < b_graphs:
-        text = f"compile: compiled graphs per call {b_graphs} → {c_graphs}: fewer graph breaks"
-        cause, word = Cause(kind=COMPILE, text=text), worst([verdict.verdict, IMPROVED])
-    else:
-        return verdict
-    verdict = verdict.with_cause(cause)
-    return replace(verdict, verdict=word, reason=f"{verdict.reason} | {cause.text}")
-
-
-def compile_notes(
-    before: tuple[Sequence[str], Sequence[str]], after: tuple[Sequence[str], Sequence[str]]
-) -> list[str]:
-    """Notes for what torch.compile logged while the test ran: its graph breaks (reason and
-    the user's line torch gives) and its guard failures, counted exactly."""
-    breaks = Counter(after[0][len(before[0]) :])
-    notes = [f"graph break while compiling (×{n}): {text}" for text, n in breaks.items()]
-    guards = list(after[1])[len(before[1]) :]
-    if guards:
-        first = guards[0].strip().splitlines()[0] if guards[0].strip() else "no reason given"
-        notes.append(f"guard failures while profiling: {len(guards)} (first: {first})")
-    return notes
-
-
 def with_work(
     verdict: TestVerdict, baseline: WorkTable | None, current: WorkTable | None, rule: Rule
 ) -> TestVerdict:
@@ -379,9 +324,6 @@ def _joined(reason: str, gate: str, *, leads: bool) -> str:
     if reason == NOTHING_CHANGED:
         return gate
     return f"{gate} | {reason}" if leads else f"{reason} | {gate}"
-
-
-GRAPH_PREFIX = GRAPH_KEY.split("{")[0]
 
 
 def with_communication(

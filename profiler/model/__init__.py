@@ -5,7 +5,8 @@
 :mod:`.work_verdict`, :mod:`.device_delta`, :mod:`.memory_verdict`, :mod:`.results`,
 :mod:`.environment` (the fingerprint), :mod:`.settings` (the numeric settings a test's code
 chose), :mod:`.family_specs` (the timing families as data), :mod:`.gpu_clocks` (the GPU's
-clock-event reasons), :mod:`.limits` and :mod:`.errors`.  It imports no other stage.
+clock-event reasons), :mod:`.limits`, :mod:`.errors` and :mod:`.strict` (reading a decoded
+file, each value checked).  It imports no other stage.
 """
 
 __all__ = [  # the stage's modules: its face (tests/test_house.py keeps it whole)
@@ -23,6 +24,7 @@ __all__ = [  # the stage's modules: its face (tests/test_house.py keeps it whole
     "records",
     "results",
     "settings",
+    "strict",
     "tensors",
     "verdicts",
     "work",

@@ -21,6 +21,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
+from tprof_engine.model import strict
 from tprof_engine.model.errors import BaselineError
 from tprof_engine.model.ranks import bare
 
@@ -185,12 +186,12 @@ class WorkTable:
     def from_dict(cls, data: Any, *, where: str = "work") -> WorkTable:
         """Inverse of :meth:`to_dict`; any wrong key, type or value is a :class:`BaselineError`
         naming the key and the value (``'work.rows[3].flops' must be an integer >= 0``)."""
-        obj = _object(data, where)
-        _keys(obj, where, ("iterations", "compiled", "rows", "copies", "syncs"), ("census",))
-        iterations = _count(obj, "iterations", where)
+        obj = strict.mapping(data, where)
+        strict.keys(obj, where, ("iterations", "compiled", "rows", "copies", "syncs"), ("census",))
+        iterations = strict.count(obj, "iterations", where)
         if iterations < 1:
             raise BaselineError(f"'{where}.iterations' must be an integer >= 1 (got 0)")
-        rows = [_row_from(v, f"{where}.rows[{i}]") for i, v in _items(obj, "rows", where)]
+        rows = [_row_from(v, f"{where}.rows[{i}]") for i, v in strict.items(obj, "rows", where)]
         seen: dict[RowKey, int] = {}
         for i, row in enumerate(rows):
             if row.key in seen:
@@ -198,15 +199,17 @@ class WorkTable:
                     f"'{where}.rows[{i}]' repeats {row.label} of '{where}.rows[{seen[row.key]}]'"
                 )
             seen[row.key] = i
-        copies = [_copy_from(v, f"{where}.copies[{i}]") for i, v in _items(obj, "copies", where)]
-        syncs = [_sync_from(v, f"{where}.syncs[{i}]") for i, v in _items(obj, "syncs", where)]
+        copies = [
+            _copy_from(v, f"{where}.copies[{i}]") for i, v in strict.items(obj, "copies", where)
+        ]
+        syncs = [_sync_from(v, f"{where}.syncs[{i}]") for i, v in strict.items(obj, "syncs", where)]
         return cls(
             rows=tuple(rows),
             copies=tuple(copies),
             syncs=tuple(syncs),
-            compiled=_count(obj, "compiled", where),
+            compiled=strict.count(obj, "compiled", where),
             iterations=iterations,
-            census=_count(obj, "census", where) if "census" in obj else 1,
+            census=strict.count(obj, "census", where) if "census" in obj else 1,
         )
 
     def differences(self, other: WorkTable) -> tuple[str, ...]:
@@ -376,96 +379,48 @@ def _sync_dict(s: HostSync) -> dict[str, Any]:
 
 
 def _row_from(value: Any, where: str) -> WorkRow:
-    obj = _object(value, where)
-    _keys(obj, where, _ROW_KEYS, optional=("grad_fns", "source", "group"))
+    obj = strict.mapping(value, where)
+    strict.keys(obj, where, _ROW_KEYS, optional=("grad_fns", "source", "group"))
     return WorkRow(
-        op=_string(obj, "op", where, empty=False),
-        module=_string(obj, "module", where),
+        op=strict.string(obj, "op", where, empty=False),
+        module=strict.string(obj, "module", where),
         phase=_phase(obj, where),
-        calls=_count(obj, "calls", where),
-        flops=_count(obj, "flops", where),
-        bytes_read=_count(obj, "bytes_read", where),
-        bytes_written=_count(obj, "bytes_written", where),
-        dtypes=_names(obj, "dtypes", where),
-        signature=_string(obj, "signature", where),
-        varies=_flag(obj, "varies", where),
-        group=_count(obj, "group", where) if "group" in obj else 0,
-        grad_fns=_names(obj, "grad_fns", where) if "grad_fns" in obj else (),
-        source=_string(obj, "source", where) if "source" in obj else "",
+        calls=strict.count(obj, "calls", where),
+        flops=strict.count(obj, "flops", where),
+        bytes_read=strict.count(obj, "bytes_read", where),
+        bytes_written=strict.count(obj, "bytes_written", where),
+        dtypes=strict.names(obj, "dtypes", where),
+        signature=strict.string(obj, "signature", where),
+        varies=strict.flag(obj, "varies", where),
+        group=strict.count(obj, "group", where) if "group" in obj else 0,
+        grad_fns=strict.names(obj, "grad_fns", where) if "grad_fns" in obj else (),
+        source=strict.string(obj, "source", where) if "source" in obj else "",
     )
 
 
 def _copy_from(value: Any, where: str) -> DeviceCopy:
-    obj = _object(value, where)
-    _keys(obj, where, ("op", "module", "phase", "direction", "calls", "bytes"))
+    obj = strict.mapping(value, where)
+    strict.keys(obj, where, ("op", "module", "phase", "direction", "calls", "bytes"))
     return DeviceCopy(
-        op=_string(obj, "op", where, empty=False),
-        module=_string(obj, "module", where),
+        op=strict.string(obj, "op", where, empty=False),
+        module=strict.string(obj, "module", where),
         phase=_phase(obj, where),
-        direction=_string(obj, "direction", where, empty=False),
-        calls=_count(obj, "calls", where),
-        bytes=_count(obj, "bytes", where),
+        direction=strict.string(obj, "direction", where, empty=False),
+        calls=strict.count(obj, "calls", where),
+        bytes=strict.count(obj, "bytes", where),
     )
 
 
 def _sync_from(value: Any, where: str) -> HostSync:
-    obj = _object(value, where)
-    _keys(obj, where, ("op", "module", "phase", "device", "calls"))
+    obj = strict.mapping(value, where)
+    strict.keys(obj, where, ("op", "module", "phase", "device", "calls"))
     return HostSync(
-        op=_string(obj, "op", where, empty=False),
-        module=_string(obj, "module", where),
+        op=strict.string(obj, "op", where, empty=False),
+        module=strict.string(obj, "module", where),
         phase=_phase(obj, where),
-        device=_string(obj, "device", where, empty=False),
-        calls=_count(obj, "calls", where),
+        device=strict.string(obj, "device", where, empty=False),
+        calls=strict.count(obj, "calls", where),
     )
-
-
-def _shown(value: Any) -> str:
-    if value is None or isinstance(value, (bool, int, float, str)):
-        text = repr(value)
-        return text if len(text) <= 60 else text[:57] + "..."
-    if isinstance(value, list) and all(isinstance(v, str) for v in value) and len(value) <= 8:
-        return repr(value)
-    return f"a {type(value).__name__}"
-
-
-def _object(value: Any, where: str) -> Mapping[str, Any]:
-    if not isinstance(value, Mapping) or not all(isinstance(k, str) for k in value):
-        raise BaselineError(f"'{where}' must be an object (got {_shown(value)})")
-    return value
-
-
-def _keys(
-    obj: Mapping[str, Any], where: str, expected: tuple[str, ...], optional: tuple[str, ...] = ()
-) -> None:
-    missing = [k for k in expected if k not in obj]
-    if missing:
-        raise BaselineError(f"'{where}' is missing {', '.join(repr(k) for k in missing)}")
-    unknown = sorted(set(obj) - set(expected) - set(optional))
-    if unknown:
-        raise BaselineError(f"'{where}' has unknown keys {', '.join(repr(k) for k in unknown)}")
-
-
-def _count(obj: Mapping[str, Any], key: str, where: str) -> int:
-    value = obj[key]
-    if type(value) is not int or value < 0:
-        raise BaselineError(f"'{where}.{key}' must be an integer >= 0 (got {_shown(value)})")
-    return value
-
-
-def _string(obj: Mapping[str, Any], key: str, where: str, *, empty: bool = True) -> str:
-    value = obj[key]
-    if not isinstance(value, str) or (not empty and not value):
-        rule = "a string" if empty else "a non-empty string"
-        raise BaselineError(f"'{where}.{key}' must be {rule} (got {_shown(value)})")
-    return value
-
-
-def _flag(obj: Mapping[str, Any], key: str, where: str) -> bool:
-    value = obj[key]
-    if not isinstance(value, bool):
-        raise BaselineError(f"'{where}.{key}' must be true or false (got {_shown(value)})")
-    return value
 
 
 def _phase(obj: Mapping[str, Any], where: str) -> Phase:
@@ -474,28 +429,8 @@ def _phase(obj: Mapping[str, Any], where: str) -> Phase:
         return value
     raise BaselineError(
         f"'{where}.phase' must be 'forward', 'backward', 'forward hook', 'forward pre-hook' or "
-        f"an optimizer's step such as 'AdamW.step' (got {_shown(value)})"
+        f"an optimizer's step such as 'AdamW.step' (got {strict.shown(value)})"
     )
-
-
-def _names(obj: Mapping[str, Any], key: str, where: str) -> tuple[str, ...]:
-    value = obj[key]
-    if (
-        not isinstance(value, list)
-        or not all(isinstance(v, str) and v for v in value)
-        or value != sorted(set(value))
-    ):
-        raise BaselineError(
-            f"'{where}.{key}' must be a sorted list of distinct names (got {_shown(value)})"
-        )
-    return tuple(value)
-
-
-def _items(obj: Mapping[str, Any], key: str, where: str) -> list[tuple[int, Any]]:
-    value = obj[key]
-    if not isinstance(value, list):
-        raise BaselineError(f"'{where}.{key}' must be a list (got {_shown(value)})")
-    return list(enumerate(value))
 
 
 EMPTY: Final = WorkRow(

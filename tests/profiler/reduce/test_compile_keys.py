@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 from test_reduce_synthetic import Ev, arrays, step
 
-from tprof_engine.decide.judge import compile_notes, compiled_graphs, with_compile_structure
+from tprof_engine.decide.compile_gate import compile_notes, compiled_graphs, with_compile_structure
 from tprof_engine.model.verdicts import IMPROVED, REGRESSED, UNCHANGED, TestVerdict
 from tprof_engine.reduce.compiled import COMPILE_OP
 from tprof_engine.reduce.ops import reduce_events

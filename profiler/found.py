@@ -1,0 +1,73 @@
+"""What a test is judged against (:class:`Found`): its stored baseline, or the error that
+stands for it, or on tprof ab's head side the base's rounds with what is stored beside them;
+and the verdict that follows when nothing comparable is stored."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from tprof_engine import paired_run
+from tprof_engine.config import RunConfig
+from tprof_engine.decide import judge
+from tprof_engine.decide.rule import Rule
+from tprof_engine.model.environment import Fingerprint, differences
+from tprof_engine.model.errors import BaselineError
+from tprof_engine.model.verdicts import ERROR, INCOMPARABLE, NO_BASELINE, TestVerdict
+from tprof_engine.store import baselines, paths, schema
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Found:
+    """What is on disk for a test: its baseline, or the error that stands for it."""
+
+    baseline: schema.Baseline | None
+    error: str | None
+    paired: judge.Recorded | None = None  # tprof ab: the base side's rounds of this test
+    stored: Found | None = None  # and, beside them, what is on disk
+
+
+def verdict_on(
+    found: Found, current: judge.Recorded, rule: Rule, missing: Callable[[], TestVerdict]
+) -> TestVerdict:
+    """The verdict on ``current`` given what was found (``missing``: the verdict when no
+    baseline is stored)."""
+    if found.paired is not None:
+        verdict = judge.judge(found.paired, current, rule, paired=True)
+        stored = found.stored
+        if stored is None or (stored.baseline is None and stored.error is None):
+            return verdict
+        beside = verdict_on(stored, current, rule, missing)
+        return verdict.with_notes(paired_run.stored_note(beside))
+    if found.error is not None:
+        return TestVerdict(verdict=ERROR, reason=found.error)
+    if found.baseline is None:
+        return missing()
+    base = found.baseline
+    baseline = judge.Recorded(
+        tables=tuple(base.tables), fingerprint=base.fingerprint, protocol=base.protocol,
+        work=base.work, hosts=base.hosts, holders=base.holders, settings=base.settings,
+    )  # fmt: skip
+    return judge.judge(baseline, current, rule)
+
+
+def without_baseline(
+    config: RunConfig, env_key: str, fingerprint: Fingerprint, nodeid: str
+) -> TestVerdict:
+    """No baseline here: one for another environment is incomparable, else none at all."""
+    for other in paths.other_environments(config.baseline_dir, env_key, nodeid):
+        try:
+            found = baselines.load_baseline(other, expected_nodeid=nodeid)
+        except BaselineError:
+            continue
+        diffs = differences(found.fingerprint, fingerprint)
+        return TestVerdict(
+            verdict=INCOMPARABLE,
+            reason=f"only a baseline for another environment ({other.parent.name}): "
+            + ", ".join(diffs or ["environment folder differs"]),
+            differences=tuple(diffs),
+        )
+    reason = "no baseline recorded for this test; record one with --tprof-save"
+    if config.require_baseline:
+        return TestVerdict(verdict=ERROR, reason=f"{reason} (--tprof-require-baseline)")
+    return TestVerdict(verdict=NO_BASELINE, reason=reason)
