@@ -31,8 +31,9 @@ from typing import Any, TextIO
 
 from tprof_engine.model.errors import TprofError
 from tprof_engine.pairing import ALTERNATE, BASE, DUET, ENV, HEAD, MODES, SideConfig
+from tprof_engine.store.files import write_atomic
 
-UNJUDGED = ("pass", "warn", "fail")  # what CI does when a test's timing was never judged
+UNJUDGED = ("pass", "warn", "fail", "retry")  # when a test's timing was never judged
 BASE_TRACES = ".tprof/ab-base-traces"  # the base side's traces, in the working tree
 
 
@@ -241,9 +242,41 @@ def command(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             print(f"tprof ab: head (working tree) against base {trees.label}, "
                   f"rounds {config.mode}, CPUs {cpus}", file=out, flush=True)  # fmt: skip
             base_code, head_code = run_pair(base, head, config, base_log=work / "base.log")
+            if args.if_unjudged == "retry" and base_code in (0, 1, 5):
+                head_code = _retried(config, (base, head), head_code, work, report, out)
             return _outcome(args, (base_code, head_code), work, report, (out, err))
         finally:
             remove(trees)
+
+
+def _retried(
+    config: SideConfig, sides: tuple[Launch, Launch], head_code: int, work: Path, report: Path,
+    out: TextIO,
+) -> int:  # fmt: skip
+    """``--if-unjudged retry``: the inconclusive tests run once more, paired afresh, and their
+    verdicts replace the first ones in the report; the head's exit status with theirs."""
+    again = [t["nodeid"] for t in _tests(report) if t.get("verdict") == "inconclusive"]
+    if not again:
+        return head_code
+    print(f"tprof ab: timing not judged for {len(again)} test(s); running them once more",
+          file=out, flush=True)  # fmt: skip
+    retry = work / "retry.json"
+    base, head = sides
+    head = replace(head, command=[*head.command, f"--tprof-json={retry}"])
+    _, code = run_pair(base, head, replace(config, only=tuple(again)), base_log=work / "retry.log")
+    merged = {t["nodeid"]: t for t in _tests(retry)}
+    doc = json.loads(report.read_text())
+    doc["tests"] = [merged.get(t["nodeid"], t) for t in doc.get("tests", [])]
+    write_atomic(report, json.dumps(doc, indent=2, sort_keys=True) + "\n")
+    return head_code if head_code not in (0, 5) else code
+
+
+def _tests(report: Path) -> list[dict[str, Any]]:
+    try:
+        found: list[dict[str, Any]] = json.loads(report.read_text()).get("tests", [])
+    except (OSError, ValueError, AttributeError):
+        return []
+    return found
 
 
 def _outcome(
@@ -260,7 +293,7 @@ def _outcome(
         return head_code if head_code not in (0, 5) else 2
     unjudged = unjudged_tests(report)
     if unjudged:
-        word = {"pass": "note", "warn": "warning", "fail": "error"}[args.if_unjudged]
+        word = {"pass": "note", "fail": "error"}.get(args.if_unjudged, "warning")
         print(f"tprof ab: {word}: timing was not judged for {len(unjudged)} test(s): "
               + "; ".join(unjudged[:5]), file=out)  # fmt: skip
         if args.if_unjudged == "fail" and head_code == 0:
@@ -270,12 +303,12 @@ def _outcome(
 
 def unjudged_tests(report: Path) -> list[str]:
     """Tests of a head report whose timing was not judged: "nodeid (why)"."""
-    try:
-        doc = json.loads(report.read_text())
-    except (OSError, ValueError):
-        return []
-    return [f"{t['nodeid']} ({t.get('verdict')}: {str(t.get('reason', '')).splitlines()[0]})"
-            for t in doc.get("tests", []) if not timing_judged(t)]  # fmt: skip
+    found = []
+    for t in _tests(report):
+        if not timing_judged(t):
+            why = (str(t.get("reason", "")).splitlines() or [""])[0]
+            found.append(f"{t['nodeid']} ({t.get('verdict')}: {why})")
+    return found
 
 
 def timing_judged(test: Mapping[str, Any]) -> bool:
@@ -310,7 +343,7 @@ def add_parser(sub: Any) -> None:
         choices=UNJUDGED,
         default="warn",
         help="a test whose timing was never judged (a starved machine): pass, warn "
-        "(default) or fail the run",
+        "(default), fail the run, or retry it once (paired afresh), then warn",
     )
     ab.add_argument("--json", metavar="PATH", help="also write the head's JSON report here")
     ab.add_argument(

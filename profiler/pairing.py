@@ -51,6 +51,7 @@ class SideConfig:
     # shared machine differ in speed: on two, an unchanged test read +16-30 % with each side
     # on its own core and ±3 % with both on one); in duet, the sides swap cores each round.
     cpus: tuple[int, ...] = ()
+    only: tuple[str, ...] = ()  # the tests to run (tprof ab --if-unjudged retry), else all
 
     def to_env(self) -> str:
         return json.dumps({k: getattr(self, k) for k in self.__slots__})  # type: ignore[attr-defined]
@@ -59,7 +60,8 @@ class SideConfig:
     def from_env(cls, text: str) -> SideConfig:
         try:
             given = json.loads(text)
-            return cls(**{**given, "cpus": tuple(given.get("cpus", ()))})
+            tuples = {k: tuple(given.get(k, ())) for k in ("cpus", "only")}
+            return cls(**{**given, **tuples})
         except (ValueError, TypeError) as exc:
             raise ValueError(
                 f"{ENV} holds no tprof ab side ({exc}); it is set by `tprof ab`"

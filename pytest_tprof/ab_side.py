@@ -58,7 +58,13 @@ class AbSide:
         ]
 
     @pytest.hookimpl(trylast=True)
-    def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
+    def pytest_collection_modifyitems(
+        self, config: pytest.Config, items: list[pytest.Item]
+    ) -> None:
+        if self.config.only:  # a retry of the tests whose timing was not judged
+            keep = set(self.config.only)
+            config.hook.pytest_deselected(items=[i for i in items if i.nodeid not in keep])
+            items[:] = [i for i in items if i.nodeid in keep]
         own, other = self._roots()
         found = [m for m in foreign_modules(sys.modules, own, other) if not m[0].startswith(_TOOL)]
         if found:

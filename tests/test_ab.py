@@ -157,3 +157,22 @@ def test_the_action_runs_the_command_with_options_it_has() -> None:
         "warn",
         ["tests/perf"],
     )
+
+
+@pytest.mark.slow
+def test_a_test_whose_timing_was_not_judged_is_retried_once_then_warned(tmp_path: Path) -> None:
+    project(tmp_path)
+    tests = tmp_path / "tests" / "test_m.py"
+    # rounds far under the smallest slowdown it may fail on: inconclusive every time
+    marked = "import pytest\n" + TESTS.replace(
+        "def test_other(tprof):", "@pytest.mark.tprof(abs_floor_us=1e6)\ndef test_other(tprof):"
+    )
+    tests.write_text(marked)
+    git(tmp_path, "-c", "user.email=t@example.com", "-c", "user.name=t", "commit", "-qam", "marked")
+    code, out, doc = tprof_ab(tmp_path, "--if-unjudged=retry", "HEAD", "--", *FAST)
+    assert code == 0, out
+    assert "timing not judged for 1 test(s); running them once more" in out
+    assert "warning: timing was not judged for 1 test(s): tests/test_m.py::test_other" in out
+    found = verdicts(doc)
+    assert set(found) == {"test_step", "test_other"}  # the retry's verdict merged, not alone
+    assert "rounds too short to judge" in found["test_other"]["reason"]
