@@ -284,9 +284,8 @@ class Runner:
         with watch.stage("judge"):
             verdict = self.judge(test.nodeid, found, current, rule)
         verdict = policy.with_exact_note(verdict)
-        step = policy.next_step(
-            verdict, confirm=self.config.confirm, paired=found.paired is not None
-        )
+        # a pair is not captured again here: the base side would have to run again in step
+        step = policy.next_step(verdict, confirm=self.config.confirm, in_process=not found.paired)
         if step == policy.REMEASURE:
             second = again()
             current = replace(current, tables=(second.table,), settings=second.settings)

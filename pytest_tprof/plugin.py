@@ -215,7 +215,7 @@ class TprofPlugin:
         step = policy.next_step(
             verdict,
             confirm=self.settings.run.confirm,
-            remeasured=True,
+            in_process=False,  # the runner's step is taken (or its source has none)
             in_fresh_process=fresh.in_child(),
             workers=self.workers,
         )

@@ -55,10 +55,9 @@ def next_step(
     verdict: TestVerdict,
     *,
     confirm: bool = True,
-    remeasured: bool = False,
+    in_process: bool = True,
     in_fresh_process: bool = False,
     workers: int = 1,
-    paired: bool = False,
 ) -> Step:
     """The confirmation policy: what a verdict needs before it stands.
 
@@ -66,18 +65,20 @@ def next_step(
     the test); one that survives that is run in a fresh process, which confirms nothing
     further itself; under xdist that process runs once the workers have finished, so other
     workers' load can't confirm it.  ``confirm=False`` (``--no-tprof-confirm``) takes every
-    verdict as it is.  The runner and the plugin carry the steps out; the merges are
-    :func:`after_remeasurement`, :func:`after_fresh_process`, :func:`awaiting_serial_confirmation`
-    and :func:`after_serial_confirmation`.  A ``paired`` verdict (tprof ab) is not measured
-    again in its process, where the base side would have to run again in step: a fresh pair
-    of processes confirms it (the fresh-process step, carried out for both sides).
+    verdict as it is.
+
+    ``in_process``: whether a second capture in this process is still open.  The runner asks
+    with it open; the glue asks once the runner is done, and so with it closed, as for the
+    sources that can't be captured again here: pytest-benchmark's rounds (the benchmark owns
+    them) and tprof ab's pairs (the base side would have to run again in step), which go
+    straight to a fresh process (for a pair, a fresh pair).  The runner and the plugin carry
+    the steps out; the merges are :func:`after_remeasurement`, :func:`after_fresh_process`,
+    :func:`awaiting_serial_confirmation` and :func:`after_serial_confirmation`.
     """
     if not confirm:
         return DONE
-    if paired and not remeasured:
-        return DONE if in_fresh_process or not needs_remeasurement(verdict) else FRESH_PROCESS
-    if not remeasured:
-        return REMEASURE if needs_remeasurement(verdict) else DONE
+    if in_process and needs_remeasurement(verdict):
+        return REMEASURE
     if in_fresh_process or not needs_fresh_process(verdict):
         return DONE
     return AFTER_WORKERS if workers > 1 else FRESH_PROCESS

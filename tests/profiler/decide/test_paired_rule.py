@@ -99,8 +99,8 @@ def test_a_paired_timing_regression_is_confirmed_by_a_fresh_pair_not_in_process(
     load = busy_machine(0)
     v = verdict(table(OPS, load, seed=0), table({**OPS, "aten::mm": 900.0}, load, seed=9))
     assert v.verdict == REGRESSED
-    assert policy.next_step(v, paired=True) == policy.FRESH_PROCESS
-    assert policy.next_step(v, paired=True, in_fresh_process=True) == policy.DONE
+    assert policy.next_step(v, in_process=False) == policy.FRESH_PROCESS
+    assert policy.next_step(v, in_process=False, in_fresh_process=True) == policy.DONE
     assert policy.next_step(v) == policy.REMEASURE  # unpaired: in this process first
 
 

@@ -39,23 +39,23 @@ def test_a_timing_regression_is_measured_again_then_run_in_a_fresh_process(
     slower: TestVerdict,
 ) -> None:
     assert policy.next_step(slower) == policy.REMEASURE
-    assert policy.next_step(slower, remeasured=True) == policy.FRESH_PROCESS
-    assert policy.next_step(slower, remeasured=True, workers=4) == policy.AFTER_WORKERS
+    assert policy.next_step(slower, in_process=False) == policy.FRESH_PROCESS
+    assert policy.next_step(slower, in_process=False, workers=4) == policy.AFTER_WORKERS
 
 
 def test_a_fresh_process_confirms_nothing_further_and_no_confirm_takes_the_verdict_as_is(
     slower: TestVerdict,
 ) -> None:
-    assert policy.next_step(slower, remeasured=True, in_fresh_process=True) == policy.DONE
+    assert policy.next_step(slower, in_process=False, in_fresh_process=True) == policy.DONE
     assert policy.next_step(slower, confirm=False) == policy.DONE
-    assert policy.next_step(slower, confirm=False, remeasured=True) == policy.DONE
+    assert policy.next_step(slower, confirm=False, in_process=False) == policy.DONE
 
 
 def test_an_unchanged_verdict_needs_no_step() -> None:
     same = verdict_on(OPS)
     assert same.verdict == UNCHANGED
     assert policy.next_step(same) == policy.DONE
-    assert policy.next_step(same, remeasured=True) == policy.DONE
+    assert policy.next_step(same, in_process=False) == policy.DONE
 
 
 def test_a_fresh_process_that_found_the_machine_busy_is_no_evidence(slower: TestVerdict) -> None:
