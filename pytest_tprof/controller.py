@@ -43,6 +43,28 @@ class RunState:
     report_extra: dict[str, Any] = field(default_factory=dict)
 
 
+class SharesState:
+    """A role of the run, reading the run's state through ``self.state``."""
+
+    state: RunState
+
+    @property
+    def settings(self) -> Settings:
+        return self.state.settings
+
+    @settings.setter
+    def settings(self, value: Settings) -> None:
+        self.state.settings = value
+
+    @property
+    def results(self) -> dict[str, ProfiledTest]:
+        return self.state.results
+
+    @property
+    def messages(self) -> list[str]:
+        return self.state.messages
+
+
 class Runners(Protocol):
     """Where the controller finds this process's runner (the profiling role makes it once a
     test is profiled; a save or a report may need one anyway)."""
@@ -54,7 +76,7 @@ class Runners(Protocol):
     def runner_made(self) -> bool: ...
 
 
-class Controller:
+class Controller(SharesState):
     """The run's results, its session end and its summary (registered only where no xdist
     worker runs: the controller, or the one process)."""
 
@@ -63,18 +85,6 @@ class Controller:
         self.known: set[str] = set()
         self.collected_files: set[str] = set()
         self.save_failed = False
-
-    @property
-    def settings(self) -> Settings:
-        return self.state.settings
-
-    @property
-    def results(self) -> dict[str, ProfiledTest]:
-        return self.state.results
-
-    @property
-    def messages(self) -> list[str]:
-        return self.state.messages
 
     @property
     def runner(self) -> Runner:

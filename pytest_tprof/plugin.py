@@ -18,10 +18,10 @@ from typing import Any
 import pytest
 
 from pytest_tprof import ab_side, fresh, terminal
-from pytest_tprof.controller import Controller, RunState
+from pytest_tprof.controller import Controller, RunState, SharesState
 from pytest_tprof.fixture import RESULT_KEY, TprofFixture
 from pytest_tprof.marker import MARKER_HELP, marker_overrides
-from pytest_tprof.options import Settings, add_options, read_settings, requested_early
+from pytest_tprof.options import add_options, read_settings, requested_early
 from pytest_tprof.xdist import assign_worker_gpu, device_header
 from tprof_engine.capture import load
 from tprof_engine.config import Body
@@ -118,7 +118,7 @@ def pytest_report_teststatus(report: pytest.TestReport, config: pytest.Config) -
     return None
 
 
-class TprofPlugin:
+class TprofPlugin(SharesState):
     """The profiling role, in every process that runs tests (an xdist worker, or the one
     process): each test's profile, its confirmation and its report; its results go to the
     controller (:mod:`pytest_tprof.controller`), here or through xdist."""
@@ -135,22 +135,6 @@ class TprofPlugin:
     @property
     def runner_made(self) -> bool:
         return self._runner is not None
-
-    @property
-    def settings(self) -> Settings:
-        return self.state.settings
-
-    @settings.setter
-    def settings(self, value: Settings) -> None:
-        self.state.settings = value
-
-    @property
-    def results(self) -> dict[str, ProfiledTest]:
-        return self.state.results
-
-    @property
-    def messages(self) -> list[str]:
-        return self.state.messages
 
     @property
     def runner(self) -> Runner:
