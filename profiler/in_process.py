@@ -20,6 +20,8 @@ from tprof_engine.store import schema
 class InProcess:
     """The body's rounds and census, in this process, with the runner's capture stage."""
 
+    pairable = True  # tprof ab: its rounds can take turns with the other side's
+
     def __init__(self, runner: Any, body: Body, counts: list[int]) -> None:
         self._runner, self._body = runner, body
         self._session = runner._session

@@ -14,9 +14,16 @@ from tprof_engine.model.verdicts import SAVED, TestVerdict
 from tprof_engine.store import schema
 
 
-def active(pairing: Any) -> Any:
-    """The pairing when this test is paired with the other side's (None: run as usual)."""
-    return None if pairing is None or pairing.alone else pairing
+def active(pairing: Any, source: Any = None) -> Any:
+    """The pairing when this test is paired with the other side's (None: run as usual).  A
+    source whose rounds can't take turns (a distributed test's ranks) runs alone on each
+    side; both sides decide so from the same test, so neither waits for the other."""
+    if pairing is None or pairing.alone:
+        return None
+    if source is not None and not source.pairable:
+        pairing.solo(pairing.test, "a distributed test's ranks are not paired")
+        return None
+    return pairing
 
 
 def is_base(pairing: Any) -> bool:

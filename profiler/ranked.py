@@ -52,6 +52,8 @@ class DistributedBody:
 class Ranked:
     """The ranks of a distributed test as a capture source (``runner.Source``)."""
 
+    pairable = False  # tprof ab: the ranks' rounds don't take turns with another side's
+
     def __init__(self, runner: Any, body: DistributedBody) -> None:
         from tprof_engine.capture import distributed
 
@@ -78,7 +80,7 @@ class Ranked:
         """Start the ranks, run ``spec``'s rounds in each, and join what they bring back."""
         if spec.before_rounds is not None:  # the ranks' rounds, not beside a trace export
             spec.before_rounds()
-        spec = replace(spec, before_rounds=None)  # the ranks are processes of their own
+        spec = replace(spec, before_rounds=None, pace=None)  # the ranks are processes of their own
         self._captures += 1
         first = self._captures == 1
         traces = self._scratch / f"capture{self._captures}"

@@ -49,6 +49,11 @@ class Source(Protocol):
         """The work census (or none) and notes on it."""
         ...
 
+    @property
+    def pairable(self) -> bool:
+        """Whether its rounds can take turns with another process's (tprof ab)."""
+        ...
+
 
 class Runner:
     """Holds the environment fingerprint and profiles tests against their baselines."""
@@ -179,7 +184,7 @@ class Runner:
         watch = Stopwatch()
         with watch.stage("load"):
             baseline, error = self.load(nodeid)
-        pairing = paired_run.active(self.pairing)
+        pairing = paired_run.active(self.pairing, source)
         with watch.stage("calibrate"):
             iterations, rounds = paired_run.plan(pairing, source, baseline, rounds)
         spec = self._round_spec(nodeid, iterations, rounds=rounds, warmup=warmup, pairing=pairing)
@@ -359,6 +364,8 @@ class Runner:
             verdict = TestVerdict(verdict=SAVED, reason="recorded for the baseline", notes=notes)
             return self._kept_trace(replace(test, verdict=verdict), result, watch)
         baseline, error = self.load(nodeid)
+        if paired_run.active(self.pairing) is not None:  # pytest-benchmark owns its rounds
+            self.pairing.solo(nodeid, "pytest-benchmark's rounds are not paired")
         current = judge.Recorded(
             tables=(result.table,), fingerprint=self.fingerprint, protocol=protocol,
             tracer=test.tracer, settings=test.settings,
@@ -366,7 +373,9 @@ class Runner:
         verdict = self.judge(
             nodeid, Found(baseline=baseline, error=error), current, rule or cfg.rule
         )
-        test = replace(test, verdict=verdict.with_notes(*notes))
+        test = paired_run.labelled(
+            replace(test, verdict=verdict.with_notes(*notes)), self.pairing, None
+        )
         test = self._kept_trace(test, result, watch)
         return self.side_by_side(test) if verdict.regressed else test
 

@@ -18,6 +18,8 @@ from tprof_engine.pairing import BASE, ENV, Pairing, SideConfig, channel_from_fd
 
 # The tool itself is not the code measured: both sides may load it from one place.
 _TOOL = ("tprof_engine", "pytest_tprof")
+# Fixtures of the tests tprof profiles (pytest-benchmark's, under --tprof, too).
+_PROFILED = frozenset({"tprof", "benchmark"})
 
 
 def side_config() -> SideConfig | None:
@@ -70,7 +72,7 @@ class AbSide:
         if found:
             self.pairing.channel.close()
             pytest.exit(foreign_message(self.config.side, found), returncode=4)
-        profiled = [i.nodeid for i in items if "tprof" in getattr(i, "fixturenames", ())]
+        profiled = [i.nodeid for i in items if _PROFILED & set(getattr(i, "fixturenames", ()))]
         common = self.pairing.common_tests(profiled) or []
         items[:] = in_order(items, common)
         self.common = set(common)

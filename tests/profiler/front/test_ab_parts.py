@@ -100,3 +100,21 @@ def test_a_paired_regression_says_what_to_do_on_the_users_machine(
     assert steps[2].startswith("see the ops in time: open .tprof/traces/t.pt.trace.json.gz")
     text = markdown_summary([test], {"ab": {"base": "origin/main at 1a2b3c"}})
     assert "head (working tree) against base `origin/main at 1a2b3c`" in text
+
+
+def test_a_source_whose_rounds_cant_take_turns_runs_alone_on_each_side() -> None:
+    import socket
+
+    from tprof_engine import paired_run
+    from tprof_engine.pairing import HEAD, Channel, Pairing, SideConfig
+
+    a, b = socket.socketpair()
+    try:
+        pairing = Pairing(SideConfig(side=HEAD, fd=-1), Channel(a), test="t::ddp", alone=False)
+        ranks = types.SimpleNamespace(pairable=False)
+        assert paired_run.active(pairing, types.SimpleNamespace(pairable=True)) is pairing
+        assert paired_run.active(pairing, ranks) is None
+        assert pairing.alone and pairing.why_alone == "a distributed test's ranks are not paired"
+    finally:
+        a.close()
+        b.close()
