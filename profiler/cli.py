@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TextIO
 
 from tprof_engine import ab
+from tprof_engine.decide import busy
 from tprof_engine.decide import judge as judging
 from tprof_engine.decide.rule import Rule
 from tprof_engine.diff_sides import Unjudged, diff_report, diff_steps, diff_summary, pair_folders
@@ -71,7 +72,8 @@ def _cmd_show(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     for i, source in enumerate(sources):
         if i:
             print(file=out)
-        for line in show_lines(source, sort=args.sort, limit=limit):
+        disturbed = busy.disturbed_counts(source.tables, Rule())
+        for line in show_lines(source, sort=args.sort, limit=limit, disturbed=disturbed):
             print(line, file=out)
     for message in errors:
         print(f"tprof: error: {message}", file=err)

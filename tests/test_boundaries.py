@@ -21,7 +21,7 @@ BELOW = {
     "reduce": {"model"},
     "decide": {"model", "reduce"},
     "store": {"model", "reduce", "decide"},
-    "render": {"model", "decide"},
+    "render": {"model"},  # render lays out what decide found, handed to it; it decides nothing
     "capture": {"model", "reduce", "store"},
 }
 

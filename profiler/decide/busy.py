@@ -217,6 +217,18 @@ def quietest(table: OpTable, rule: Disturbance, rounds: int) -> OpTable:
 SESSION_QUIET_ROUNDS = 2
 
 
+def disturbed_counts(tables: Sequence[OpTable], rule: Disturbance) -> tuple[int, int, int] | None:
+    """Over the tables with readings: rounds disturbed, rounds read and rounds that waited for
+    a CPU (None: no table has readings)."""
+    found = [b for t in tables if (b := busy_of(t, rule)) is not None]
+    if not found:
+        return None
+    return (
+        sum(b.disturbed for b in found), sum(b.rounds for b in found),
+        sum(b.waited for b in found),
+    )  # fmt: skip
+
+
 def run_summary(
     tables: Sequence[tuple[str, OpTable]], rule: Disturbance, *, worst: int = 3,
     saving: bool = False, paired: bool = False,

@@ -11,32 +11,19 @@ any growth fails the test, no floor, no statistics, no confirmation.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
-from typing import Any, Final
+from dataclasses import dataclass, replace
+from typing import Final
 
-from tprof_engine.model.ranks import said_once, split
-from tprof_engine.model.work import FORWARD, WorkRow, WorkTable, WorkWord, is_collective
-
-CommKey = tuple[int | None, str, str, int]  # (rank, op, phase, group size)
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class CommRow:
-    """One collective of one rank in one phase and group size, per step."""
-
-    rank: int | None
-    op: str
-    phase: str
-    group: int
-    calls: float
-    bytes: float  # what it sends (:func:`sent`)
-    dtypes: tuple[str, ...]
-    modules: tuple[str, ...]
-    varies: bool
-
-    @property
-    def key(self) -> CommKey:
-        return (self.rank, self.op, self.phase, self.group)
+from tprof_engine.model.communication import (
+    CommKey,
+    CommRow,
+    collectives,
+    communication,
+    order,
+    place,
+)
+from tprof_engine.model.ranks import said_once
+from tprof_engine.model.work import WorkTable, WorkWord, is_collective
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -46,82 +33,6 @@ class CommVerdict:
     verdict: WorkWord
     lines: tuple[str, ...] = ()
     not_gated: tuple[str, ...] = ()  # collectives whose counts differ between census rounds
-
-
-def communication(work: WorkTable) -> dict[CommKey, CommRow]:
-    """The collectives of a census, per step, keyed by rank, op, phase and group size."""
-    found: dict[CommKey, _Sum] = {}
-    for row in work.rows:
-        if not is_collective(row.op):
-            continue
-        rank, op = split(row.op)
-        total = found.setdefault((rank, op, row.phase, row.group), _Sum())
-        total.calls += row.calls
-        total.bytes += sent(row)
-        total.dtypes.update(row.dtypes)
-        total.modules.add(row.module or TOP_LEVEL)
-        total.varies = total.varies or row.varies
-    per = work.iterations
-    return {
-        key: CommRow(
-            rank=key[0],
-            op=key[1],
-            phase=key[2],
-            group=key[3],
-            calls=t.calls / per,
-            bytes=t.bytes / per,
-            dtypes=tuple(sorted(t.dtypes)),
-            modules=tuple(sorted(t.modules)),
-            varies=t.varies,
-        )
-        for key, t in found.items()
-    }
-
-
-def collectives(work: WorkTable) -> list[CommRow]:
-    """The census's collectives per step, in one order: phase, op, group, rank."""
-    return sorted(communication(work).values(), key=lambda r: _order(r.key))
-
-
-def row_place(row: CommRow) -> str:
-    """``c10d::allreduce_ in backward (group of 2)``: the collective and where it ran."""
-    return _where(row.key, row.modules)
-
-
-def communication_rows(work: WorkTable) -> list[dict[str, Any]]:
-    """The census's collectives per step as plain rows, for the JSON report."""
-    return [
-        {
-            "rank": r.rank,
-            "op": r.op,
-            "where": row_place(r),
-            "phase": r.phase,
-            "group": r.group,
-            "calls_per_step": r.calls,
-            "bytes_per_step": r.bytes,
-            "dtypes": list(r.dtypes),
-            "modules": list(r.modules),
-            "varies": r.varies,
-        }
-        for r in collectives(work)
-    ]
-
-
-@dataclass(slots=True)
-class _Sum:
-    calls: int = 0
-    bytes: int = 0
-    dtypes: set[str] = field(default_factory=set)
-    modules: set[str] = field(default_factory=set)
-    varies: bool = False
-
-
-def sent(row: WorkRow) -> int:
-    """The bytes a collective sends: of the tensors it reads and doesn't write (an
-    all-gather's or reduce-scatter's input), else of those it works on in place (an
-    all-reduce's or broadcast's tensors)."""
-    only_read = row.bytes_read - row.bytes_written
-    return only_read if only_read > 0 else row.bytes_written
 
 
 def diverged(works: Sequence[WorkTable | None]) -> str | None:
@@ -159,10 +70,10 @@ def judge_communication(baseline: WorkTable, current: WorkTable) -> CommVerdict:
     shrank: list[tuple[str, int | None]] = []
     changed: list[tuple[str, int | None]] = []
     not_gated = []
-    for key in sorted(before.keys() | now.keys(), key=_order):
+    for key in sorted(before.keys() | now.keys(), key=order):
         b, c = before.get(key), now.get(key)
         if (b is not None and b.varies) or (c is not None and c.varies):
-            not_gated.append(_where(key, _modules(b, c)))
+            not_gated.append(place(key, _modules(b, c)))
             continue
         kind, text = _compared(key, b, c)
         {"grew": grew, "shrank": shrank, "changed": changed}.get(kind, []).append((text, key[0]))
@@ -182,7 +93,7 @@ UNCHANGED_KIND: Final = "same"
 
 def _compared(key: CommKey, b: CommRow | None, c: CommRow | None) -> tuple[str, str]:
     """How one collective moved (grew, shrank, changed or the same) and the line that says so."""
-    where = _where(key, _modules(b, c))
+    where = place(key, _modules(b, c))
     if b is None:
         assert c is not None
         return "grew", f"{where}: new, {_calls(c.calls)} per step, {_size(c.bytes)}"
@@ -201,31 +112,12 @@ def _compared(key: CommKey, b: CommRow | None, c: CommRow | None) -> tuple[str, 
     return UNCHANGED_KIND, ""
 
 
-TOP_LEVEL: Final = "(top level)"
-
-
 def _modules(b: CommRow | None, c: CommRow | None) -> tuple[str, ...]:
     """Where a collective ran: now, else in the baseline."""
     for row in (c, b):
         if row is not None:
             return row.modules
     return ()
-
-
-def _where(key: CommKey, modules: tuple[str, ...] = ()) -> str:
-    """``c10d::allreduce_ in backward (group of 2)``; a collective of the body's own code,
-    outside every module and not in backward, ``at top level`` (the census's "forward" is
-    every phase but backward, hooks and the optimizer's step)."""
-    _, op, phase, group = key
-    of = f" (group of {group})" if group else ""
-    if phase == FORWARD and modules and set(modules) == {TOP_LEVEL}:
-        return f"{op} at top level, outside backward{of}"
-    return f"{op} in {phase}{of}"
-
-
-def _order(key: CommKey) -> tuple[str, str, int, int]:
-    rank, op, phase, group = key
-    return (phase, op, group, -1 if rank is None else rank)
 
 
 def _calls(calls: float) -> str:

@@ -7,7 +7,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from tprof_engine.decide.comm_gate import communication_rows
+from tprof_engine.model.communication import communication_rows
 from tprof_engine.model.results import ProfiledTest
 from tprof_engine.model.verdicts import (
     EXPLAINED,

@@ -7,10 +7,8 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from tprof_engine.decide import busy
-from tprof_engine.decide.comm_gate import collectives, row_place
-from tprof_engine.decide.rule import Rule
 from tprof_engine.model.arrays import FloatArray
+from tprof_engine.model.communication import collectives, row_place
 from tprof_engine.model.errors import ConfigError
 from tprof_engine.model.records import OpTable
 from tprof_engine.model.results import Source
@@ -22,13 +20,15 @@ DEFAULT_LIMIT = 30
 
 
 def show_lines(
-    source: Source, *, sort: str = "self_cpu", limit: int | None = DEFAULT_LIMIT
-) -> list[str]:
+    source: Source, *, sort: str = "self_cpu", limit: int | None = DEFAULT_LIMIT,
+    disturbed: tuple[int, int, int] | None = None,
+) -> list[str]:  # fmt: skip
     """A key-averages-style table of one baseline or trace: per op, per round.
 
     Per op: calls per round (the range when it varies), median and interquartile range of
     self CPU µs per round and, when the table has device times, of self CUDA µs; rounds of
-    every session are pooled.
+    every session are pooled.  ``disturbed``: the rounds the machine disturbed, of those read,
+    and those that waited for a CPU (``decide.busy.disturbed_counts``; None: no readings).
     """
     if sort not in SORT_KEYS:
         raise ConfigError(f"'sort' must be one of {', '.join(SORT_KEYS)} (got {sort!r})")
@@ -37,7 +37,7 @@ def show_lines(
     total_dev = None
     if all(t.has_device for t in tables):
         total_dev = _median_round_total(tables, "self_device_us")
-    lines = _show_heading(source, total_cpu, total_dev)
+    lines = _show_heading(source, total_cpu, total_dev, disturbed)
     if sort == "self_cuda" and total_dev is None:
         lines.append("  (no CUDA times in this table: sorted by self CPU)")
         sort = "self_cpu"
@@ -106,7 +106,10 @@ def _median_round_total(tables: Sequence[OpTable], metric: str) -> float:
     return _median(np.concatenate([getattr(t, metric).sum(axis=0) for t in tables]))
 
 
-def _show_heading(source: Source, total_cpu: float, total_dev: float | None) -> list[str]:
+def _show_heading(
+    source: Source, total_cpu: float, total_dev: float | None,
+    disturbed: tuple[int, int, int] | None,
+) -> list[str]:  # fmt: skip
     """The lines above the table: what was read, its rounds and totals, where it ran."""
     tables = source.tables
     lines = [f"{source.label}  ({source.path})"]
@@ -120,7 +123,7 @@ def _show_heading(source: Source, total_cpu: float, total_dev: float | None) -> 
     if total_dev is not None:
         head += f", self CUDA {total_dev:,.1f} µs per round"
     lines.append(head)
-    lines += _machine_lines(tables)
+    lines += _machine_lines(tables, disturbed)
     if source.device_names:
         lines.append(f"  devices: {', '.join(source.device_names)}")
     if source.fingerprint is not None:
@@ -128,16 +131,14 @@ def _show_heading(source: Source, total_cpu: float, total_dev: float | None) -> 
     return lines
 
 
-def _machine_lines(tables: Sequence[OpTable]) -> list[str]:
+def _machine_lines(tables: Sequence[OpTable], disturbed: tuple[int, int, int] | None) -> list[str]:
     """The time outside any op, and how many rounds the machine disturbed (with readings)."""
     host = _median(np.concatenate([t.host_us for t in tables]))
-    found = [b for t in tables if (b := busy.busy_of(t, Rule())) is not None]
     line = f"  time outside any op {host:,.1f} µs per round" if host > 0 else ""
-    if found:
-        disturbed, rounds = sum(b.disturbed for b in found), sum(b.rounds for b in found)
-        waited = sum(b.waited for b in found)
+    if disturbed is not None:
+        hit, rounds, waited = disturbed
         line += "; " if line else "  "
-        line += f"{disturbed} of {rounds} rounds disturbed ({waited} waited for a CPU)"
+        line += f"{hit} of {rounds} rounds disturbed ({waited} waited for a CPU)"
     return [line] if line else []
 
 
