@@ -46,7 +46,6 @@ class SideConfig:
     head_root: str = ""
     label: str = ""  # the base, named and resolved ("origin/main at 1a2b3c4d5e")
     ref: str = ""  # the base as the user named it ("origin/main")
-    confirming: bool = False  # a pair started to confirm one test: it confirms nothing further
     # The CPUs both sides run on.  Alternating, both sides share them all (the cores of a
     # shared machine differ in speed: on two, an unchanged test read +16-30 % with each side
     # on its own core and ±3 % with both on one); in duet, the sides swap cores each round.

@@ -158,7 +158,7 @@ def _verdict_in_fresh_pair(
         head_log = out / "head.log"
         with head_log.open("w") as said:
             codes = ab.run_pair(
-                launches[0], launches[1], replace(pair, confirming=True),
+                launches[0], launches[1], pair,
                 base_log=out / "base.log", head_out=said, timeout=timeout,
             )  # fmt: skip
         if codes[1] < 0:

@@ -113,6 +113,20 @@ def test_the_signed_rank_p_value_is_scipys_exact_one(seed: int) -> None:
     assert ours == pytest.approx(theirs, rel=1e-9)
 
 
+@pytest.mark.parametrize("n", [51, 200, 2000])
+def test_many_pairs_take_scipys_normal_approximation(n: int) -> None:
+    """Past 50 pairs (rounds up to 10,000) the exact sum would cost n³: the approximation."""
+    rng = np.random.default_rng(n)
+    x = np.round(rng.standard_normal(n) + 0.1, 1)  # rounded: ties, and the tie correction
+    theirs = scipy.stats.wilcoxon(x, alternative="greater", method="approx", correction=True)
+    assert stats.signed_rank_greater(x) == pytest.approx(theirs.pvalue, rel=1e-9)
+    if n > stats.HODGES_LEHMANN_MAX_N:  # the Walsh averages would number n²/2
+        assert stats.hodges_lehmann(x) == pytest.approx(float(np.median(x)))
+    else:
+        walsh = [(x[a] + x[b]) / 2 for a in range(n) for b in range(a, n)]
+        assert stats.hodges_lehmann(x) == pytest.approx(float(np.median(walsh)))
+
+
 def test_signed_ranks_of_tied_differences_count_half_ranks() -> None:
     x = np.array([0.1, 0.1, -0.2, 0.3, 0.3, 0.3, 0.0])  # ties, and a zero dropped
     p = stats.signed_rank_greater(x)
