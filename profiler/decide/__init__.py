@@ -6,9 +6,10 @@
 - :mod:`.timing` with :mod:`.samples` (per-op statistical tests), :mod:`.structure` (calls and
   ops that came or went), :mod:`.families` (the host and device-idle families) and
   :mod:`.device`: the timing rule;
-- :mod:`.work_gate`, :mod:`.memory_gate`, :mod:`.comm_gate`, :mod:`.compile_gate`: the exact
-  gates;
-  :mod:`.settings_gate`: a change of the settings a test ran under, as a named cause;
+- :mod:`.gates`: the gates beyond timing as entries (memory, compiled graphs, collectives,
+  work, settings), each finding joined to the verdict one way; :mod:`.work_gate`,
+  :mod:`.memory_gate`, :mod:`.comm_gate`, :mod:`.compile_gate`: the exact gates' rules;
+- :mod:`.sides`: what each side of a judgement recorded, and what the gates read;
 - :mod:`.busy`: which rounds the machine disturbed; :mod:`.stats`: the tests (numpy);
   :mod:`.rule`: the parameters.
 """
@@ -19,13 +20,14 @@ __all__ = [  # the stage's modules: its face (tests/test_house.py keeps it whole
     "compile_gate",
     "device",
     "families",
+    "gates",
     "judge",
     "memory_gate",
     "policy",
     "replacements",
     "rule",
     "samples",
-    "settings_gate",
+    "sides",
     "stats",
     "structure",
     "timing",

@@ -6,23 +6,14 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import replace
 
 import numpy as np
 
 from tprof_engine.model.records import OpTable
-from tprof_engine.model.verdicts import (
-    COMPILE,
-    IMPROVED,
-    REGRESSED,
-    Cause,
-    TestVerdict,
-    TestWord,
-    worst,
-)
+from tprof_engine.model.verdicts import IMPROVED, REGRESSED, TestWord
 from tprof_engine.reduce.compiled import COMPILE_OP, GRAPH_KEY
 
-__all__ = ["compile_notes", "compiled_graphs", "with_compile_structure"]
+__all__ = ["compile_notes", "compiled_graphs", "graph_change"]
 GRAPH_PREFIX = GRAPH_KEY.split("{")[0]  # a compiled graph's op name, without its number
 
 
@@ -38,11 +29,12 @@ def compiled_graphs(table: OpTable) -> tuple[int, int]:
     return graphs, compiles
 
 
-def with_compile_structure(
-    verdict: TestVerdict, baseline: OpTable, current: OpTable, *, per_call: int = 1
-) -> TestVerdict:
+def graph_change(
+    baseline: OpTable, current: OpTable, *, per_call: int = 1
+) -> tuple[TestWord, str] | None:
     """torch.compile's structure, exactly: more compiled graphs per call of the body is a new
-    graph break, a compilation during the measured rounds a recompilation; either fails."""
+    graph break, a compilation during the measured rounds a recompilation (either regressed);
+    fewer graphs per call is improved.  None when neither moved."""
     (b_graphs, _), (c_graphs, compiles) = compiled_graphs(baseline), compiled_graphs(current)
     b_graphs, c_graphs = b_graphs // per_call, c_graphs // per_call
     reasons = []
@@ -53,15 +45,11 @@ def with_compile_structure(
         # when a cache holds the backward: say that it happened, not how many ranges.
         reasons.append("recompiled during the measured rounds")
     if reasons:
-        cause = Cause(kind=COMPILE, text="compile: " + "; ".join(reasons), failing=True)
-        word: TestWord = REGRESSED
-    elif c_graphs < b_graphs:
-        text = f"compile: compiled graphs per call {b_graphs} → {c_graphs}: fewer graph breaks"
-        cause, word = Cause(kind=COMPILE, text=text), worst([verdict.verdict, IMPROVED])
-    else:
-        return verdict
-    verdict = verdict.with_cause(cause)
-    return replace(verdict, verdict=word, reason=f"{verdict.reason} | {cause.text}")
+        return REGRESSED, "compile: " + "; ".join(reasons)
+    if c_graphs < b_graphs:
+        fewer = f"compiled graphs per call {b_graphs} → {c_graphs}: fewer graph breaks"
+        return IMPROVED, f"compile: {fewer}"
+    return None
 
 
 def compile_notes(

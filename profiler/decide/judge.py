@@ -8,26 +8,23 @@ these and only render what comes back.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
-from tprof_engine.decide import busy
-from tprof_engine.decide.comm_gate import judge_communication, without_collectives
-from tprof_engine.decide.compile_gate import with_compile_structure
+from tprof_engine.decide import busy, gates
 from tprof_engine.decide.rule import Rule, paired_rule
-from tprof_engine.decide.settings_gate import with_settings
+from tprof_engine.decide.sides import Recorded as Recorded  # the judge's input: its face too
+from tprof_engine.decide.sides import Sides
 from tprof_engine.decide.timing import NOTHING_CHANGED, compare_across
-from tprof_engine.decide.work_gate import judge_work
 from tprof_engine.model import family_specs
-from tprof_engine.model.environment import Fingerprint, comparability
+from tprof_engine.model.environment import comparability
 from tprof_engine.model.family_specs import family_total
 from tprof_engine.model.limits import is_count
 from tprof_engine.model.records import OpTable
 from tprof_engine.model.verdicts import (
     BUSY,
-    COMMUNICATION,
     IMPROVED,
     INCOMPARABLE,
     INCONCLUSIVE,
@@ -36,32 +33,8 @@ from tprof_engine.model.verdicts import (
     Cause,
     FamilyResult,
     TestVerdict,
-    worst,
 )
 from tprof_engine.model.work import WorkTable
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Recorded:
-    """One side of a judgement: its op tables and what is known of where they ran.
-
-    A baseline gives its sessions, fingerprint and protocol; a Chrome trace gives one table,
-    no fingerprint, and the names of its devices.
-    """
-
-    tables: tuple[OpTable, ...]
-    fingerprint: Fingerprint | None = None
-    protocol: Mapping[str, Any] = field(default_factory=dict)
-    device_names: tuple[str, ...] | None = None  # set for traces
-    work: WorkTable | None = None  # the work census (a baseline's: its last session's)
-    hosts: tuple[str | None, ...] = ()  # the host each table was recorded on (None: unknown)
-    holders: Mapping[str, str] = field(default_factory=dict)  # a baseline's (schema.Baseline)
-    # The numeric settings of its newest capture (a baseline's: its last session's; empty:
-    # not read, so not compared).
-    settings: Mapping[str, Any] = field(default_factory=dict)
-    # What traced every Python line while this side was profiled (environment.line_tracer):
-    # its timings are the tracer's as much as the code's, so they are reported, not gated.
-    tracer: str | None = None
 
 
 def judge(
@@ -83,13 +56,7 @@ def judge(
     """
     found: list[str] = []
     structure, diffs = _differences(baseline, current, found)
-    base_tables, current_table = list(baseline.tables), current.tables[-1]
-    ib, ic = iterations_of(baseline.protocol), iterations_of(current.protocol)
-    if ib is not None and ic is not None and ib != ic:
-        base_tables = [per_iteration(t, ib) for t in base_tables]
-        current_table = per_iteration(current_table, ic)
-        diffs = [d for d in diffs if not d.startswith("iterations ")]
-        found.append(f"rounds of {ib} and {ic} iterations: compared per iteration")
+    base_tables, current_table, per_call = _comparable_rounds(baseline, current, diffs, found)
     if paired:
         rule, machine_busy = paired_rule(rule), None
         found.extend(_paired_notes(base_tables[-1], current_table, rule))
@@ -107,13 +74,32 @@ def judge(
         return verdict
     if machine_busy is not None:
         verdict = verdict.with_cause(Cause(kind=BUSY, text=machine_busy))
-    verdict = with_noise_check(verdict, rule)
-    per_call = 1 if ib != ic else (ib or 1)  # tables already per iteration when they differ
-    verdict = with_compile_structure(verdict, base_tables[-1], current_table, per_call=per_call)
-    verdict = with_work(verdict, baseline.work, current.work, rule)
-    verdict = with_settings(verdict, baseline.settings, current.settings)
+    sides = Sides(
+        baseline=baseline, current=current, base_tables=tuple(base_tables),
+        current_table=current_table, per_call=per_call, rule=rule,
+    )  # fmt: skip
+    found_by_gates = gates.findings(sides)
+    verdict = with_noise_check(verdict, rule, work_moved=gates.work_moved(found_by_gates))
+    for finding in found_by_gates:
+        verdict = gates.applied(verdict, finding)
     holders = {**baseline.holders, **current_table.meta.get("parents", {})}  # the newer's first
     return with_enclosing_ops(verdict, holders, current.work or baseline.work)
+
+
+def _comparable_rounds(
+    baseline: Recorded, current: Recorded, diffs: list[str], found: list[str]
+) -> tuple[list[OpTable], OpTable, int]:
+    """Both sides' tables as compared, and the calls of the body each round holds: sides
+    recorded with different iterations per round (folders recorded apart calibrate their
+    own) are compared per iteration (one call a round; their iterations dropped from
+    ``diffs``, a note in ``found``)."""
+    base_tables, current_table = list(baseline.tables), current.tables[-1]
+    ib, ic = iterations_of(baseline.protocol), iterations_of(current.protocol)
+    if ib is None or ic is None or ib == ic:
+        return base_tables, current_table, ib if ib == ic and ib else 1
+    diffs[:] = [d for d in diffs if not d.startswith("iterations ")]
+    found.append(f"rounds of {ib} and {ic} iterations: compared per iteration")
+    return [per_iteration(t, ib) for t in base_tables], per_iteration(current_table, ic), 1
 
 
 def _undisturbed(
@@ -143,7 +129,8 @@ def _paired_notes(base: OpTable, current: OpTable, rule: Rule) -> list[str]:
 
 MACHINE_BUSY = "machine busy"
 GPU_BUSY = "GPU busy"  # the GPU held its clocks down in too many rounds
-# What an inconclusive test still vouches for; the work gate, judged later, takes back its part.
+# What an inconclusive test still vouches for: its calls, and its work when the work gate
+# found it unchanged.
 EXACT_UNCHANGED = "calls and work unchanged"
 CALLS_UNCHANGED = "calls unchanged"
 
@@ -198,7 +185,7 @@ def _vouches(f: FamilyResult) -> bool:
     return f.gates and family_specs.spec(f.family).vouches
 
 
-def too_noisy(verdict: TestVerdict, rule: Rule) -> str | None:
+def too_noisy(verdict: TestVerdict, rule: Rule, *, work_moved: bool = False) -> str | None:
     """Why the timing layer can't vouch for an unchanged test, or None when it can.
 
     Timings not compared (another host, other hardware, a line tracer) saw nothing; a floor
@@ -210,7 +197,8 @@ def too_noisy(verdict: TestVerdict, rule: Rule) -> str | None:
     """
     if not verdict.timing_compared:
         shown = ", ".join(verdict.differences) or "no comparable timings"
-        return f"{EXACT_UNCHANGED}; timings not compared: {shown}"
+        vouched = CALLS_UNCHANGED if work_moved else EXACT_UNCHANGED
+        return f"{vouched}; timings not compared: {shown}"
     found = [_noise(f, rule) for f in verdict.families if _vouches(f)]
     if not found or any(n is None and s is None for n, s in found):
         return None
@@ -238,46 +226,17 @@ def with_noisy_families(verdict: TestVerdict, rule: Rule) -> TestVerdict:
     return replace(verdict, families=tuple(marked))
 
 
-def with_noise_check(verdict: TestVerdict, rule: Rule) -> TestVerdict:
-    """An unchanged verdict whose timing couldn't have seen a slowdown says so."""
+def with_noise_check(verdict: TestVerdict, rule: Rule, *, work_moved: bool = False) -> TestVerdict:
+    """An unchanged verdict whose timing couldn't have seen a slowdown says so (what it still
+    vouches for: its calls, and its work unless ``work_moved``)."""
     verdict = with_noisy_families(verdict, rule)
     if verdict.verdict != UNCHANGED:
         return verdict
-    why = too_noisy(verdict, rule)
+    why = too_noisy(verdict, rule, work_moved=work_moved)
     if why is None:
         return verdict
     reason = why if verdict.reason == NOTHING_CHANGED else f"{why} | {verdict.reason}"
     return replace(verdict, verdict=INCONCLUSIVE, reason=reason)
-
-
-def with_work(
-    verdict: TestVerdict, baseline: WorkTable | None, current: WorkTable | None, rule: Rule
-) -> TestVerdict:
-    """The timing verdict joined with the work verdict: the more urgent wins, both speak.
-
-    Work needs only what calls need (the same torch and device type), so it gates even when
-    the hardware differs and timings were not compared.
-    """
-    if current is None:
-        return verdict
-    if baseline is None:
-        return verdict.with_notes("no work baseline: re-record with --tprof-save")
-    if baseline.census != current.census:
-        return verdict.with_notes(
-            f"work not compared: the baseline's census counted by older rules (census "
-            f"{baseline.census}, now {current.census}: attention and RNN FLOPs, hook and "
-            "optimizer phases); record a session with --tprof-save to gate work again"
-        )
-    verdict = with_communication(verdict, baseline, current)
-    work = judge_work(
-        without_collectives(baseline), without_collectives(current), floor=rule.work_floor
-    )
-    word = worst([verdict.verdict, work.verdict])
-    reason = verdict.reason
-    if work.verdict != UNCHANGED:
-        reason = reason.replace(EXACT_UNCHANGED, CALLS_UNCHANGED, 1)
-        reason = _joined(reason, f"work: {work.headline()}", leads=work.regressed)
-    return replace(verdict, verdict=word, reason=reason, work=work)
 
 
 # How many enclosing ops are climbed to find the census's op (aten::mkldnn_convolution in
@@ -316,34 +275,6 @@ def _enclosing(op: str, parents: Mapping[str, str], census: set[str]) -> str | N
             return held_by
         op = held_by
     return None
-
-
-def _joined(reason: str, gate: str, *, leads: bool) -> str:
-    """An exact gate's reason joined to the verdict's: alone when nothing else changed, first
-    when it fails the test, else after."""
-    if reason == NOTHING_CHANGED:
-        return gate
-    return f"{gate} | {reason}" if leads else f"{reason} | {gate}"
-
-
-def with_communication(
-    verdict: TestVerdict, baseline: WorkTable, current: WorkTable
-) -> TestVerdict:
-    """The collectives gated exactly (``comm_gate``): a communication cause, failing when any
-    collective is new, called more often or sends more per step."""
-    comm = judge_communication(baseline, current)
-    if comm.not_gated:
-        verdict = verdict.with_notes(
-            "collectives not gated (their counts differ between census rounds): "
-            + ", ".join(comm.not_gated)
-        )
-    if comm.verdict == UNCHANGED:
-        return verdict
-    text = "communication: " + "; ".join(comm.lines)
-    failing = comm.verdict == REGRESSED
-    verdict = verdict.with_cause(Cause(kind=COMMUNICATION, text=text, failing=failing))
-    word = worst([verdict.verdict, comm.verdict])
-    return replace(verdict, verdict=word, reason=_joined(verdict.reason, text, leads=failing))
 
 
 def _differences(

@@ -8,7 +8,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from tprof_engine.decide import device, memory_gate, stats
+from tprof_engine.decide import device, stats
 from tprof_engine.decide.families import (
     device_note,
     families,
@@ -43,7 +43,6 @@ from tprof_engine.model.verdicts import (
     IMPROVED,
     INCOMPARABLE,
     INCONCLUSIVE,
-    MEMORY,
     NEW,
     NO_BASELINE,
     NOT_GATED,
@@ -51,7 +50,6 @@ from tprof_engine.model.verdicts import (
     REMOVED,
     TOO_NOISY,
     UNCHANGED,
-    Cause,
     FamilyResult,
     OpVerdict,
     OpWord,
@@ -60,7 +58,6 @@ from tprof_engine.model.verdicts import (
     TestWord,
     op_rank,
     verdict_rank,
-    worst,
 )
 
 __all__ = ["Rule", "compare", "compare_across"]
@@ -290,8 +287,7 @@ def compare(
     # The drift between the sides says how timings were compared; with none compared, nothing.
     probed = same_hardware and _probe_speaks(results, on_device=on_device)
     uniform, probe_shift = _shifts(baseline, current, rule) if probed else (None, None)
-    memory, memory_notes = _memory_gate(baseline, current, rule)
-    verdict, reason = _with_cause(*_combine(results), memory)
+    verdict, reason = _combine(results)
     ops = [op for o in outcomes for op in o.ops]
     return TestVerdict(
         verdict=verdict,
@@ -304,43 +300,11 @@ def compare(
         notes=(
             *device_note(baseline, current),
             *(_judged_on(results) if on_device else ()),
-            *memory_notes,
         ),
-        causes=() if memory is None else (memory,),
         timing_compared=same_hardware,
         round_samples=tuple(s for o in outcomes for s in o.samples),
         device_rows=_device_rows(baseline, current, ops),
     )
-
-
-def _memory_gate(
-    baseline: Sequence[OpTable], current: OpTable, rule: Rule
-) -> tuple[Cause | None, tuple[str, ...]]:
-    """The memory gate's cause (exact, like the work census: no confirmation), if it found a
-    change, and the notes it leaves."""
-    if current.memory is None:
-        return None, ()
-    tables = [b.memory for b in baseline if b.memory is not None]
-    if len(tables) < len(baseline):
-        return None, ("no memory baseline: re-record with --tprof-save",)
-    gate = memory_gate.judge_memory(tables, current.memory, floor=rule.work_floor)
-    notes: tuple[str, ...] = ()
-    if gate.varying_ops:
-        notes = (f"memory: {gate.varying_ops} ops allocate differently from round to round "
-                 "(reported, not gated)",)  # fmt: skip
-    if gate.verdict == UNCHANGED:
-        return None, notes
-    text = "MEMORY: " + "; ".join(gate.reasons)
-    return Cause(kind=MEMORY, text=text, failing=gate.verdict == REGRESSED), notes
-
-
-def _with_cause(verdict: TestWord, reason: str, cause: Cause | None) -> tuple[TestWord, str]:
-    """The families' verdict and reason joined with an exact gate's cause."""
-    if cause is None:
-        return verdict, reason
-    word: TestWord = REGRESSED if cause.failing else IMPROVED
-    quiet = reason == NOTHING_CHANGED
-    return worst([verdict, word]), cause.text if quiet else f"{reason} | {cause.text}"
 
 
 def _device_rows(

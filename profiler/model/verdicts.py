@@ -256,8 +256,26 @@ MEMORY: Final = "memory"  # the exact memory gate (--tprof-collect=memory)
 BUSY: Final = "busy"  # the machine disturbed too many rounds for timing to be judged
 COMMUNICATION: Final = "communication"  # the collectives' exact gate (distributed tests)
 SETTINGS: Final = "settings"  # the numeric settings the test's code chose (model.settings)
-# Causes counted exactly, that don't drift: one that fails a test needs no second look.
-EXACT_CAUSES: Final = frozenset({COMPILE, MEMORY, COMMUNICATION})
+
+
+@dataclass(frozen=True, slots=True)
+class CauseSpec:
+    """What a kind of cause is: ``exact`` when counted exactly (counts that don't drift), so
+    that one failing a test needs no second look (no re-measurement, no fresh process)."""
+
+    exact: bool
+
+
+# Every cause kind, and what it is: the gates (decide.gates) find them, the confirmation
+# policy reads their exactness, the reports name them.
+CAUSE_SPECS: Final[Mapping[CauseKind, CauseSpec]] = {
+    COMPILE: CauseSpec(exact=True),
+    MEMORY: CauseSpec(exact=True),
+    COMMUNICATION: CauseSpec(exact=True),
+    SETTINGS: CauseSpec(exact=False),  # named; the timing still decides
+    BUSY: CauseSpec(exact=False),  # no change at all: timing not judged
+}
+EXACT_CAUSES: Final = frozenset(k for k, s in CAUSE_SPECS.items() if s.exact)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

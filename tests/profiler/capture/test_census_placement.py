@@ -11,7 +11,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from tprof_engine.capture.census import take_census
-from tprof_engine.decide.judge import with_work
+from tprof_engine.decide.gates import applied, work_finding
 from tprof_engine.decide.rule import Rule
 from tprof_engine.decide.work_gate import judge_work
 from tprof_engine.model.verdicts import UNCHANGED, TestVerdict
@@ -211,7 +211,7 @@ def test_a_census_taken_by_older_rules_is_not_compared_and_says_how_to_refresh_i
     now = take_census(inference(Attention(fused=True), x))
     old = WorkTable.from_dict({k: v for k, v in now.to_dict().items() if k != "census"})
     assert (old.census, now.census) == (1, 2)
-    verdict = with_work(TestVerdict(verdict=UNCHANGED, reason=""), old, now, Rule())
+    verdict = applied(TestVerdict(verdict=UNCHANGED, reason=""), work_finding(old, now, Rule()))
     assert verdict.work is None
     assert any("census counted by older rules" in n and "--tprof-save" in n for n in verdict.notes)
 

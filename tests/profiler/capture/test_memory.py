@@ -11,10 +11,13 @@ from torch.profiler import ProfilerActivity, profile, record_function
 
 from tprof_engine.capture.kineto import events_from_kineto
 from tprof_engine.capture.session import capture
+from tprof_engine.decide.gates import applied, memory_finding
 from tprof_engine.decide.memory_gate import judge_memory
+from tprof_engine.decide.rule import Rule
 from tprof_engine.decide.timing import compare
 from tprof_engine.model.device_tables import MemoryTable
 from tprof_engine.model.records import OpTable
+from tprof_engine.model.verdicts import TestVerdict
 from tprof_engine.reduce.memory import innermost
 from tprof_engine.reduce.ops import reduce_events
 
@@ -52,17 +55,23 @@ def test_without_profile_memory_there_is_no_memory_table() -> None:
     assert profiled(128, memory=False).memory is None
 
 
+def gated(base: OpTable, current: OpTable) -> TestVerdict:
+    """Calls compared (timings not), then the memory gate's finding joined."""
+    verdict = compare([base], current, same_hardware=False)
+    return applied(verdict, memory_finding([base], current, Rule()))
+
+
 def test_a_layer_widened_twice_fails_the_memory_gate_naming_the_op() -> None:
     base, wide = profiled(128), profiled(256)
     assert alloc(wide, "aten::addmm") == [2 * 16384] * 6
-    v = compare([base], wide, same_hardware=False)
+    v = gated(base, wide)
     assert v.verdict == "regressed"
     assert "MEMORY: aten::addmm allocates 16,384 → 32,768 B per round (+16,384 B)" in v.reason
     assert "round peak 32,768 → 65,536 B per round (+32,768 B)" in v.reason
 
 
 def test_the_same_model_again_passes_the_memory_gate() -> None:
-    v = compare([profiled(128)], profiled(128), same_hardware=False)
+    v = gated(profiled(128), profiled(128))
     assert "MEMORY" not in v.reason
 
 
@@ -83,7 +92,7 @@ def test_allocations_agree_with_torchs_self_memory_per_op() -> None:
 
 def test_a_baseline_without_memory_says_so_and_gates_nothing() -> None:
     base = profiled(128, memory=False)
-    v = compare([base], profiled(256), same_hardware=False)
+    v = gated(base, profiled(256))
     assert "no memory baseline: re-record with --tprof-save" in v.notes
     assert "MEMORY" not in v.reason
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 from test_reduce_synthetic import Ev, arrays, step
 
-from tprof_engine.decide.compile_gate import compile_notes, compiled_graphs, with_compile_structure
+from tprof_engine.decide.compile_gate import compile_notes, compiled_graphs
+from tprof_engine.decide.gates import applied, compile_finding
 from tprof_engine.model.verdicts import IMPROVED, REGRESSED, UNCHANGED, TestVerdict
 from tprof_engine.reduce.compiled import COMPILE_OP
 from tprof_engine.reduce.ops import reduce_events
@@ -83,8 +84,8 @@ def test_compile_time_is_one_compile_call_and_its_ops_are_no_rows() -> None:
 
 def verdict_of(baseline: list[Ev], current: list[Ev]) -> TestVerdict:
     start = TestVerdict(verdict=UNCHANGED, reason="no op changed beyond its floor")
-    return with_compile_structure(
-        start, reduce_events(arrays(baseline)), reduce_events(arrays(current))
+    return applied(
+        start, compile_finding(reduce_events(arrays(baseline)), reduce_events(arrays(current)))
     )
 
 
@@ -96,10 +97,7 @@ def test_a_new_graph_break_fails_the_test_and_one_fewer_is_improved() -> None:
     assert compiled_graphs(reduce_events(arrays(TWO_GRAPHS))) == (2, 0)
     broke = verdict_of(ONE_GRAPH, TWO_GRAPHS)
     assert broke.verdict == REGRESSED
-    assert broke.reason == (
-        "no op changed beyond its floor | compile: compiled graphs per call 1 → 2: "
-        "a new graph break"
-    )
+    assert broke.reason == "compile: compiled graphs per call 1 → 2: a new graph break"
     mended = verdict_of(TWO_GRAPHS, ONE_GRAPH)
     assert mended.verdict == IMPROVED
     assert mended.reason.endswith("compile: compiled graphs per call 2 → 1: fewer graph breaks")
@@ -145,8 +143,9 @@ def test_graphs_are_counted_per_call_of_the_body_not_per_round() -> None:
         *one,
         *[e for k in range(3) for e in compiled_call(60_000 + k * 10_000, 1, GRAPH_B)],
     ]
-    broke = with_compile_structure(
-        start, reduce_events(arrays(one)), reduce_events(arrays(two)), per_call=3
+    broke = applied(
+        start,
+        compile_finding(reduce_events(arrays(one)), reduce_events(arrays(two)), per_call=3),
     )
     assert broke.reason.endswith("compile: compiled graphs per call 1 → 2: a new graph break")
 

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from tprof_engine.cli import main
-from tprof_engine.decide.judge import with_work
+from tprof_engine.decide.gates import applied, work_finding
 from tprof_engine.decide.rule import Rule
 from tprof_engine.decide.timing import compare
 from tprof_engine.model.records import OpTable
@@ -75,7 +75,7 @@ def test() -> ProfiledTest:
     verdict = compare([table(BASE_OPS, seed=s) for s in range(3)], table(CURRENT_OPS, seed=9))
     base = WorkTable(rows=(mm("fc1", 1000), mm("fc2", 1000)))
     wider = WorkTable(rows=(mm("fc1", 3000), mm("fc2", 1000)))
-    verdict = with_work(verdict, base, wider, Rule())
+    verdict = applied(verdict, work_finding(base, wider, Rule()))
     return ProfiledTest(nodeid=NODEID, verdict=verdict, trace="traces/t.json.gz")
 
 
