@@ -9,11 +9,11 @@ from dataclasses import dataclass
 
 from tprof_engine import paired_run
 from tprof_engine.config import RunConfig
-from tprof_engine.decide import judge
+from tprof_engine.decide import judge, outcome
 from tprof_engine.decide.rule import Rule
 from tprof_engine.model.environment import Fingerprint, differences
 from tprof_engine.model.errors import BaselineError
-from tprof_engine.model.verdicts import ERROR, INCOMPARABLE, NO_BASELINE, TestVerdict
+from tprof_engine.model.verdicts import TestVerdict
 from tprof_engine.store import baselines, paths, schema
 
 
@@ -40,7 +40,7 @@ def verdict_on(
         beside = verdict_on(stored, current, rule, missing)
         return verdict.with_notes(paired_run.stored_note(beside))
     if found.error is not None:
-        return TestVerdict(verdict=ERROR, reason=found.error)
+        return outcome.unreadable(found.error)
     if found.baseline is None:
         return missing()
     base = found.baseline
@@ -60,14 +60,7 @@ def without_baseline(
             found = baselines.load_baseline(other, expected_nodeid=nodeid)
         except BaselineError:
             continue
-        diffs = differences(found.fingerprint, fingerprint)
-        return TestVerdict(
-            verdict=INCOMPARABLE,
-            reason=f"only a baseline for another environment ({other.parent.name}): "
-            + ", ".join(diffs or ["environment folder differs"]),
-            differences=tuple(diffs),
+        return outcome.only_elsewhere(
+            other.parent.name, differences(found.fingerprint, fingerprint)
         )
-    reason = "no baseline recorded for this test; record one with --tprof-save"
-    if config.require_baseline:
-        return TestVerdict(verdict=ERROR, reason=f"{reason} (--tprof-require-baseline)")
-    return TestVerdict(verdict=NO_BASELINE, reason=reason)
+    return outcome.no_baseline(required=config.require_baseline)

@@ -7,10 +7,10 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from tprof_engine.decide import judge
+from tprof_engine.decide import judge, outcome
 from tprof_engine.model.environment import Fingerprint
 from tprof_engine.model.results import ProfiledTest
-from tprof_engine.model.verdicts import SAVED, TestVerdict
+from tprof_engine.model.verdicts import TestVerdict
 from tprof_engine.store import schema
 
 
@@ -50,8 +50,8 @@ def plan(
 
 def handed_over(pairing: Any, test: ProfiledTest) -> ProfiledTest:
     """The base side's test once its rounds are handed to the head, which judges them."""
-    pairing.handoff(replace(test, verdict=TestVerdict(verdict=SAVED, reason="")).to_dict())
-    verdict = TestVerdict(verdict=SAVED, reason="measured as the base of tprof ab")
+    verdict = outcome.base_of_pair()
+    pairing.handoff(replace(test, verdict=verdict).to_dict())
     return replace(test, verdict=verdict)
 
 

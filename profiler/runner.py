@@ -14,7 +14,7 @@ from typing import Any, Protocol
 from tprof_engine import paired_run
 from tprof_engine.capture import counters  # ctypes only; the rest of capture loads torch
 from tprof_engine.config import Body, RunConfig
-from tprof_engine.decide import compile_gate, judge, policy
+from tprof_engine.decide import compile_gate, judge, outcome, policy
 from tprof_engine.decide.busy import busy_of, quietest
 from tprof_engine.decide.rule import Rule
 from tprof_engine.found import Found, verdict_on, without_baseline
@@ -26,7 +26,6 @@ from tprof_engine.model.records import concat_rounds
 from tprof_engine.model.results import ProfiledTest
 from tprof_engine.model.verdicts import (
     NO_BASELINE,
-    SAVED,
     TestVerdict,
 )
 from tprof_engine.model.work import WorkTable
@@ -238,9 +237,7 @@ class Runner:
         if pairing is not None:
             return self._finished(paired_run.handed_over(pairing, test), notes, capture, watch)
         note = ("the damaged file will be replaced",) if error else ()
-        verdict = TestVerdict(
-            verdict=SAVED, reason="recorded for the baseline", notes=(*note, *notes)
-        )
+        verdict = outcome.recorded((*note, *notes))
         test = self._kept_trace(replace(test, verdict=verdict), capture, watch)
         return replace(test, costs=watch.costs())
 
@@ -361,7 +358,7 @@ class Runner:
         test = replace(self._tested(nodeid, result, protocol), tracer=line_tracer())
         notes = ("no work census: it would call the benchmarked function more often",)
         if cfg.save:
-            verdict = TestVerdict(verdict=SAVED, reason="recorded for the baseline", notes=notes)
+            verdict = outcome.recorded(notes)
             return self._kept_trace(replace(test, verdict=verdict), result, watch)
         baseline, error = self.load(nodeid)
         if paired_run.active(self.pairing) is not None:  # pytest-benchmark owns its rounds

@@ -19,7 +19,7 @@ import pytest
 
 from pytest_tprof import fresh, reports, terminal
 from pytest_tprof.options import Settings
-from tprof_engine.decide import busy, policy
+from tprof_engine.decide import busy, outcome, policy
 from tprof_engine.model.errors import BaselineError
 from tprof_engine.model.results import ProfiledTest
 from tprof_engine.render import report as rpt
@@ -63,6 +63,12 @@ class SharesState:
     @property
     def messages(self) -> list[str]:
         return self.state.messages
+
+    def outcome(self, result: ProfiledTest) -> outcome.Outcome:
+        """What the test's verdict does in this run (:mod:`tprof_engine.decide.outcome`)."""
+        return outcome.outcome_of(
+            result, recording=self.settings.run.save, record_args=self.settings.record_args
+        )
 
 
 class Runners(Protocol):
@@ -137,7 +143,7 @@ class Controller(SharesState):
         )
         terminal.summary(
             terminalreporter,
-            results,
+            [(r, self.outcome(r)) for r in results],
             [*machine, *self.messages],
             baseline_dir=self.runner.env_dir,
             trace_dir=self.settings.run.trace_dir,
@@ -168,7 +174,7 @@ class Controller(SharesState):
             )  # fmt: skip
             r = replace(r, verdict=policy.after_serial_confirmation(r.pending, *child))
             r = replace(r, pending=None)
-            if r.verdict.failing and r.outcome == "passed":
+            if self.outcome(r).fails and r.outcome == "passed":
                 r = r.with_outcome("failed")
                 self._log_failure(r, tr)
                 failed = True
@@ -189,7 +195,7 @@ class Controller(SharesState):
             longrepr=rpt.failure_text(
                 result,
                 verbose=self.config.get_verbosity() > 0,
-                record_args=self.settings.record_args,
+                steps=self.outcome(result).next_steps,
             ),
             when="call",
             user_properties=[(PROPERTY, result.verdict.verdict)],
@@ -199,18 +205,19 @@ class Controller(SharesState):
     def _save(self) -> None:
         for nodeid, r in list(self.results.items()):
             if r.outcome != "passed":
-                self.results[nodeid] = r.not_saved(f"the test {_OUTCOME.get(r.outcome, r.outcome)}")
+                why = f"the test {_OUTCOME.get(r.outcome, r.outcome)}"
+                self.results[nodeid] = outcome.not_saved(r, why)
                 continue
             try:
                 self.results[nodeid] = self.runner.save(r)
             except BaselineError as exc:
                 self.messages.append(f"save failed: {exc}")
-                self.results[nodeid] = r.not_saved("the save failed (see below)")
+                self.results[nodeid] = outcome.not_saved(r, "the save failed (see below)")
                 self.save_failed = True
 
     def _not_saved(self, why: str) -> None:
         for nodeid, r in list(self.results.items()):
-            self.results[nodeid] = r.not_saved(why)
+            self.results[nodeid] = outcome.not_saved(r, why)
 
     def _stale(self) -> None:
         """List baselines of tests that no longer exist: their test is gone from a collected

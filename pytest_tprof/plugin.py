@@ -25,18 +25,14 @@ from pytest_tprof.options import add_options, read_settings, requested_early
 from pytest_tprof.xdist import assign_worker_gpu, device_header
 from tprof_engine.capture import load
 from tprof_engine.config import Body
-from tprof_engine.decide import policy
+from tprof_engine.decide import outcome, policy
 from tprof_engine.decide.rule import Rule
 from tprof_engine.model.environment import line_tracer
 from tprof_engine.model.errors import ConfigError
 from tprof_engine.model.results import ProfiledTest
 from tprof_engine.model.verdicts import (
     ERROR,
-    INCONCLUSIVE,
-    NOT_SAVED,
     REGRESSED,
-    TestVerdict,
-    TestWord,
 )
 from tprof_engine.ranked import DistributedBody, profile_distributed
 from tprof_engine.render import report as rpt
@@ -187,9 +183,8 @@ class TprofPlugin(SharesState):
 
     def not_profiled(self, item: pytest.Item, why: str) -> None:
         """A test tprof meant to profile and couldn't: its line says why (and nothing saved)."""
-        word: TestWord = NOT_SAVED if self.settings.run.save else INCONCLUSIVE
-        item.stash[RESULT_KEY] = ProfiledTest(
-            nodeid=item.nodeid, verdict=TestVerdict(verdict=word, reason=why), benchmark=True
+        item.stash[RESULT_KEY] = outcome.not_profiled(
+            item.nodeid, why, recording=self.settings.run.save
         )
 
     def _confirmed(self, item: pytest.Item, result: ProfiledTest, started: float) -> ProfiledTest:
@@ -287,18 +282,16 @@ class TprofPlugin(SharesState):
             return report
         result = result.with_outcome(report.outcome)
         self.results[item.nodeid] = result
-        v = result.verdict
         props = rpt.junit_properties(result)
         # The call report's for the status word; the item's because JUnit XML writes those of
         # the teardown report, which copies the item's.
         report.user_properties.extend(props)
         item.user_properties.extend(props)
-        if report.passed and v.failing and not self.settings.run.save:
+        said = self.outcome(result)
+        if report.passed and said.fails:
             report.outcome = "failed"
             verbose = self.config.get_verbosity() > 0
-            report.longrepr = rpt.failure_text(
-                result, verbose=verbose, record_args=self.settings.record_args
-            )
+            report.longrepr = rpt.failure_text(result, verbose=verbose, steps=said.next_steps)
             self.results[item.nodeid] = result.with_outcome("failed")  # as the reports say
         return report
 

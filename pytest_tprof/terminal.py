@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from tprof_engine.decide.outcome import Outcome
 from tprof_engine.model.results import ProfiledTest
 from tprof_engine.model.verdicts import NOT_SAVED, UNCHANGED, verdict_rank
 from tprof_engine.render import report as rpt
@@ -14,21 +15,21 @@ from tprof_engine.render import report as rpt
 
 def summary(
     tr: pytest.TerminalReporter,
-    results: Sequence[ProfiledTest],
+    results: Sequence[tuple[ProfiledTest, Outcome]],
     messages: Sequence[str],
     *,
     baseline_dir: Path,
     trace_dir: Path | None,
 ) -> None:
-    """Each profiled test's line, most urgent first, then where files went and messages."""
+    """Each profiled test's line (with its outcome), most urgent first, then where files went
+    and messages."""
     if not results and not messages:
         return
     tr.write_sep("=", "tprof")
-    for r in sorted(results, key=lambda r: (verdict_rank(r.verdict.verdict), r.nodeid)):
-        bad = r.verdict.failing
-        word = r.verdict.verdict
+    for r, said in sorted(results, key=lambda o: (verdict_rank(o[1].word), o[0].nodeid)):
+        word = said.word
         tr.write_line(
-            rpt.summary_line(r), red=bad, green=word == UNCHANGED, yellow=word == NOT_SAVED
+            rpt.summary_line(r), red=said.fails, green=word == UNCHANGED, yellow=word == NOT_SAVED
         )
     if results:
         tr.write_line(f"baselines: {baseline_dir}")

@@ -1,6 +1,8 @@
 """Decide: the verdicts, from two sides' tables and a :class:`~.rule.Rule`.
 
 - :mod:`.judge`: the one judging path (comparability → timing → exact gates → too-noisy);
+- :mod:`.outcome`: what a verdict does (the pytest test fails or not, its causes typed, the
+  next steps), and the words no judgement gives (no baseline, saved, not saved, …);
 - :mod:`.policy`: the confirmation policy as data (:func:`.policy.next_step`) and the merges of
   each confirmation into the verdict;
 - :mod:`.timing` with :mod:`.samples` (per-op statistical tests), :mod:`.structure` (calls and
@@ -23,6 +25,7 @@ __all__ = [  # the stage's modules: its face (tests/test_house.py keeps it whole
     "gates",
     "judge",
     "memory_gate",
+    "outcome",
     "policy",
     "replacements",
     "rule",

@@ -31,6 +31,7 @@ from tprof_engine.model.verdicts import (
     REGRESSED,
     SETTINGS,
     UNCHANGED,
+    WORK,
     Cause,
     CauseKind,
     TestVerdict,
@@ -43,7 +44,6 @@ from tprof_engine.model.work_verdict import WorkVerdict
 
 __all__ = [
     "GATES",
-    "WORK",
     "Finding",
     "Gate",
     "applied",
@@ -52,8 +52,6 @@ __all__ = [
     "work_finding",
     "work_moved",
 ]
-
-WORK: Final = "work"  # the work census's gate: its record is the verdict's ``work``
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -77,9 +75,10 @@ NOTHING: Final = Finding()
 
 @dataclass(frozen=True, slots=True)
 class Gate:
-    """One gate: the cause kind it speaks for (or :data:`WORK`) and how it finds."""
+    """One gate: the cause kind it speaks for and how it finds (the work gate's record is
+    the verdict's ``work``, not a cause of its own)."""
 
-    kind: CauseKind | str
+    kind: CauseKind
     find: Callable[[Sides], Finding]
 
 

@@ -88,15 +88,16 @@ def with_exact_note(verdict: TestVerdict) -> TestVerdict:
     """A timing regression that an exact gate already fails is not re-measured: say so."""
     if verdict.timing_regressed and verdict.exact_regressed:
         return verdict.with_notes(
-            "timing not re-measured: an exact gate (work, memory, compiled graphs or "
+            "timing not re-measured: an exact gate (calls, work, memory, compiled graphs or "
             "collectives) already fails the test"
         )
     return verdict
 
 
 def needs_remeasurement(verdict: TestVerdict) -> bool:
-    """A timing regression is measured again before it fails a test, unless the work the
-    test does already fails it: work doesn't drift, so it needs no second look."""
+    """A timing regression is measured again before it fails a test, unless an exact cause
+    (calls, work, memory, compiled graphs, collectives) already fails it: counts don't drift,
+    so they need no second look."""
     return verdict.timing_regressed and not verdict.exact_regressed
 
 
@@ -153,13 +154,8 @@ def after_remeasurement(first: TestVerdict, again: TestVerdict) -> TestVerdict:
 
 
 def needs_fresh_process(verdict: TestVerdict) -> bool:
-    """A timing regression (and no structural or work one) is confirmed in a fresh process."""
-    return (
-        verdict.regressed
-        and verdict.timing_regressed
-        and not verdict.structure_regressed
-        and not verdict.exact_regressed
-    )
+    """A timing regression (and no exact one: calls, work, …) is confirmed in a fresh process."""
+    return verdict.regressed and verdict.timing_regressed and not verdict.exact_regressed
 
 
 def after_fresh_process(

@@ -12,7 +12,7 @@ from typing import Any
 from tprof_engine.model.costs import Costs
 from tprof_engine.model.environment import Fingerprint
 from tprof_engine.model.records import OpTable
-from tprof_engine.model.verdicts import NOT_SAVED, TestVerdict
+from tprof_engine.model.verdicts import TestVerdict
 from tprof_engine.model.work import WorkTable
 
 
@@ -50,11 +50,6 @@ class ProfiledTest:
 
     def with_outcome(self, outcome: str) -> ProfiledTest:
         return replace(self, outcome=outcome)
-
-    def not_saved(self, why: str) -> ProfiledTest:
-        """This test after a ``--tprof-save`` run that didn't record it, saying why."""
-        verdict = replace(self.verdict, verdict=NOT_SAVED, reason=why)
-        return replace(self, verdict=verdict, save_note="")
 
     def to_dict(self) -> dict[str, Any]:
         return {

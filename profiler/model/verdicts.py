@@ -250,7 +250,12 @@ class RoundSamples:
 
 
 # What decided a verdict beyond the families' op and total figures, each a cause of its own.
-CauseKind = Literal["compile", "memory", "busy", "communication", "settings"]
+CauseKind = Literal[
+    "timing", "calls", "work", "compile", "memory", "busy", "communication", "settings"
+]
+TIMING: Final = "timing"  # a family's timing: its total or ops beyond their floors
+CALLS: Final = "calls"  # ops that came, went or changed calls; new host waits
+WORK: Final = "work"  # the work census (FLOPs, bytes, calls per op, module and phase)
 COMPILE: Final = "compile"  # torch.compile's graphs per call or a recompilation
 MEMORY: Final = "memory"  # the exact memory gate (--tprof-collect=memory)
 BUSY: Final = "busy"  # the machine disturbed too many rounds for timing to be judged
@@ -269,6 +274,9 @@ class CauseSpec:
 # Every cause kind, and what it is: the gates (decide.gates) find them, the confirmation
 # policy reads their exactness, the reports name them.
 CAUSE_SPECS: Final[Mapping[CauseKind, CauseSpec]] = {
+    TIMING: CauseSpec(exact=False),  # statistical: confirmed before it fails a test
+    CALLS: CauseSpec(exact=True),
+    WORK: CauseSpec(exact=True),
     COMPILE: CauseSpec(exact=True),
     MEMORY: CauseSpec(exact=True),
     COMMUNICATION: CauseSpec(exact=True),
@@ -344,9 +352,27 @@ class TestVerdict:
 
     @property
     def exact_regressed(self) -> bool:
-        """The work, or an exact cause (compiled graphs, memory, collectives), fails the test:
-        counts that don't drift, so the failure needs no second look."""
-        return self.work_regressed or any(c.failing and c.kind in EXACT_CAUSES for c in self.causes)
+        """An exact cause (calls, work, compiled graphs, memory, collectives: counts that
+        don't drift) fails the test, so the failure needs no second look."""
+        return any(c.failing and c.kind in EXACT_CAUSES for c in self.all_causes())
+
+    def all_causes(self) -> tuple[Cause, ...]:
+        """Everything that decided the verdict, typed: each family's timing and calls (from
+        its record), the work census's word, then the gates' causes."""
+        found: list[Cause] = []
+        for f in self.families:
+            label = FAMILY_LABEL.get(f.family, f.family)
+            timed = f.timing_regressed or bool(f.op_gate)
+            if timed or f.verdict == IMPROVED:
+                text = f"{label}: " + ("; ".join(f.reasons) or f.verdict)
+                found.append(Cause(kind=TIMING, text=text, failing=timed and f.gates))
+            if f.structure_regressed:
+                found.append(Cause(kind=CALLS, text=f"{label}: calls or host waits grew",
+                                   failing=True))  # fmt: skip
+        if self.work is not None and self.work.verdict != UNCHANGED:
+            found.append(Cause(kind=WORK, text=f"work: {self.work.headline()}",
+                               failing=self.work.regressed))  # fmt: skip
+        return (*found, *self.causes)
 
     def flagged_ops(self) -> list[OpVerdict]:
         """Ops to show in a failure: regressed and structural changes, largest delta first."""

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import shlex
 from collections.abc import Iterable, Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 from tprof_engine.model.communication import communication_rows
@@ -38,16 +36,10 @@ def op_table(op_rows: Sequence[OpRow], *, limit: int | None = None) -> list[str]
     return lines
 
 
-def failure_text(
-    test: ProfiledTest,
-    *,
-    verbose: bool = False,
-    record_args: Sequence[str] = (),
-    steps: Sequence[str] | None = None,
-) -> str:
+def failure_text(test: ProfiledTest, *, verbose: bool = False, steps: Sequence[str] = ()) -> str:
     """The message of a test that tprof failed: verdict, per-op table, trace path, and what
-    to do next (``record_args``: what the command that records it must repeat; ``steps``, when
-    given, replace the plugin's next steps, as a comparison of two files has its own)."""
+    to do next (``steps``: the outcome's, :func:`tprof_engine.decide.outcome.next_steps`, or
+    a comparison of two files' own)."""
     v = test.verdict
     lines = [f"tprof: {v.verdict} — {v.reason}"]
     timing = _timing_lines(v, verbose=verbose, iterations=test.iterations or 1)
@@ -57,8 +49,6 @@ def failure_text(
     lines.extend("  " + line if line else "" for block in blocks for line in block)
     lines.append("")
     lines.extend("  " + line for line in details(test))
-    if steps is None:
-        steps = next_steps(test, record_args=record_args)
     if steps:
         lines += ["", "  next:", *("    " + line for line in steps)]
     return "\n".join(lines)
@@ -121,44 +111,6 @@ def junit_properties(test: ProfiledTest) -> list[tuple[str, str]]:
 
 
 _NOTHING_MOVED = frozenset({UNCHANGED, SAVED, NO_BASELINE})
-
-
-def next_steps(test: ProfiledTest, *, record_args: Sequence[str] = ()) -> list[str]:
-    """What to do about a regression: accept it if it was meant, else find where it is."""
-    v = test.verdict
-    if v.verdict != REGRESSED:
-        return []
-    given = "".join(f" {shlex.quote(a)}" for a in record_args)
-    out = [
-        "meant it? record it as the new baseline: "
-        f'pytest --tprof-save --tprof-reset{given} "{test.nodeid}"'
-    ]
-    if test.paired_base is not None:  # tprof ab: nothing stored to accept
-        out = [
-            "meant it? nothing is stored: the next change is measured against a base that has "
-            "it (in CI, accept it on the pull request: docs/ab.md in pytest-tprof)",
-            f'again, alone: tprof ab {shlex.quote(test.paired_base)} -- "{test.nodeid}"',
-        ]
-    # Source lines come with the census's rows: offered when a census ran without them and
-    # the failure names rows (work that moved, flagged ops), not time outside any op alone.
-    named = v.work_regressed or bool(v.flagged_ops())
-    if named and v.work is not None and not any(r.source for r in v.work.rows):
-        out.append("which line of your code: re-run with --tprof --tprof-collect=stack")
-    trace = test.side_by_side or test.trace
-    if trace:
-        out.append(f"see the ops in time: open {_shown_path(trace)} in https://ui.perfetto.dev")
-    if test.trace and not test.side_by_side and (v.timing_regressed or v.structure_regressed):
-        out.append("see it beside the baseline's rounds: record baselines with --tprof-save-trace")
-    return out
-
-
-def _shown_path(path: str) -> str:
-    """A path as the user can open it: relative to the folder the run started in when it is
-    under it (a CI runner's absolute path means nothing on the user's machine)."""
-    try:
-        return str(Path(path).resolve().relative_to(Path.cwd().resolve()))
-    except (ValueError, OSError):
-        return path
 
 
 def device_row_lines(rows: Sequence[Mapping[str, Any]]) -> list[str]:

@@ -83,10 +83,10 @@ def test_unjudged_tests_are_listed_from_the_head_report(tmp_path: Path) -> None:
 def test_a_paired_regression_says_what_to_do_on_the_users_machine(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    from tprof_engine.decide.outcome import next_steps
     from tprof_engine.model.results import ProfiledTest
     from tprof_engine.model.verdicts import REGRESSED, TestVerdict
     from tprof_engine.render.markdown import markdown_summary
-    from tprof_engine.render.report import next_steps
 
     monkeypatch.chdir(tmp_path)
     trace = tmp_path / ".tprof" / "traces" / "t.pt.trace.json.gz"

@@ -1,4 +1,6 @@
-"""A failure ends with what to do next: accept the change if it was meant, else where to look."""
+"""A test's outcome (decide.outcome): whether its verdict fails the pytest test, its causes
+typed, and the next steps a failure ends with: accept the change if it was meant, else where
+to look."""
 
 from __future__ import annotations
 
@@ -6,12 +8,22 @@ from dataclasses import replace
 
 from tprof_testing import table
 
+from tprof_engine.decide import outcome
 from tprof_engine.decide.judge import Recorded, judge
+from tprof_engine.decide.outcome import next_steps, outcome_of
 from tprof_engine.decide.rule import Rule
 from tprof_engine.model.results import ProfiledTest
-from tprof_engine.model.verdicts import REGRESSED, UNCHANGED
+from tprof_engine.model.verdicts import (
+    ERROR,
+    INCOMPARABLE,
+    INCONCLUSIVE,
+    NO_BASELINE,
+    NOT_SAVED,
+    REGRESSED,
+    UNCHANGED,
+)
 from tprof_engine.model.work import WorkRow, WorkTable
-from tprof_engine.render.report import failure_text, next_steps
+from tprof_engine.render.report import failure_text
 
 OPS = {"aten::addmm": (800.0, 6), "aten::relu": (120.0, 3)}
 SESSIONS = tuple(table(OPS, seed=s) for s in (10, 11, 12))
@@ -32,7 +44,7 @@ def test_a_timing_regression_says_how_to_accept_it_and_where_its_trace_opens() -
         "see the ops in time: open /runs/t.pt.trace.json.gz in https://ui.perfetto.dev",
         "see it beside the baseline's rounds: record baselines with --tprof-save-trace",
     ]
-    assert failure_text(test).endswith(
+    assert failure_text(test, steps=next_steps(test)).endswith(
         "\n  next:\n    meant it? record it as the new baseline: "
         'pytest --tprof-save --tprof-reset "tests/test_model.py::test_step[cpu]"\n'
         "    see the ops in time: open /runs/t.pt.trace.json.gz in https://ui.perfetto.dev\n"
@@ -75,7 +87,7 @@ def test_a_test_that_passes_has_no_next_steps() -> None:
     test = profiled(OPS)
     assert test.verdict.verdict == UNCHANGED
     assert next_steps(test) == []
-    assert "next:" not in failure_text(test)
+    assert "next:" not in failure_text(test, steps=next_steps(test))
 
 
 def test_the_record_command_repeats_what_the_run_was_given_quoted_for_a_shell() -> None:
@@ -132,3 +144,46 @@ def test_a_new_op_is_no_top_op_and_time_outside_ops_alone_offers_no_stack_option
     assert "tprof_top_op" not in dict(junit_properties(test))  # not "+inf%" of a new op
     hostonly = replace(test, verdict=replace(v, ops=()))
     assert not any("--tprof-collect=stack" in s for s in next_steps(hostonly))
+
+
+def test_the_outcome_fails_a_failing_word_except_in_a_recording_run() -> None:
+    slower = profiled({**OPS, "aten::addmm": (1600.0, 6)})
+    said = outcome_of(slower)
+    assert said.word == REGRESSED and said.fails and said.next_steps == tuple(next_steps(slower))
+    assert not outcome_of(slower, recording=True).fails
+    same = outcome_of(profiled(OPS))
+    assert same.word == UNCHANGED and not same.fails and same.next_steps == ()
+
+
+def test_the_outcome_types_every_cause_timing_calls_work_and_the_gates() -> None:
+    work = WorkTable(rows=(WorkRow(
+        op="aten::addmm", module="fc1", phase="forward", calls=1, flops=1000,
+        bytes_read=100, bytes_written=100,
+    ),))  # fmt: skip
+    wider = WorkTable(rows=(replace(work.rows[0], flops=3000),))
+    slower = {**OPS, "aten::addmm": (1600.0, 6), "aten::gelu": (300.0, 2)}
+    verdict = judge(
+        Recorded(tables=SESSIONS, work=work), Recorded(tables=(table(slower, seed=1),), work=wider),
+        Rule(),
+    )  # fmt: skip
+    causes = outcome_of(ProfiledTest(nodeid=NODE, verdict=verdict)).causes
+    kinds = {c.kind: c for c in causes}
+    assert {"timing", "calls", "work"} <= set(kinds)
+    assert kinds["work"].failing and kinds["work"].text.startswith("work: ")
+    assert kinds["calls"].failing
+    # work and calls are exact: the timing regression beside them is not measured again
+    assert verdict.exact_regressed
+
+
+def test_the_words_no_judgement_gives() -> None:
+    assert outcome.no_baseline(required=False).verdict == NO_BASELINE
+    required = outcome.no_baseline(required=True)
+    assert required.verdict == ERROR and required.reason.endswith("(--tprof-require-baseline)")
+    assert outcome.recorded(("a note",)).notes == ("a note",)
+    skipped = outcome.not_profiled(NODE, "benchmark disabled", recording=True)
+    assert skipped.verdict.verdict == NOT_SAVED and skipped.benchmark
+    assert outcome.not_profiled(NODE, "why", recording=False).verdict.verdict == INCONCLUSIVE
+    kept = outcome.not_saved(replace(profiled(OPS), save_note="appended"), "the test failed")
+    assert (kept.verdict.verdict, kept.save_note) == (NOT_SAVED, "")
+    elsewhere = outcome.only_elsewhere("cpu-abc", ["torch 2.13.0 → 2.14.1"])
+    assert elsewhere.verdict == INCOMPARABLE and elsewhere.differences == ("torch 2.13.0 → 2.14.1",)
