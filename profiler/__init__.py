@@ -6,15 +6,18 @@ order a test's data flows through them (docs/design.md §2-3):
 - :mod:`.capture`: the body's rounds under ``torch.profiler`` and its work census (the only
   stage that imports torch);
 - :mod:`.reduce`: raw events → per-op, per-round tables;
-- :mod:`.decide`: the timing rule, the exact gates (work, memory, structure) and the judging
-  path with its confirmation policy;
-- :mod:`.store`: baselines, their schema and window, merges, traces and the file primitives;
+- :mod:`.decide`: the timing rule, the gates as entries (work, memory, compiled graphs,
+  collectives, settings), the judging path, the confirmation policy and a test's outcome;
+- :mod:`.store`: baselines, their schema, merges, traces and the file primitives (it keeps
+  files and decides nothing: what joins a baseline's window is :mod:`.window`'s);
 - :mod:`.render`: one row model rendered as terminal text, ``tprof show``, Markdown, HTML, JSON;
 - :mod:`.model`: the records every stage passes on (tables, verdicts, fingerprint, limits,
   errors).
 
 :mod:`.runner` drives one test through the stages for the pytest plugin; :mod:`.cli` is the
 ``tprof`` command over the same library, reading its inputs through :mod:`.sources`;
+:mod:`.window` says when a save restarts a baseline's window and when ``tprof accept`` may
+drop its older sessions;
 :mod:`.ab`, :mod:`.pairing` and :mod:`.paired_run` are ``tprof ab`` (the base commit measured
 beside the working tree, docs/design.md §18).  Nothing here imports pytest.
 """
@@ -42,4 +45,5 @@ __all__ = [  # the stages and the front's modules
     "sources",
     "store",
     "torch_support",
+    "window",
 ]

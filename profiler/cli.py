@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TextIO
 
-from tprof_engine import ab
+from tprof_engine import ab, window
 from tprof_engine.decide import busy
 from tprof_engine.decide import judge as judging
 from tprof_engine.decide.rule import Rule
@@ -231,7 +231,9 @@ def _floor(text: str) -> float:
 
 def _cmd_merge(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     folders = [Path(f) for f in args.folders]
-    merged = merge.merge_folders(folders, Path(args.into), window=args.window)
+    merged = merge.merge_folders(
+        folders, Path(args.into), window=args.window, restart=window.restart_reason
+    )
     for test in merged:
         print(test.line(), file=out)
     written = sum(t.outcome == merge.WRITTEN for t in merged)
@@ -404,7 +406,7 @@ def _accept(test: str, args: argparse.Namespace, out: TextIO, err: TextIO) -> in
         return EXIT_ERROR
     for path in found:
         try:
-            done = baselines.accept_newest(path, record_args=_record_args(args, given, path))
+            done = window.accept_newest(path, record_args=_record_args(args, given, path))
             print(f"accepted {test}: {done}", file=out)
         except TprofError as exc:
             print(f"tprof: error: {exc}", file=err)

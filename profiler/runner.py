@@ -11,7 +11,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Protocol
 
-from tprof_engine import paired_run
+from tprof_engine import paired_run, window
 from tprof_engine.capture import counters  # ctypes only; the rest of capture loads torch
 from tprof_engine.config import Body, RunConfig
 from tprof_engine.decide import compile_gate, judge, outcome, policy
@@ -439,7 +439,7 @@ class Runner:
         with paths.locked(path):  # read under the lock: a concurrent save's session is kept
             existing, error = self.load(test.nodeid)
             unlike = self._unlike_window(existing, test, protocol)
-            updated, what = baselines.with_session(
+            updated, what = window.with_session(
                 None if self.config.reset else existing,
                 nodeid=test.nodeid,
                 fingerprint=self.fingerprint,

@@ -20,7 +20,7 @@ BELOW = {
     "model": set(),
     "reduce": {"model"},
     "decide": {"model", "reduce"},
-    "store": {"model", "reduce", "decide"},
+    "store": {"model", "reduce"},  # store keeps files; what they hold is decided above it
     "render": {"model"},  # render lays out what decide found, handed to it; it decides nothing
     "capture": {"model", "reduce", "store"},
 }

@@ -4,8 +4,9 @@ CI keeps the baseline folder of each main run as an artifact; runs that started 
 artifact diverge, each adding its own session.  A merge takes every folder's copy of a test's
 baseline, drops sessions that are exactly alike (the copies carried from run to run), orders
 the rest by when they were recorded, and replays them as saves would have appended them
-(:func:`tprof_engine.store.with_session`).  So the window, and the sessions a change of
-environment, protocol, ops or work leaves out, are the store's decision, not a second one.
+(``store.baselines.with_session``, under the restart rule the caller hands in: the front's
+``tprof_engine.window.restart_reason``).  So the window, and the sessions a change of
+environment, protocol, ops or work leaves out, are the saves' one rule, not a second one.
 Sessions and the file's other fields are written back as read, fields this version doesn't
 know included.
 """
@@ -93,7 +94,11 @@ class MergedTest:
 
 
 def merge_folders(
-    inputs: Sequence[Path], into: Path, *, window: int = baselines.DEFAULT_WINDOW
+    inputs: Sequence[Path],
+    into: Path,
+    *,
+    restart: baselines.Restart,
+    window: int = baselines.DEFAULT_WINDOW,
 ) -> list[MergedTest]:
     """Merge the baselines of ``inputs`` and of ``into`` (when it holds any) into ``into``.
 
@@ -119,7 +124,8 @@ def merge_folders(
             _read_copy(into, rel, into_order, window)  # validated now, read again under the lock
             copies.setdefault(rel, [])
     return [
-        _merge_test(rel, copies[rel], into, into_order, window=window) for rel in sorted(copies)
+        _merge_test(rel, copies[rel], into, into_order, window=window, restart=restart)
+        for rel in sorted(copies)
     ]
 
 
@@ -203,7 +209,13 @@ def _check_same_test(rel: Path, copies: Sequence[_Copy]) -> None:
 
 
 def _merge_test(
-    rel: Path, copies: Sequence[_Copy], into: Path, into_order: int | None, *, window: int
+    rel: Path,
+    copies: Sequence[_Copy],
+    into: Path,
+    into_order: int | None,
+    *,
+    window: int,
+    restart: baselines.Restart,
 ) -> MergedTest:
     """Merge one test's copies into ``into / rel`` under the store's lock."""
     out = into / rel
@@ -215,7 +227,7 @@ def _merge_test(
         if not every:
             raise BaselineError(f"{out}: removed while merging; run the merge again")
         _check_same_test(rel, every)
-        doc, result = _merged(every, out, window=window)
+        doc, result = _merged(every, out, window=window, restart=restart)
         if current is not None and current.data == doc:
             return result
         baselines.write_baseline_data(out, doc)
@@ -230,7 +242,7 @@ def _merge_test(
 
 
 def _merged(
-    copies: Sequence[_Copy], out: Path, *, window: int
+    copies: Sequence[_Copy], out: Path, *, window: int, restart: baselines.Restart
 ) -> tuple[dict[str, Any], MergedTest]:
     """The merged document of one test, and what became of its sessions (as unchanged)."""
     dropped: Counter[str] = Counter()
@@ -241,7 +253,8 @@ def _merged(
         else:
             unique[entry.identity] = entry
     dropped[f"older than the window of {window}"] += sum(c.unread for c in copies)
-    kept = _replayed(sorted(unique.values(), key=_Entry.order_key), window, dropped)
+    entries = sorted(unique.values(), key=_Entry.order_key)
+    kept = _replayed(entries, window, dropped, restart)
     newest = kept[-1]
     doc = {
         **newest.copy.data,
@@ -260,10 +273,12 @@ def _merged(
     return doc, result
 
 
-def _replayed(entries: Sequence[_Entry], window: int, dropped: Counter[str]) -> list[_Entry]:
+def _replayed(
+    entries: Sequence[_Entry], window: int, dropped: Counter[str], restart: baselines.Restart
+) -> list[_Entry]:
     """The sessions a save of each entry, oldest first, would have left in the window.
 
-    Counts in ``dropped`` the sessions a restart of the window left out (with the store's
+    Counts in ``dropped`` the sessions a restart of the window left out (with ``restart``'s
     reason) and those that fell out of the window.
     """
     by_session = {id(e.session): e for e in entries}
@@ -276,6 +291,7 @@ def _replayed(entries: Sequence[_Entry], window: int, dropped: Counter[str]) -> 
             fingerprint=entry.copy.baseline.fingerprint,
             protocol=entry.copy.baseline.protocol,
             session=entry.session,
+            restart=restart,
             window=window,
         )
         if what.startswith("restarted"):

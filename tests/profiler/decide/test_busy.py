@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 from tprof_testing import ROUNDS, table
 
+from tprof_engine import window
 from tprof_engine.capture import load
 from tprof_engine.decide import busy
 from tprof_engine.decide.judge import Recorded, judge, quiet_rounds
@@ -170,7 +171,7 @@ def test_a_baseline_with_a_malformed_load_is_an_error_naming_it(tmp_path: object
     t = loaded(table(OPS, seed=1), [])
     session = schema.Session(table=t, recorded_at="2026-11-25T00:00:00Z", warmup_used=3)
     fp = Fingerprint.collect({"torch": "2.13.0", "threads": 1, "cuda_available": False})
-    updated, _ = baselines.with_session(
+    updated, _ = window.with_session(
         None, nodeid="t.py::t", fingerprint=fp, protocol={"rounds": ROUNDS, "iterations": 1},
         session=session, window=5,
     )  # fmt: skip

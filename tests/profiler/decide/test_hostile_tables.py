@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from tprof_engine import window
 from tprof_engine.decide.timing import compare
 from tprof_engine.model.environment import Fingerprint
 from tprof_engine.model.errors import BaselineError
@@ -177,12 +178,12 @@ def test_a_row_of_no_calls_from_an_older_save_does_not_restart_the_window() -> N
     fp = Fingerprint(hard={"torch": "2.13.0"})
     protocol = {"rounds": ROUNDS}
     session = schema.Session(table=older, recorded_at="t", warmup_used=3)
-    existing, what = baselines.with_session(
+    existing, what = window.with_session(
         None, nodeid=NODEID, fingerprint=fp, protocol=protocol, session=session
     )
     for expected in ("appended (2 sessions)", "appended (3 sessions)"):
         session = schema.Session(table=clean, recorded_at="t", warmup_used=3)
-        existing, what = baselines.with_session(
+        existing, what = window.with_session(
             existing, nodeid=NODEID, fingerprint=fp, protocol=protocol, session=session
         )
         assert what == expected

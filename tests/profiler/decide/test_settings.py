@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from tprof_testing import table
 
+from tprof_engine import window
 from tprof_engine.decide import judge
 from tprof_engine.decide.judge import Recorded
 from tprof_engine.decide.rule import Rule
@@ -57,19 +58,19 @@ def test_sessions_keep_their_settings_and_a_change_restarts_the_window(tmp_path:
     fp = Fingerprint(hard={"torch": "2.13.0", "device": "cpu"})
     protocol = {"rounds": 20, "warmup": 1, "iterations": 1}
     first = schema.Session(table=SESSIONS[0], recorded_at="t", warmup_used=1, settings=TF32)
-    base, _ = baselines.with_session(
+    base, _ = window.with_session(
         None, nodeid="t.py::t", fingerprint=fp, protocol=protocol, session=first
     )
     path = tmp_path / "b.json"
     baselines.save_baseline(path, base)
     assert baselines.load_baseline(path).settings == TF32
     again = replace(first, table=SESSIONS[1])
-    kept, what = baselines.with_session(
+    kept, what = window.with_session(
         base, nodeid="t.py::t", fingerprint=fp, protocol=protocol, session=again
     )
     assert what == "appended (2 sessions)" and len(kept.sessions) == 2
     other = replace(first, settings=IEEE)
-    restarted, what = baselines.with_session(
+    restarted, what = window.with_session(
         kept, nodeid="t.py::t", fingerprint=fp, protocol=protocol, session=other
     )
     assert what == "restarted (settings changed: cuBLAS fp32 precision tf32 → ieee)"

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tprof_engine import cli
+from tprof_engine import cli, window
 from tprof_engine.decide import judge
 from tprof_engine.decide.rule import Rule
 from tprof_engine.model.environment import Fingerprint, host_id
@@ -300,11 +300,11 @@ def test_a_newest_session_of_other_work_or_calls_is_other_code(
         protocol=PROTOCOL,
         sessions=(*same_code(3), newest()),
     )
-    assert baselines.same_code_as_older(base) is None
+    assert window.same_code_as_older(base) is None
     same = schema.Baseline(
         nodeid=SPACED_ID, fingerprint=FP, protocol=PROTOCOL, sessions=tuple(same_code(4))
     )
-    assert baselines.same_code_as_older(same) is not None
+    assert window.same_code_as_older(same) is not None
 
 
 def test_when_timings_cant_be_compared_the_refusal_also_names_the_reset(

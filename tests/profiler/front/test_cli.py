@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from tprof_engine import window
 from tprof_engine.cli import main
 from tprof_engine.model.environment import Fingerprint
 from tprof_engine.model.records import OpTable
@@ -92,7 +93,7 @@ def write(
     baseline: schema.Baseline | None = None
     for t in tables:
         session = schema.Session(table=t, recorded_at="2026-01-01T00:00:00+00:00", warmup_used=3)
-        baseline, _ = baselines.with_session(
+        baseline, _ = window.with_session(
             baseline, nodeid=nodeid, fingerprint=fp, protocol=protocol, session=session
         )
     assert baseline is not None

@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 from tprof_testing import deadline, enospc
 
+from tprof_engine import window
 from tprof_engine.capture import export, session
 from tprof_engine.cli import main
 from tprof_engine.model.environment import Fingerprint
@@ -221,7 +222,7 @@ def test_a_save_after_reading_the_window_keeps_every_session_the_window_keeps(
     path = baselines.save_baseline(tmp_path / "b.json", make_baseline(sessions=8))
     existing = baselines.load_baseline(path, keep=10)
     session = schema.Session(table=make_table(value=99.0), recorded_at="new", warmup_used=0)
-    updated, what = baselines.with_session(
+    updated, what = window.with_session(
         existing,
         nodeid=NODEID,
         fingerprint=existing.fingerprint,

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from tprof_engine import cli
+from tprof_engine import window as restarts
 from tprof_engine.model.environment import Fingerprint
 from tprof_engine.model.errors import BaselineError, ConfigError
 from tprof_engine.model.records import OpTable
@@ -21,6 +22,11 @@ NODEID = "tests/test_m.py::test_a"
 ENV = "linux-x86_64-cpu-torch2.13.0-py3.11"
 REL = Path(ENV) / f"{paths.slug(NODEID)}.json"
 ROUNDS = 4
+
+
+def merge_folders(inputs: list[Path], into: Path, *, window: int = 5) -> list[merge.MergedTest]:
+    """``tprof merge``'s merge, under the saves' restart rule."""
+    return merge.merge_folders(inputs, into, window=window, restart=restarts.restart_reason)
 
 
 def table(seed: int) -> OpTable:
@@ -98,7 +104,7 @@ def run_cli(*args: str, capsys: pytest.CaptureFixture[str]) -> tuple[int, str, s
 def test_two_runs_from_one_artifact_merge_into_one_window_in_time_order(tmp_path: Path) -> None:
     a = folder(tmp_path / "a", session(1), session(3))
     b = folder(tmp_path / "b", session(1), session(2))
-    (result,) = merge.merge_folders([a, b], tmp_path / "out")
+    (result,) = merge_folders([a, b], tmp_path / "out")
     assert times(tmp_path / "out") == ["10:01", "10:02", "10:03"]
     assert result.outcome == merge.WRITTEN
     assert dict(result.dropped) == {"identical copies": 1}
@@ -115,7 +121,7 @@ def test_sessions_and_the_file_keep_fields_this_version_does_not_know(tmp_path: 
     data = stored(b)
     data["future_key"] = {"kept": True}
     (b / REL).write_text(reading.dumps(data), encoding="utf-8")
-    merge.merge_folders([a, b], tmp_path / "out")
+    merge_folders([a, b], tmp_path / "out")
     out = stored(tmp_path / "out")
     assert out["sessions"] == [session(1, host="runner-a"), stored(b)["sessions"][0]]
     assert out["sessions"][1]["later"] == {"x": [1, 2]}
@@ -125,11 +131,11 @@ def test_sessions_and_the_file_keep_fields_this_version_does_not_know(tmp_path: 
 def test_into_may_be_an_input_and_a_second_merge_changes_nothing(tmp_path: Path) -> None:
     a = folder(tmp_path / "a", session(1), session(2))
     b = folder(tmp_path / "b", session(1), session(3))
-    (first,) = merge.merge_folders([a, b], a)
+    (first,) = merge_folders([a, b], a)
     assert first.outcome == merge.WRITTEN
     assert times(a) == ["10:01", "10:02", "10:03"]
     before = (a / REL).read_bytes()
-    (again,) = merge.merge_folders([a, b], a)
+    (again,) = merge_folders([a, b], a)
     assert again.outcome == merge.UNCHANGED
     assert dict(again.dropped) == {"identical copies": 2}
     assert (a / REL).read_bytes() == before
@@ -138,21 +144,21 @@ def test_into_may_be_an_input_and_a_second_merge_changes_nothing(tmp_path: Path)
 def test_baselines_already_in_into_are_merged_not_replaced(tmp_path: Path) -> None:
     out = folder(tmp_path / "out", session(5))
     a = folder(tmp_path / "a", session(1))
-    merge.merge_folders([a], out)
+    merge_folders([a], out)
     assert times(out) == ["10:01", "10:05"]
 
 
 def test_the_newest_sessions_of_the_window_are_kept(tmp_path: Path) -> None:
     a = folder(tmp_path / "a", *(session(m) for m in (1, 3, 5, 7)))
     b = folder(tmp_path / "b", *(session(m) for m in (2, 4, 6, 8)))
-    (result,) = merge.merge_folders([a, b], tmp_path / "out", window=5)
+    (result,) = merge_folders([a, b], tmp_path / "out", window=5)
     assert times(tmp_path / "out") == ["10:04", "10:05", "10:06", "10:07", "10:08"]
     assert dict(result.dropped) == {"older than the window of 5": 3}
 
 
 def test_a_file_longer_than_the_window_counts_its_unread_sessions(tmp_path: Path) -> None:
     a = folder(tmp_path / "a", *(session(m) for m in range(1, 5)))
-    (result,) = merge.merge_folders([a], tmp_path / "out", window=2)
+    (result,) = merge_folders([a], tmp_path / "out", window=2)
     assert times(tmp_path / "out") == ["10:03", "10:04"]
     assert dict(result.dropped) == {"older than the window of 2": 2}
 
@@ -162,7 +168,7 @@ def test_sessions_of_other_work_than_the_newer_ones_are_dropped_with_the_reason(
 ) -> None:
     a = folder(tmp_path / "a", session(1), session(2))
     b = folder(tmp_path / "b", session(1), session(3, flops=2000))
-    (result,) = merge.merge_folders([a, b], tmp_path / "out")
+    (result,) = merge_folders([a, b], tmp_path / "out")
     assert times(tmp_path / "out") == ["10:03"]
     assert dict(result.dropped) == {
         "identical copies": 1,
@@ -174,7 +180,7 @@ def test_sessions_of_other_work_than_the_newer_ones_are_dropped_with_the_reason(
 def test_a_session_from_another_environment_restarts_the_window(tmp_path: Path) -> None:
     a = folder(tmp_path / "a", session(1), session(2))
     b = folder(tmp_path / "b", session(3), cpu_model="Other CPU")
-    (result,) = merge.merge_folders([a, b], tmp_path / "out")
+    (result,) = merge_folders([a, b], tmp_path / "out")
     assert times(tmp_path / "out") == ["10:03"]
     assert stored(tmp_path / "out")["environment"]["hard"]["cpu_model"] == "Other CPU"
     assert dict(result.dropped) == {
@@ -189,7 +195,7 @@ def test_a_session_of_another_probe_restarts_the_window(tmp_path: Path) -> None:
     data = stored(b)
     data["protocol"]["probe"] = "p2"
     (b / REL).write_text(reading.dumps(data), encoding="utf-8")
-    (result,) = merge.merge_folders([a, b], tmp_path / "out")
+    (result,) = merge_folders([a, b], tmp_path / "out")
     assert dict(result.dropped) == {
         "older than a restart of the window (protocol changed: probe p1 → p2)": 1
     }
@@ -203,7 +209,7 @@ def test_a_schema_1_session_joins_a_schema_2_window_as_a_save_would(tmp_path: Pa
     data["schema_version"] = 1
     (a / REL).write_text(reading.dumps(data), encoding="utf-8")
     b = folder(tmp_path / "b", session(2))
-    merge.merge_folders([b, a], tmp_path / "out")
+    merge_folders([b, a], tmp_path / "out")
     out = stored(tmp_path / "out")
     assert (out["schema_version"], times(tmp_path / "out")) == (2, ["10:01", "10:02"])
 
@@ -220,7 +226,7 @@ def test_each_write_happens_under_the_stores_lock(
 
     monkeypatch.setattr(baselines, "write_baseline_data", write)
     a = folder(tmp_path / "a", session(1))
-    merge.merge_folders([a], tmp_path / "out")
+    merge_folders([a], tmp_path / "out")
     assert held == [True]
     assert not (tmp_path / "out" / REL).with_name(f".{REL.name}.lock").exists()
 
@@ -235,7 +241,7 @@ def test_a_newer_schema_is_refused_and_nothing_is_written(tmp_path: Path) -> Non
     data["schema_version"] = 99
     (b / REL).write_text(reading.dumps(data), encoding="utf-8")
     with pytest.raises(BaselineError, match=r"written by a newer pytest-tprof \(schema_version 99"):
-        merge.merge_folders([a, b], a)
+        merge_folders([a, b], a)
     assert times(a) == ["10:01"]
 
 
@@ -244,7 +250,7 @@ def test_a_damaged_file_stops_the_merge_before_any_write(tmp_path: Path) -> None
     b = folder(tmp_path / "b", session(2))
     (b / REL).write_text((b / REL).read_text(encoding="utf-8")[:200], encoding="utf-8")
     with pytest.raises(BaselineError, match="truncated JSON"):
-        merge.merge_folders([a, b], tmp_path / "out")
+        merge_folders([a, b], tmp_path / "out")
     assert not (tmp_path / "out").exists()
 
 
@@ -255,13 +261,13 @@ def test_copies_of_one_file_name_holding_other_tests_are_refused(tmp_path: Path)
     data["nodeid"] = "tests/test_m.py::test_b"
     (b / REL).write_text(reading.dumps(data), encoding="utf-8")
     with pytest.raises(BaselineError, match="under the same file name"):
-        merge.merge_folders([a, b], tmp_path / "out")
+        merge_folders([a, b], tmp_path / "out")
 
 
 def test_a_window_out_of_range_is_refused(tmp_path: Path) -> None:
     a = folder(tmp_path / "a", session(1))
     with pytest.raises(ConfigError, match=r"'window' must be from 1 to 100 \(got 0\)"):
-        merge.merge_folders([a], tmp_path / "out", window=0)
+        merge_folders([a], tmp_path / "out", window=0)
 
 
 # --------------------------------------------------------------------------- the command
@@ -357,5 +363,5 @@ def test_deep_copies_of_a_session_are_one_session(tmp_path: Path) -> None:
     one = session(1)
     a = folder(tmp_path / "a", one)
     b = folder(tmp_path / "b", copy.deepcopy(one))
-    (result,) = merge.merge_folders([a, b], tmp_path / "out")
+    (result,) = merge_folders([a, b], tmp_path / "out")
     assert (result.kept, dict(result.dropped)) == (1, {"identical copies": 1})

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from tprof_engine import window
 from tprof_engine.model.environment import Fingerprint
 from tprof_engine.model.errors import BaselineError
 from tprof_engine.model.records import OpTable
@@ -647,7 +648,7 @@ def test_a_baseline_that_cant_be_json_is_a_save_error_and_writes_nothing(tmp_pat
 
 
 def test_a_new_session_is_appended_while_environment_protocol_and_calls_match() -> None:
-    base, what = baselines.with_session(
+    base, what = window.with_session(
         None,
         nodeid=NODEID,
         fingerprint=make_fingerprint(),
@@ -656,7 +657,7 @@ def test_a_new_session_is_appended_while_environment_protocol_and_calls_match() 
     )
     assert what == "recorded"
     for i in range(6):
-        base, what = baselines.with_session(
+        base, what = window.with_session(
             base,
             nodeid=NODEID,
             fingerprint=make_fingerprint(),
@@ -689,7 +690,7 @@ def test_a_new_session_is_appended_while_environment_protocol_and_calls_match() 
 def test_the_window_restarts_when_a_session_measured_something_else(
     fingerprint: Fingerprint, protocol: dict[str, Any], table: OpTable, reason: str
 ) -> None:
-    updated, what = baselines.with_session(
+    updated, what = window.with_session(
         make_baseline(),
         nodeid=NODEID,
         fingerprint=fingerprint,
@@ -710,7 +711,7 @@ def test_a_census_counted_by_older_rules_keeps_the_window_and_is_replaced() -> N
     old, now = WorkTable(rows=(row,), census=1), WorkTable(rows=(replace(row, flops=16),))
     base = make_baseline()
     base = replace(base, sessions=(*base.sessions[:-1], replace(base.sessions[-1], work=old)))
-    updated, what = baselines.with_session(
+    updated, what = window.with_session(
         base,
         nodeid=NODEID,
         fingerprint=make_fingerprint(),
