@@ -5,7 +5,7 @@ TransformerEncoder with AdamW, 20 measured rounds: about 142k events) ``--repeat
 exports each capture both ways (kineto saves a session's trace once: the array export goes
 first, reading the same events the reduction reads):
 
-- ``torch``: what tprof writes (``capture.export.write_trace``): torch's native
+- ``torch``: what tprof writes (``store.trace_gzip.write_gzipped``): torch's native
   ``export_chrome_trace`` to a scratch file, then one gzip pass at level 3, atomically;
 - ``arrays``: the smallest trace the reduction's arrays could give (``kineto.events_from_kineto``
   already read them: names, start, end, thread, kind): one complete event (``"ph": "X"``) per
@@ -36,8 +36,14 @@ import torch
 from torch import nn
 
 from tprof_engine.capture import session
-from tprof_engine.capture.export import TRACE_GZIP_LEVEL, write_trace
+from tprof_engine.capture.export import export_plain
 from tprof_engine.capture.kineto import events_from_kineto
+from tprof_engine.store.trace_gzip import TRACE_GZIP_LEVEL, write_gzipped
+
+
+def by_torch(prof: Any, path: Path) -> tuple[Path | None, str]:
+    """What tprof writes: kineto's export, gzipped by the store's writer."""
+    return write_gzipped(path, export=lambda plain: export_plain(prof, plain))
 
 
 def make_step(layers: int) -> Any:
@@ -89,10 +95,12 @@ def main() -> int:
     events = 0
     with tempfile.TemporaryDirectory() as tmp:
         for k in range(opts.repeat):  # kineto saves a session once: a capture per export
-            result = session.capture(step, rounds=20, warmup=3, use_cuda=False)
-            prof = result.write_trace.args[0]  # type: ignore[union-attr]  # the partial's session
+            result = session.capture(
+                step, rounds=20, warmup=3, use_cuda=False, write_trace=write_gzipped
+            )
+            prof = result.write_trace.keywords["export"].args[0]  # type: ignore[union-attr]
             events = int(result.table.meta.get("events", 0))
-            for way, write in (("arrays", from_arrays), ("torch", write_trace)):
+            for way, write in (("arrays", from_arrays), ("torch", by_torch)):
                 path = Path(tmp) / f"{way}{k}.json.gz"
                 t0 = time.perf_counter()
                 write(prof, path)

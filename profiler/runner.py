@@ -29,7 +29,15 @@ from tprof_engine.model.verdicts import (
     TestVerdict,
 )
 from tprof_engine.model.work import WorkTable
-from tprof_engine.store import baselines, files, paths, run_traces, schema, trace_files
+from tprof_engine.store import (
+    baselines,
+    files,
+    paths,
+    run_traces,
+    schema,
+    trace_files,
+    trace_gzip,
+)
 
 
 class Source(Protocol):
@@ -270,6 +278,7 @@ class Runner:
             nvtx_label=f"tprof:{nodeid}" if self.nvtx else None,
             trace_metadata={"nodeid": nodeid},  # the trace is written once judged
             before_rounds=self.traces.quiet,  # no trace export beside the profiled rounds
+            write_trace=trace_gzip.write_gzipped,
         )  # fmt: skip
 
     def _confirmed(
@@ -328,7 +337,7 @@ class Runner:
         )
         return self._borrowed.BorrowedRounds(
             budget=budget, probe=cfg.probe, record_shapes=cfg.record_shapes,
-            before_start=self.traces.quiet,
+            before_start=self.traces.quiet, write_trace=trace_gzip.write_gzipped,
         )  # fmt: skip
 
     def threads(self) -> Any:

@@ -22,7 +22,7 @@ BELOW = {
     "decide": {"model", "reduce"},
     "store": {"model", "reduce"},  # store keeps files; what they hold is decided above it
     "render": {"model"},  # render lays out what decide found, handed to it; it decides nothing
-    "capture": {"model", "reduce", "store"},
+    "capture": {"model", "reduce"},  # the trace writer is handed in (store.trace_gzip)
 }
 
 

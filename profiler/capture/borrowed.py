@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import functools
 import json
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -15,7 +14,7 @@ from torch.profiler import ProfilerActivity, profile, record_function
 
 from tprof_engine.capture import gpu_state, torch_api
 from tprof_engine.capture import settings as torch_settings
-from tprof_engine.capture.export import metadata_for_trace, write_trace
+from tprof_engine.capture.export import TraceWrite, metadata_for_trace, trace_writer
 from tprof_engine.capture.facts import REDUCTION_PATH, cuda_available, profiler_active
 from tprof_engine.capture.kineto import (
     events_from_kineto,
@@ -60,8 +59,10 @@ class BorrowedRounds:
         probe: bool,
         record_shapes: bool,
         before_start: Callable[[], None] | None = None,
+        write_trace: TraceWrite | None = None,
     ) -> None:
         self.budget = budget
+        self._write_trace = write_trace  # the store's writer (None: no trace)
         self._before_start = before_start  # waits for the trace writer: no export beside rounds
         self.cuda = cuda_available()
         self.iterations = 1
@@ -175,10 +176,12 @@ class BorrowedRounds:
             for key, val in meta.items():
                 self._prof.add_metadata_json(key, json.dumps(val, sort_keys=True))
         counters = round_counters(self._starts_ns, self._walls_us, self._load)
-        later = functools.partial(write_trace, self._prof, counters=counters)
-
-        with watch.stage("export"):
-            written, problem = (None, "") if trace_path is None else later(trace_path)
+        later = trace_writer(self._prof, counters, self._write_trace)
+        written: Path | None = None
+        problem = ""
+        if trace_path is not None and later is not None:
+            with watch.stage("export"):
+                written, problem = later(trace_path)
         return CaptureResult(
             table=table, warmup_used=dropped, iterations=self.iterations, trace_path=written,
             trace_problem=problem, reduction=REDUCTION_PATH, costs=watch.costs(), cuda=self.cuda,

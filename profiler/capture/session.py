@@ -9,7 +9,6 @@ never leave this stage.
 from __future__ import annotations
 
 import contextlib
-import functools
 import inspect
 import json
 import math
@@ -26,7 +25,7 @@ from torch.profiler import ProfilerActivity, profile, record_function
 
 from tprof_engine.capture import gpu_state, torch_api
 from tprof_engine.capture import settings as torch_settings
-from tprof_engine.capture.export import metadata_for_trace, write_trace
+from tprof_engine.capture.export import TraceWrite, metadata_for_trace, trace_writer
 from tprof_engine.capture.facts import REDUCTION_PATH, cuda_available, profiler_active
 from tprof_engine.capture.kineto import (
     events_from_kineto,
@@ -204,6 +203,8 @@ class RoundSpec:
     # Paces the rounds with another process's (tprof ab: tprof_engine.pairing.Pacer): before(j)
     # and after(j) around each (j < 0: a profiled warm-up round), finish() after the last.
     pace: Any = field(default=None, compare=False)
+    # Writes the trace (store.trace_gzip.write_gzipped, handed in by the caller; None: none).
+    write_trace: TraceWrite | None = field(default=None, compare=False)
 
     def check(self) -> None:
         """A ConfigError naming the first count out of range."""
@@ -216,6 +217,11 @@ class RoundSpec:
                 raise ConfigError(f"'{key}' {problem}")
         if self.iterations < 1:
             raise ConfigError(f"'iterations' must be >= 1 (got {self.iterations})")
+        if self.trace_path is not None and self.write_trace is None:
+            raise ConfigError(
+                f"'trace_path' ({self.trace_path}) needs 'write_trace', the function that "
+                "writes it: pass write_trace=tprof_engine.store.trace_gzip.write_gzipped"
+            )
 
 
 # A capture of one process alone: its rounds paced by nothing.
@@ -238,6 +244,7 @@ def capture(
     trace_metadata: Mapping[str, Any] | None = None,
     nvtx_label: str | None = None,
     profile_memory: bool = False,
+    write_trace: TraceWrite | None = None,
 ) -> CaptureResult:
     """Profile ``fn(*args, **kwargs)`` for ``warmup`` + ``rounds`` rounds in one session.
 
@@ -249,13 +256,14 @@ def capture(
     last warm-up round differ from those of the first measured round, warm-up is extended
     (up to ``MAX_WARMUP`` rounds) by profiling again.  With ``nvtx_label`` the capture is
     an NVTX range of that name and each round one named ``<label>:round<N>`` (warm-up rounds
-    ``<label>:warmup<N>``), for Nsight; see :func:`nvtx_available`.
+    ``<label>:warmup<N>``), for Nsight; see :func:`nvtx_available`.  The trace goes to
+    ``trace_path`` through ``write_trace`` (``store.trace_gzip.write_gzipped``).
     """
     spec = RoundSpec(
         rounds=rounds, warmup=warmup, iterations=iterations,
         cuda=cuda_available() if use_cuda is None else use_cuda, probe=probe,
         record_shapes=record_shapes, profile_memory=profile_memory, nvtx_label=nvtx_label,
-        trace_path=trace_path, trace_metadata=dict(trace_metadata or {}),
+        trace_path=trace_path, trace_metadata=dict(trace_metadata or {}), write_trace=write_trace,
     )  # fmt: skip
     return capture_rounds(Call(fn=fn, args=args, kwargs=dict(kwargs or {}), setup=setup), spec)
 
@@ -323,10 +331,10 @@ def _capture_once(call: Call, spec: RoundSpec) -> CaptureResult:
         settled = warmup_settled(table, profiled)
         table = drop_leading_rounds(table, profiled)
 
-    later = functools.partial(write_trace, prof, counters=round_counters(starts_ns, wall_us, load))
+    later = trace_writer(prof, round_counters(starts_ns, wall_us, load), spec.write_trace)
     path = spec.trace_path
     with watch.stage("export"):
-        written, problem = (None, "") if path is None else later(path)
+        written, problem = (None, "") if path is None or later is None else later(path)
     return CaptureResult(
         table=table,
         value=value,

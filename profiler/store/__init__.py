@@ -5,7 +5,8 @@ and strict validation), :mod:`.reading` (its bytes to JSON and back), :mod:`.pat
 file lives), :mod:`.merge` (several CI runs' folders into one), :mod:`.traces` (Chrome traces read
 and written side by side), :mod:`.trace_files` (the trace folder: names, what is kept),
 :mod:`.run_traces` and :mod:`.trace_writer` (one run's traces, written by a thread while the next
-test sets up), and :mod:`.files`, the one atomic write and bounded read everything goes through.
+test sets up), :mod:`.trace_gzip` (a capture's export gzipped to its file, with the rounds'
+counters), and :mod:`.files`, the one atomic write and bounded read everything goes through.
 """
 
 __all__ = [  # the stage's modules: its face (tests/test_house.py keeps it whole)
@@ -18,6 +19,7 @@ __all__ = [  # the stage's modules: its face (tests/test_house.py keeps it whole
     "run_traces",
     "schema",
     "trace_files",
+    "trace_gzip",
     "trace_writer",
     "traces",
 ]

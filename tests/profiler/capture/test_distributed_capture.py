@@ -19,6 +19,7 @@ from tprof_engine.capture import distributed
 from tprof_engine.capture.session import RoundSpec
 from tprof_engine.model.errors import CaptureError, ConfigError
 from tprof_engine.reduce.ranks import join_tables, join_work
+from tprof_engine.store.trace_gzip import write_gzipped
 
 pytestmark = pytest.mark.slow
 
@@ -26,7 +27,8 @@ pytestmark = pytest.mark.slow
 def plan(make_step, tmp_path: Path | None = None, *, timeout_s: float = 120.0, census=True):  # type: ignore[no-untyped-def]
     return distributed.RankPlan(
         make_step=make_step, world_size=2, backend="gloo",
-        spec=RoundSpec(rounds=4, warmup=1, iterations=0), min_round_us=0.0, census=census,
+        spec=RoundSpec(rounds=4, warmup=1, iterations=0, write_trace=write_gzipped),
+        min_round_us=0.0, census=census,
         stack=False, threads=1, trace_dir=None if tmp_path is None else str(tmp_path),
         timeout_s=timeout_s,
     )  # fmt: skip

@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from tprof_engine.capture.session import capture
+from tprof_engine.store.trace_gzip import write_gzipped
 
 hta_analysis = pytest.importorskip(
     "hta.trace_analysis", reason="HolisticTraceAnalysis not installed"
@@ -20,7 +21,14 @@ hta_analysis = pytest.importorskip(
 @pytest.mark.filterwarnings("ignore:.*inplace.*")
 def test_a_trace_loads_in_hta_as_rank_0_with_its_rounds_as_iterations(tmp_path: Path) -> None:
     x = torch.randn(64, 64)
-    capture(torch.mm, (x, x), rounds=3, warmup=1, trace_path=tmp_path / "t.pt.trace.json.gz")
+    capture(
+        torch.mm,
+        (x, x),
+        rounds=3,
+        warmup=1,
+        trace_path=tmp_path / "t.pt.trace.json.gz",
+        write_trace=write_gzipped,
+    )
     logging.getLogger().setLevel(logging.ERROR)
     analysis = hta_analysis.TraceAnalysis(trace_dir=str(tmp_path))
     assert list(analysis.t.traces) == [0]

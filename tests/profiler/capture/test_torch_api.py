@@ -287,13 +287,13 @@ def test_the_round_counters_go_into_each_releases_trace_events(ending: bytes) ->
     import io
     import json
 
-    from tprof_engine.capture import export
+    from tprof_engine.store import trace_gzip
 
     head = (
         b'{\n  "baseTimeNanoseconds": 1000000,\n  "traceEvents": [\n  {\n    "name": "x", "ts": 1'
     )
     for data in (head + ending, head[: -len(b'{\n    "name": "x", "ts": 1')] + ending[5:]):
-        at, extra = export._counter_events(io.BytesIO(data), [(3_000_000, {"wall_us": 5.0})])
+        at, extra = trace_gzip._counter_events(io.BytesIO(data), [(3_000_000, {"wall_us": 5.0})])
         assert at is not None
         whole = json.loads(data[:at] + extra + data[at:])
         counter = whole["traceEvents"][0]

@@ -27,6 +27,7 @@ from tprof_engine.model.records import OpTable, RoundLoad, concat_rounds
 from tprof_engine.model.verdicts import CHANGED, INCONCLUSIVE, REGRESSED, UNCHANGED
 from tprof_engine.model.work import WorkRow, WorkTable
 from tprof_engine.store import baselines, reading, schema
+from tprof_engine.store.trace_gzip import write_gzipped
 
 OPS = {"aten::addmm": (800.0, 6), "aten::relu": (120.0, 3), "aten::copy_": (60.0, 4)}
 linux_only = pytest.mark.skipif(
@@ -286,7 +287,9 @@ def test_each_round_carries_its_readings_into_the_table_and_the_trace(tmp_path: 
 
     layer, x = torch.nn.Linear(32, 32), torch.randn(4, 32)
     path = Path(str(tmp_path)) / "t.pt.trace.json.gz"
-    result = capture.capture(lambda: layer(x), rounds=4, warmup=2, trace_path=path)
+    result = capture.capture(
+        lambda: layer(x), rounds=4, warmup=2, trace_path=path, write_trace=write_gzipped
+    )
     load = result.table.load
     assert load is not None and load.cpu_us.shape == (4,) and (load.cpu_us > 0).all()
     assert load.cpus == os.cpu_count()
@@ -492,7 +495,9 @@ def test_a_trace_of_many_rounds_keeps_its_counter_track(tmp_path: object) -> Non
 
     x = torch.randn(4, 4)
     path = Path(str(tmp_path)) / "t.pt.trace.json.gz"
-    capture.capture(lambda: torch.relu(x), rounds=120, warmup=2, trace_path=path)
+    capture.capture(
+        lambda: torch.relu(x), rounds=120, warmup=2, trace_path=path, write_trace=write_gzipped
+    )
     trace = json.loads(gzip.decompress(path.read_bytes()))
     assert len([e for e in trace["traceEvents"] if e.get("ph") == "C"]) == 120 + 1  # + warm-up
 

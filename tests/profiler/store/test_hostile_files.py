@@ -17,12 +17,12 @@ import pytest
 from tprof_testing import deadline, enospc
 
 from tprof_engine import window
-from tprof_engine.capture import export, session
+from tprof_engine.capture import session
 from tprof_engine.cli import main
 from tprof_engine.model.environment import Fingerprint
 from tprof_engine.model.errors import BaselineError, ConfigError, TraceError
 from tprof_engine.model.records import OpTable
-from tprof_engine.store import baselines, files, paths, reading, schema, traces
+from tprof_engine.store import baselines, files, paths, reading, schema, trace_gzip, traces
 
 FIX = "restore it from git or re-record it with --tprof-save"
 NODEID = "tests/test_m.py::test_a"
@@ -408,13 +408,18 @@ class FakeProfile:
         os.replace(tmp, path)
 
 
+def written_by(prof: FakeProfile, path: Path) -> tuple[Path | None, str]:
+    """The store's writer, given the fake session's export."""
+    return trace_gzip.write_gzipped(path, export=lambda plain: prof.export_chrome_trace(str(plain)))
+
+
 def everything(folder: Path) -> list[str]:
     return sorted(str(p.relative_to(folder)) for p in folder.rglob("*"))
 
 
 def test_a_trace_is_written_whole_and_nothing_else_is_left(tmp_path: Path) -> None:
     path = tmp_path / "traces" / "t.pt.trace.json.gz"
-    assert export.write_trace(FakeProfile(), path) == (path, "")  # type: ignore[arg-type]
+    assert written_by(FakeProfile(), path) == (path, "")
     assert json.loads(gzip.decompress(path.read_bytes())) == {"traceEvents": []}
     assert everything(tmp_path / "traces") == ["t.pt.trace.json.gz"]
 
@@ -424,9 +429,9 @@ def test_a_full_disk_under_the_profilers_export_is_a_reason_not_a_truncated_trac
 ) -> None:
     folder = tmp_path / "traces"
     path = folder / "t.pt.trace.json.gz"
-    export.write_trace(FakeProfile(), path)  # type: ignore[arg-type]
+    written_by(FakeProfile(), path)
     before = path.read_bytes()
-    written, why = export.write_trace(FakeProfile(full_disk=True), path)  # type: ignore[arg-type]
+    written, why = written_by(FakeProfile(full_disk=True), path)
     assert written is None
     assert why == (
         f"{path}: trace not written (the profiler's export failed; is the disk full?); free "
@@ -439,10 +444,10 @@ def test_a_full_disk_under_the_profilers_export_is_a_reason_not_a_truncated_trac
 def test_a_full_disk_while_gzipping_leaves_no_temp_file(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(export.shutil, "copyfileobj", enospc)
+    monkeypatch.setattr(trace_gzip.shutil, "copyfileobj", enospc)
     folder = tmp_path / "traces"
     path = folder / "t.pt.trace.json.gz"
-    written, why = export.write_trace(FakeProfile(), path)  # type: ignore[arg-type]
+    written, why = written_by(FakeProfile(), path)
     assert written is None
     assert why == (
         f"{path}: trace not written (No space left on device); free space on or fix the "
@@ -457,7 +462,7 @@ def test_a_trace_folder_that_is_a_file_is_a_reason_naming_it(tmp_path: Path, whe
     blocking.write_text("a file", encoding="utf-8")
     folder = blocking if where == "folder" else blocking / "sub"
     path = folder / "t.pt.trace.json.gz"
-    assert export.write_trace(FakeProfile(), path) == (  # type: ignore[arg-type]
+    assert written_by(FakeProfile(), path) == (
         None,
         f"{path}: trace not written: {blocking} is a file, not a folder; move it away or pass "
         "another --tprof-trace-dir",

@@ -11,8 +11,9 @@ import numpy as np
 import pytest
 from tprof_testing import gpu_trace
 
-from tprof_engine.model.errors import TraceError
+from tprof_engine.model.errors import ConfigError, TraceError
 from tprof_engine.model.records import KIND_ANNOTATION, KIND_DEVICE, KIND_IGNORED, KIND_OP
+from tprof_engine.store.trace_gzip import write_gzipped
 from tprof_engine.store.traces import TraceData, read_trace, table_from_trace
 
 CONTROL = "training_control.pt.trace.json.gz"
@@ -124,7 +125,9 @@ def test_a_captured_trace_reads_back_as_the_live_table(tmp_path: Path) -> None:
         model(x).sum().backward()
 
     path = tmp_path / "mlp.pt.trace.json.gz"
-    result = capture(step, rounds=4, warmup=2, trace_path=path, use_cuda=False)
+    result = capture(
+        step, rounds=4, warmup=2, trace_path=path, write_trace=write_gzipped, use_cuda=False
+    )
     live = result.table
     read = table_from_trace(path)
 
@@ -375,7 +378,9 @@ def test_early_warm_up_rounds_run_before_the_profiler_and_a_late_change_extends_
         return torch.add(x, x)
 
     path = tmp_path / "t.pt.trace.json.gz"
-    result = capture(step, rounds=3, warmup=3, trace_path=path, use_cuda=False)
+    result = capture(
+        step, rounds=3, warmup=3, trace_path=path, write_trace=write_gzipped, use_cuda=False
+    )
     # The third call (the profiled warm-up round) still did the lazy work and the fourth
     # didn't, so warm-up was extended to 6 rounds and the capture taken again.
     assert result.warmup_used == 6
@@ -385,3 +390,15 @@ def test_early_warm_up_rounds_run_before_the_profiler_and_a_late_change_extends_
     steps = [e for e in trace["traceEvents"] if str(e.get("name", "")).startswith("ProfilerStep#")]
     assert len(steps) == PROFILED_WARMUP + 3  # the 5 earlier warm-up rounds weren't profiled
     assert trace["tprof"]["warmup"] == PROFILED_WARMUP
+
+
+def test_a_trace_path_without_its_writer_is_refused_naming_the_writer(tmp_path: Path) -> None:
+    """The capture stage exports, the store writes: a capture given a path and no writer
+    says which to pass, rather than writing nothing."""
+    torch = pytest.importorskip("torch")
+    from tprof_engine.capture.session import capture
+
+    path = tmp_path / "t.pt.trace.json.gz"
+    with pytest.raises(ConfigError, match=r"trace_gzip\.write_gzipped"):
+        capture(torch.relu, (torch.randn(4),), rounds=2, warmup=0, trace_path=path)
+    assert not path.exists()
