@@ -14,7 +14,9 @@ order a test's data flows through them (docs/design.md §2-3):
 - :mod:`.model`: the records every stage passes on (tables, verdicts, fingerprint, limits,
   errors).
 
-:mod:`.runner` drives one test through the stages for the pytest plugin; :mod:`.cli` is the
+:mod:`.runner` drives one test through the stages for the pytest plugin, which reaches the
+engine through the front alone: these modules and :mod:`.api`, the records, words, errors and
+calls a harness needs; :mod:`.cli` is the
 ``tprof`` command over the same library, reading its inputs through :mod:`.sources`;
 :mod:`.window` says when a save restarts a baseline's window and when ``tprof accept`` may
 drop its older sessions;
@@ -28,6 +30,7 @@ __version__ = "0.1.0"
 
 __all__ = [  # the stages and the front's modules
     "ab",
+    "api",
     "capture",
     "cli",
     "config",

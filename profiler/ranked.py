@@ -166,3 +166,21 @@ def profile_distributed(
     with Ranked(runner, body) as ranked:
         _, test = runner.profile_source(nodeid, ranked, rounds=rounds, warmup=warmup, rule=rule)
         return ranked.ranks, test
+
+
+def check_body(make_step: Any, *, world_size: Any, backend: Any, timeout_s: Any) -> None:
+    """A ConfigError naming the first argument of ``tprof.distributed`` that can't be used
+    (the capture stage's check; torch loads here)."""
+    from tprof_engine.capture import distributed
+
+    distributed.check(make_step, world_size=world_size, backend=backend, timeout_s=timeout_s)
+
+
+def run_unprofiled(
+    make_step: Callable[[int], Callable[[], Any]], *, world_size: int, backend: str,
+    timeout_s: float,
+) -> None:  # fmt: skip
+    """Every rank builds its step and runs it once, unprofiled: the test without --tprof."""
+    from tprof_engine.capture import distributed
+
+    distributed.run_once(make_step, world_size=world_size, backend=backend, timeout_s=timeout_s)

@@ -19,14 +19,24 @@ import pytest
 
 from pytest_tprof import fresh, reports, terminal
 from pytest_tprof.options import Settings
-from tprof_engine.decide import busy, outcome, policy
-from tprof_engine.model.errors import BaselineError
-from tprof_engine.model.results import ProfiledTest
-from tprof_engine.render import report as rpt
+from tprof_engine.api import (
+    VERDICT_PROPERTY,
+    BaselineError,
+    Outcome,
+    ProfiledTest,
+    after_serial_confirmation,
+    bounded,
+    failure_text,
+    iter_baselines,
+    not_saved,
+    outcome_of,
+    read_nodeid,
+    run_summary,
+    slug,
+)
 from tprof_engine.runner import Runner
-from tprof_engine.store import paths, reading, trace_files
 
-PROPERTY = rpt.VERDICT_PROPERTY
+PROPERTY = VERDICT_PROPERTY
 _OUTCOME = {"failed": "failed", "skipped": "was skipped"}
 _SERIAL_TIMEOUT_S = 600.0  # one test re-run alone after the workers: generous, it runs once
 
@@ -64,9 +74,9 @@ class SharesState:
     def messages(self) -> list[str]:
         return self.state.messages
 
-    def outcome(self, result: ProfiledTest) -> outcome.Outcome:
+    def outcome(self, result: ProfiledTest) -> Outcome:
         """What the test's verdict does in this run (:mod:`tprof_engine.decide.outcome`)."""
-        return outcome.outcome_of(
+        return outcome_of(
             result, recording=self.settings.run.save, record_args=self.settings.record_args
         )
 
@@ -131,11 +141,11 @@ class Controller(SharesState):
         if folder is None or not Path(folder).is_dir():
             return
         named = [p for r in self.results.values() for p in (r.trace, r.side_by_side) if p]
-        trace_files.bounded(Path(folder), keep=[Path(p) for p in named])
+        bounded(Path(folder), keep=[Path(p) for p in named])
 
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
         results = list(self.results.values())
-        machine = busy.run_summary(
+        machine = run_summary(
             [(r.nodeid, r.table) for r in results if r.table is not None],
             self.settings.run.rule,
             saving=self.settings.run.save,
@@ -172,7 +182,7 @@ class Controller(SharesState):
                 self.config, self.settings, nodeid, timeout=_SERIAL_TIMEOUT_S,
                 torch_in_force=r.settings,
             )  # fmt: skip
-            r = replace(r, verdict=policy.after_serial_confirmation(r.pending, *child))
+            r = replace(r, verdict=after_serial_confirmation(r.pending, *child))
             r = replace(r, pending=None)
             if self.outcome(r).fails and r.outcome == "passed":
                 r = r.with_outcome("failed")
@@ -192,7 +202,7 @@ class Controller(SharesState):
             location=(path, None, name or path),
             keywords={},
             outcome="failed",
-            longrepr=rpt.failure_text(
+            longrepr=failure_text(
                 result,
                 verbose=self.config.get_verbosity() > 0,
                 steps=self.outcome(result).next_steps,
@@ -206,18 +216,18 @@ class Controller(SharesState):
         for nodeid, r in list(self.results.items()):
             if r.outcome != "passed":
                 why = f"the test {_OUTCOME.get(r.outcome, r.outcome)}"
-                self.results[nodeid] = outcome.not_saved(r, why)
+                self.results[nodeid] = not_saved(r, why)
                 continue
             try:
                 self.results[nodeid] = self.runner.save(r)
             except BaselineError as exc:
                 self.messages.append(f"save failed: {exc}")
-                self.results[nodeid] = outcome.not_saved(r, "the save failed (see below)")
+                self.results[nodeid] = not_saved(r, "the save failed (see below)")
                 self.save_failed = True
 
     def _not_saved(self, why: str) -> None:
         for nodeid, r in list(self.results.items()):
-            self.results[nodeid] = outcome.not_saved(r, why)
+            self.results[nodeid] = not_saved(r, why)
 
     def _stale(self) -> None:
         """List baselines of tests that no longer exist: their test is gone from a collected
@@ -225,17 +235,17 @@ class Controller(SharesState):
         env_dir = self.runner.env_dir
         if not env_dir.is_dir():
             return
-        known_slugs = {paths.slug(n) for n in self.known}
+        known_slugs = {slug(n) for n in self.known}
         root = self.settings.rootdir
         # Tests named by node id, or --lf (which drops a file's passing tests while collecting
         # it), leave collected files collected in part: their other tests still exist.
         partial = bool(self.config.getoption("lf", False)) or any(
             "::" in str(arg) for arg in self.config.args
         )
-        for path in paths.iter_baselines(env_dir):
+        for path in iter_baselines(env_dir):
             if path.stem in known_slugs:
                 continue
-            nodeid = reading.read_nodeid(path)
+            nodeid = read_nodeid(path)
             if nodeid is None:
                 continue
             test_file = nodeid.split("::", 1)[0]

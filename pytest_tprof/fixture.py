@@ -7,10 +7,16 @@ from typing import Any, Protocol
 
 import pytest
 
+from tprof_engine.api import (
+    ROUNDS_LIMIT,
+    WARMUP_LIMIT,
+    CaptureError,
+    ConfigError,
+    ProfiledTest,
+    TprofError,
+    number_problem,
+)
 from tprof_engine.config import Body
-from tprof_engine.model.errors import CaptureError, ConfigError, TprofError
-from tprof_engine.model.limits import ROUNDS_LIMIT, WARMUP_LIMIT, number_problem
-from tprof_engine.model.results import ProfiledTest
 
 RESULT_KEY = pytest.StashKey[ProfiledTest]()
 
@@ -82,12 +88,12 @@ class TprofFixture:
         fails the test, named.
         """
         __tracebackhide__ = True
-        from tprof_engine.capture import distributed as ranks
+        from tprof_engine import ranked
         from tprof_engine.ranked import DistributedBody
 
         _check_pedantic((), None, setup=None, rounds=rounds, warmup=warmup)
         try:
-            ranks.check(make_step, world_size=world_size, backend=backend, timeout_s=timeout)
+            ranked.check_body(make_step, world_size=world_size, backend=backend, timeout_s=timeout)
         except TprofError as exc:  # its message is the whole story: point at the test's line
             raise exc.with_traceback(None) from None
         if self._used:
@@ -98,7 +104,7 @@ class TprofFixture:
         )
         try:
             if self._profile is None:
-                ranks.run_once(
+                ranked.run_unprofiled(
                     make_step, world_size=world_size, backend=backend, timeout_s=float(timeout)
                 )
                 return ()

@@ -31,8 +31,12 @@ import pytest
 
 from pytest_tprof.options import INHERITED_SETTINGS, Settings
 from tprof_engine import ab
-from tprof_engine.model import settings as torch_settings
-from tprof_engine.model.verdicts import Cause, FamilyResult, TestVerdict
+from tprof_engine.api import (
+    Cause,
+    FamilyResult,
+    TestVerdict,
+    settings_differences,
+)
 from tprof_engine.pairing import BASE, HEAD, SideConfig
 
 
@@ -183,7 +187,7 @@ def _verdict_of(
         return FreshVerdict(None, why)
     for test in doc.get("tests", []):
         if test.get("nodeid") == nodeid:
-            moved = torch_settings.differences(torch_in_force, test.get("settings") or {})
+            moved = settings_differences(torch_in_force, test.get("settings") or {})
             return FreshVerdict(verdict_in_report(test), "", tuple(moved))
     return FreshVerdict(None, "the fresh process did not run the test")
 

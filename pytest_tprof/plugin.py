@@ -23,25 +23,34 @@ from pytest_tprof.fixture import RESULT_KEY, TprofFixture
 from pytest_tprof.marker import MARKER_HELP, marker_overrides
 from pytest_tprof.options import add_options, read_settings, requested_early
 from pytest_tprof.xdist import assign_worker_gpu, device_header
-from tprof_engine.capture import load
-from tprof_engine.config import Body
-from tprof_engine.decide import outcome, policy
-from tprof_engine.decide.rule import Rule
-from tprof_engine.model.environment import line_tracer
-from tprof_engine.model.errors import ConfigError
-from tprof_engine.model.results import ProfiledTest
-from tprof_engine.model.verdicts import (
+from tprof_engine.api import (
+    AFTER_WORKERS,
     ERROR,
+    FRESH_PROCESS,
     REGRESSED,
+    VERDICT_PROPERTY,
+    ConfigError,
+    ProfiledTest,
+    Rule,
+    after_fresh_process,
+    apply_torch_settings,
+    awaiting_serial_confirmation,
+    failure_text,
+    junit_properties,
+    line_tracer,
+    machine_now,
+    next_step,
+    not_profiled,
+    under_xdist,
+    with_written,
 )
+from tprof_engine.config import Body
 from tprof_engine.ranked import DistributedBody, profile_distributed
-from tprof_engine.render import report as rpt
 from tprof_engine.runner import Runner
-from tprof_engine.store import trace_files
 from tprof_engine.torch_support import torch_problem
 
 PLUGIN_KEY = pytest.StashKey["TprofPlugin"]()
-PROPERTY = rpt.VERDICT_PROPERTY
+PROPERTY = VERDICT_PROPERTY
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -183,25 +192,23 @@ class TprofPlugin(SharesState):
 
     def not_profiled(self, item: pytest.Item, why: str) -> None:
         """A test tprof meant to profile and couldn't: its line says why (and nothing saved)."""
-        item.stash[RESULT_KEY] = outcome.not_profiled(
-            item.nodeid, why, recording=self.settings.run.save
-        )
+        item.stash[RESULT_KEY] = not_profiled(item.nodeid, why, recording=self.settings.run.save)
 
     def _confirmed(self, item: pytest.Item, result: ProfiledTest, started: float) -> ProfiledTest:
         """The test once the confirmation policy's next step is taken on its verdict (under
         xdist: left pending, to be confirmed alone once the workers finish)."""
         verdict, pending = result.verdict, None
-        step = policy.next_step(
+        step = next_step(
             verdict,
             confirm=self.settings.run.confirm,
             in_process=False,  # the runner's step is taken (or its source has none)
             in_fresh_process=fresh.in_child(),
             workers=self.workers,
         )
-        if step == policy.AFTER_WORKERS:
+        if step == AFTER_WORKERS:
             pending = verdict
-            verdict = policy.awaiting_serial_confirmation(verdict, self.workers)
-        elif step == policy.FRESH_PROCESS:
+            verdict = awaiting_serial_confirmation(verdict, self.workers)
+        elif step == FRESH_PROCESS:
             self._progress("[tprof: slower; confirming in a fresh process]")
             self.runner.traces.quiet()  # no trace export beside the fresh process's rounds
             child = fresh.verdict_in_fresh_process(
@@ -212,8 +219,8 @@ class TprofPlugin(SharesState):
                 torch_in_force=result.settings,
                 pair=None if self.ab is None else self.ab.config,  # tprof ab: a fresh pair
             )
-            verdict = policy.after_fresh_process(verdict, *child)
-        return replace(result, verdict=policy.under_xdist(verdict, self.workers), pending=pending)
+            verdict = after_fresh_process(verdict, *child)
+        return replace(result, verdict=under_xdist(verdict, self.workers), pending=pending)
 
     # ------------------------------------------------------------------ hooks
 
@@ -227,7 +234,7 @@ class TprofPlugin(SharesState):
             f"reduction: {r.reduction}; CUDA: {cuda}",
             f"tprof: baselines {r.env_dir}; traces {run.trace_dir}",
         ]
-        machine = load.machine_now()
+        machine = machine_now()
         if machine:
             lines.append(f"tprof: {machine}")
         coverage = terminal.coverage_line(
@@ -255,9 +262,7 @@ class TprofPlugin(SharesState):
         ran under, set before the test's own code runs (see pytest_tprof.fresh)."""
         wanted = self.settings.torch_settings
         if wanted:
-            from tprof_engine.capture import settings as torch_settings
-
-            refused = torch_settings.apply(wanted)
+            refused = apply_torch_settings(wanted)
             if refused:
                 self.messages.append(
                     "tprof: could not set the parent's torch settings " + ", ".join(refused)
@@ -282,7 +287,7 @@ class TprofPlugin(SharesState):
             return report
         result = result.with_outcome(report.outcome)
         self.results[item.nodeid] = result
-        props = rpt.junit_properties(result)
+        props = junit_properties(result)
         # The call report's for the status word; the item's because JUnit XML writes those of
         # the teardown report, which copies the item's.
         report.user_properties.extend(props)
@@ -291,7 +296,7 @@ class TprofPlugin(SharesState):
         if report.passed and said.fails:
             report.outcome = "failed"
             verbose = self.config.get_verbosity() > 0
-            report.longrepr = rpt.failure_text(result, verbose=verbose, steps=said.next_steps)
+            report.longrepr = failure_text(result, verbose=verbose, steps=said.next_steps)
             self.results[item.nodeid] = result.with_outcome("failed")  # as the reports say
         return report
 
@@ -311,7 +316,7 @@ class TprofPlugin(SharesState):
         for w in self._runner.traces.finish():
             result = self.results.get(w.nodeid)
             if w.problem and result is not None and result.trace == str(w.path):
-                self.results[w.nodeid] = trace_files.with_written(result, w.written, w.problem)
+                self.results[w.nodeid] = with_written(result, w.written, w.problem)
                 self.messages.append(f"tprof: {w.problem}")
         pruned = len(self._runner.traces.pruned)
         if pruned:

@@ -11,12 +11,16 @@ from pathlib import Path
 from typing import Any
 
 from pytest_tprof.options import Settings
-from tprof_engine.model.errors import TprofError
-from tprof_engine.model.results import ProfiledTest
-from tprof_engine.render import report as rpt
-from tprof_engine.render.markdown import markdown_summary
-from tprof_engine.store import reading
-from tprof_engine.store.files import file_in_the_way, write_atomic
+from tprof_engine.api import (
+    ProfiledTest,
+    TprofError,
+    check_not_baseline,
+    file_in_the_way,
+    html_report,
+    json_report,
+    markdown_summary,
+    write_atomic,
+)
 
 # Each report: what the summary calls it, and where its path comes from.
 _JSON = ("JSON report", "--tprof-json")
@@ -37,7 +41,7 @@ def write_reports(
     written = True
     baselines = settings.run.baseline_dir
     wanted = settings.json_path is not None or settings.html_path is not None
-    doc = rpt.json_report(tests, environment=environment, extra=extra) if wanted else {}
+    doc = json_report(tests, environment=environment, extra=extra) if wanted else {}
     if settings.json_path is not None:
         text = json.dumps(doc, indent=2, sort_keys=True) + "\n"
         written &= _write(out, _JSON, settings.json_path, text, baselines)
@@ -55,7 +59,6 @@ def write_reports(
 
 def _write_html(out: list[str], path: Path, doc: Mapping[str, Any], baseline_dir: Path) -> bool:
     """The HTML page of the run, its trace links relative to where it is written."""
-    from tprof_engine.render.html import html_report
 
     try:
         text = html_report(doc, link_base=path.parent)
@@ -87,7 +90,7 @@ def _write(
 
 def _write_text(path: Path, text: str, option: str, *, baseline_dir: Path, append: bool) -> None:
     """Write (or append to) a report; never over a baseline, never with a traceback."""
-    reading.check_not_baseline(path, baseline_dir)
+    check_not_baseline(path, baseline_dir)
     blocking = file_in_the_way(path.parent)
     if blocking is not None:
         raise TprofError(

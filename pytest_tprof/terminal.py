@@ -7,10 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from tprof_engine.decide.outcome import Outcome
-from tprof_engine.model.results import ProfiledTest
-from tprof_engine.model.verdicts import NOT_SAVED, UNCHANGED, verdict_rank
-from tprof_engine.render import report as rpt
+from tprof_engine.api import (
+    NOT_SAVED,
+    UNCHANGED,
+    Outcome,
+    ProfiledTest,
+    summary_line,
+    verdict_rank,
+)
 
 
 def summary(
@@ -29,7 +33,7 @@ def summary(
     for r, said in sorted(results, key=lambda o: (verdict_rank(o[1].word), o[0].nodeid)):
         word = said.word
         tr.write_line(
-            rpt.summary_line(r), red=said.fails, green=word == UNCHANGED, yellow=word == NOT_SAVED
+            summary_line(r), red=said.fails, green=word == UNCHANGED, yellow=word == NOT_SAVED
         )
     if results:
         tr.write_line(f"baselines: {baseline_dir}")

@@ -143,3 +143,21 @@ def test_nothing_installed_imports_scipy() -> None:
         if name.split(".")[0] == "scipy"
     }
     assert importers == set()
+
+
+def test_the_pytest_glue_imports_the_engines_front_and_nothing_deeper() -> None:
+    """The glue reaches the engine through its front: the modules at the package's top
+    (``api``, the harness's face, and the runner, config, ranked, pairing, ab, …), never a
+    stage's module, so the stages can move beneath it."""
+    stages = set(BELOW)
+    front = {p.stem for p in PACKAGE.glob("*.py")} - {"__init__", "__main__"}
+    offending = []
+    for path in sorted((ROOT / "pytest_tprof").glob("*.py")):
+        for line, name in _imports(ast.parse(path.read_text(encoding="utf-8"))):
+            parts = name.split(".")
+            if parts[0] != NAME:
+                continue
+            if len(parts) != 2 or parts[1] in stages or parts[1] not in front:
+                offending.append(f"{path.relative_to(ROOT)}:{line} imports {name}")
+    assert offending == []
+    assert "api" in front
