@@ -19,7 +19,7 @@ $(VENV)/.installed: pyproject.toml
 	else $(PY) -m pip install -q "$(TORCH_SPEC)" --extra-index-url $(TORCH_INDEX) --retries 0 --timeout 15 2>&1 \
 	  | grep -v '^WARNING' || true; $(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install -q "$(TORCH_SPEC)"; fi
 	@# setuptools warns that an editable install's folders could shadow the package: the
-	@# engine's folder is named profiler/ and installed as tprof_engine (tests/test_install.py).
+	@# engine is profiler/tprof_engine/, mapped by package-dir (tests/test_install.py).
 	@echo "installing pytest-tprof (editable) with its test and html extras"
 	@out=$$(PYTHONWARNINGS="ignore:Editable installation" $(PY) -m pip install -q -e ".[test,html]" 2>&1) \
 	  || { echo "$$out"; exit 1; }; echo "$$out" | grep -v '^WARNING: Location' || true
@@ -30,9 +30,7 @@ setup: $(VENV)/.installed
 lint: setup
 	$(VENV)/bin/ruff check profiler pytest_tprof tests benchmarks examples
 	$(VENV)/bin/ruff format --check profiler pytest_tprof tests benchmarks examples
-	@# mypy reads the engine under the name it is installed as (pyproject.toml's package-dir).
-	mkdir -p $(VENV)/mypy-path && ln -sfn $(CURDIR)/profiler $(VENV)/mypy-path/tprof_engine
-	$(VENV)/bin/mypy $(VENV)/mypy-path/tprof_engine pytest_tprof
+	$(VENV)/bin/mypy profiler/tprof_engine pytest_tprof
 
 # Most tests run on TEST_WORKERS pytest-xdist workers; those marked serial assert timing verdicts,
 # which the plugin calls inconclusive while other processes keep the CPUs busy, so they run

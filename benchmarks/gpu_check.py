@@ -54,11 +54,9 @@ prints a table.
 from __future__ import annotations
 
 import argparse
-import atexit
 import importlib.util
 import json
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -72,11 +70,8 @@ REPO = Path(__file__).resolve().parent.parent
 
 def source_path() -> list[str]:
     """The folders that import this working tree uninstalled: the repository (``pytest_tprof``)
-    and a folder where ``tprof_engine`` links to ``profiler/``, the name it is installed as."""
-    alias = Path(tempfile.mkdtemp(prefix="tprof-src-"))
-    atexit.register(shutil.rmtree, alias, True)
-    (alias / "tprof_engine").symlink_to(REPO / "profiler", target_is_directory=True)
-    return [str(REPO), str(alias)]
+    and ``profiler/`` (``tprof_engine``)."""
+    return [str(REPO), str(REPO / "profiler")]
 
 
 SOURCE_PATH = source_path()

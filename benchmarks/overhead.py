@@ -19,7 +19,7 @@ plugin's own time per test: median <= 0.3 s.
     python benchmarks/overhead.py [--sessions 3] [--repeat 3] [--keep DIR] [--before CHECKOUT]
 
 With ``--before``, a checkout of an earlier commit (``git worktree add /tmp/before <commit>``),
-each repetition also runs ``--tprof`` with that checkout's package (its ``profiler/`` and
+each repetition also runs ``--tprof`` with that checkout's package (its ``tprof_engine`` and
 ``pytest_tprof/`` first on ``PYTHONPATH``) against the same baselines, in turn with this one,
 and prints the plugin's own time per test before and after.
 """
@@ -124,10 +124,13 @@ _DURATION = re.compile(r"^\s*([\d.]+)s call\s+\S+::(\S+)")
 
 
 def package_path(checkout: Path, folder: Path) -> str:
-    """A folder that imports a checkout's package (``tprof_engine`` is its ``profiler/``)."""
+    """A folder that imports a checkout's package: ``tprof_engine`` is its
+    ``profiler/tprof_engine/`` (``profiler/`` in checkouts before that layout)."""
     links = folder / "before-package"
     links.mkdir(exist_ok=True)
-    for name, target in (("tprof_engine", "profiler"), ("pytest_tprof", "pytest_tprof")):
+    nested = (checkout / "profiler" / "tprof_engine").is_dir()
+    engine = "profiler/tprof_engine" if nested else "profiler"
+    for name, target in (("tprof_engine", engine), ("pytest_tprof", "pytest_tprof")):
         link = links / name
         if link.is_symlink():
             link.unlink()

@@ -10,8 +10,8 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGE = ROOT / "profiler"
-NAME = "tprof_engine"  # what the profiler/ folder is installed as (pyproject.toml's package-dir)
+PACKAGE = ROOT / "profiler" / "tprof_engine"
+NAME = "tprof_engine"  # the engine's package, profiler/tprof_engine/
 PYTEST_SIDE = ("pytest", "_pytest", "pluggy", "xdist", "pytest_tprof")
 FORBIDDEN = (*PYTEST_SIDE, "torch")
 # Each stage and the stages it may import, besides itself.  Modules at the top of the package

@@ -134,9 +134,8 @@ def test_the_wheel_installs_the_engine_under_its_own_name_in_a_fresh_venv(tmp_pa
     names = zipfile.ZipFile(wheel).namelist()
     tops = {n.split("/")[0] for n in names}
     assert {t for t in tops if not t.endswith(".dist-info")} == {"tprof_engine", "pytest_tprof"}
-    engine = {
-        p.relative_to(ROOT / "profiler").as_posix() for p in (ROOT / "profiler").rglob("*.py")
-    }
+    package = ROOT / "profiler" / "tprof_engine"
+    engine = {p.relative_to(package).as_posix() for p in package.rglob("*.py")}
     assert {n.removeprefix("tprof_engine/") for n in names if n.endswith(".py")} >= engine
     python = fresh_venv(tmp_path / "venv")
     # --ignore-installed: where this environment has the project installed from a wheel too,

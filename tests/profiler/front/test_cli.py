@@ -577,9 +577,9 @@ def test_no_subcommand_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> N
     assert stderr_lines(capsys)[-1] == "tprof: error: the following arguments are required: COMMAND"
 
 
-def test_python_m_profiler_help_lists_the_subcommands() -> None:
+def test_python_m_tprof_engine_help_lists_the_subcommands() -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "profiler", "--help"],
+        [sys.executable, "-m", "tprof_engine", "--help"],
         capture_output=True,
         text=True,
         timeout=120,

@@ -1,6 +1,6 @@
 """pytest-tprof's engine: capture, reduce, decide, store and render per-op profiles of PyTorch code.
 
-Installed as ``tprof_engine`` from the repository's ``profiler/`` folder.  The stages, in the
+The package ``tprof_engine``, in the repository's ``profiler/`` folder (``profiler/tprof_engine/``).  The stages, in the
 order a test's data flows through them (docs/design.md §2-3):
 
 - :mod:`.capture`: the body's rounds under ``torch.profiler`` and its work census (the only
