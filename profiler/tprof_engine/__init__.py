@@ -1,7 +1,8 @@
 """pytest-tprof's engine: capture, reduce, decide, store and render per-op profiles of PyTorch code.
 
-The package ``tprof_engine``, in the repository's ``profiler/`` folder (``profiler/tprof_engine/``).  The stages, in the
-order a test's data flows through them (docs/design.md §2-3):
+The package ``tprof_engine``, in the repository's ``profiler/`` folder
+(``profiler/tprof_engine/``).  The stages, in the order a test's data flows through them
+(docs/design.md §2-3):
 
 - :mod:`.capture`: the body's rounds under ``torch.profiler`` and its work census (the only
   stage that imports torch);
