@@ -42,9 +42,12 @@ class AbSide:
         self.common: set[str] = set()
         if config.side == BASE:  # the head reports; the base only measures
             plugin.settings = replace(
-                plugin.settings, json_path=None, markdown_path=None, html_path=None,
+                plugin.settings,
+                json_path=None,
+                markdown_path=None,
+                html_path=None,
                 step_summary=None,
-            )  # fmt: skip
+            )
 
     def described(self) -> dict[str, object]:
         """The run's two sides, for its reports."""

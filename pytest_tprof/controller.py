@@ -179,9 +179,12 @@ class Controller(SharesState):
             r = self.results[nodeid]
             assert r.pending is not None
             child = fresh.verdict_in_fresh_process(
-                self.config, self.settings, nodeid, timeout=_SERIAL_TIMEOUT_S,
+                self.config,
+                self.settings,
+                nodeid,
+                timeout=_SERIAL_TIMEOUT_S,
                 torch_in_force=r.settings,
-            )  # fmt: skip
+            )
             r = replace(r, verdict=after_serial_confirmation(r.pending, *child))
             r = replace(r, pending=None)
             if self.outcome(r).fails and r.outcome == "passed":

@@ -77,8 +77,17 @@ def child_args(config: pytest.Config, nodeid: str) -> list[str]:
     """The command line that runs ``nodeid`` alone: what collects it as this run did (the
     rootdir, the ini file, ``-o`` overrides, plugins loaded by name); the settings come from
     the file the child inherits."""
-    args = [sys.executable, "-m", "pytest", nodeid, "-q", "-p", "no:cacheprovider",
-            f"--rootdir={config.rootpath}", "--tprof"]  # fmt: skip
+    args = [
+        sys.executable,
+        "-m",
+        "pytest",
+        nodeid,
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        f"--rootdir={config.rootpath}",
+        "--tprof",
+    ]
     args += passed_on(config.invocation_params.args)
     if config.inipath is not None:
         args += ["-c", str(config.inipath)]
@@ -140,9 +149,13 @@ def verdict_in_fresh_process(
 
 
 def _verdict_in_fresh_pair(
-    config: pytest.Config, settings: Settings, nodeid: str, pair: SideConfig, timeout: float,
+    config: pytest.Config,
+    settings: Settings,
+    nodeid: str,
+    pair: SideConfig,
+    timeout: float,
     torch_in_force: Mapping[str, Any] | None,
-) -> FreshVerdict:  # fmt: skip
+) -> FreshVerdict:
     """Both sides of ``tprof ab`` run ``nodeid`` afresh, paired; the head child's verdict."""
     head_root, base_root = pair.head_root, pair.base_root
     with tempfile.TemporaryDirectory(prefix="tprof-fresh-pair-") as tmp:
@@ -155,16 +168,23 @@ def _verdict_in_fresh_pair(
                 pickle.dumps(settings_for_child(settings, out / side, torch_in_force))
             )
             args = [a.replace(head_root, root) for a in child_args(config, nodeid)]
-            env = {**os.environ, INHERITED_SETTINGS: str(inherited),
-                   "PYTHONPATH": ab.import_path(Path(root), os.environ)}  # fmt: skip
+            env = {
+                **os.environ,
+                INHERITED_SETTINGS: str(inherited),
+                "PYTHONPATH": ab.import_path(Path(root), os.environ),
+            }
             cwd = Path(str(config.rootpath).replace(head_root, root))
             launches.append(ab.Launch(command=args, cwd=cwd, env=env))
         head_log = out / "head.log"
         with head_log.open("w") as said:
             codes = ab.run_pair(
-                launches[0], launches[1], pair,
-                base_log=out / "base.log", head_out=said, timeout=timeout,
-            )  # fmt: skip
+                launches[0],
+                launches[1],
+                pair,
+                base_log=out / "base.log",
+                head_out=said,
+                timeout=timeout,
+            )
         if codes[1] < 0:
             return FreshVerdict(None, f"the fresh pair took over {timeout:.0f} s")
         text = head_log.read_text(errors="replace")

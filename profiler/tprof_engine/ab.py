@@ -87,9 +87,12 @@ def check_out(ref: str, cwd: Path, into: Path) -> Trees:
     base_root = into / "base"
     _git(["worktree", "add", "--detach", "--quiet", str(base_root), sha], top)
     return Trees(
-        base_root=base_root, head_root=top, sha=sha, label=f"{ref} at {sha[:10]}",
+        base_root=base_root,
+        head_root=top,
+        sha=sha,
+        label=f"{ref} at {sha[:10]}",
         where=cwd.resolve().relative_to(top.resolve()),
-    )  # fmt: skip
+    )
 
 
 def remove(trees: Trees) -> None:
@@ -151,23 +154,36 @@ def side_launch(
 
 
 def run_pair(
-    base: Launch, head: Launch, config: SideConfig, *, base_log: Path, head_out: Any = None,
+    base: Launch,
+    head: Launch,
+    config: SideConfig,
+    *,
+    base_log: Path,
+    head_out: Any = None,
     timeout: float | None = None,
-) -> tuple[int, int]:  # fmt: skip
+) -> tuple[int, int]:
     """Both sides run, joined by a socket pair; their exit statuses (base, head).  The base
     side's output goes to ``base_log``; the head's to ``head_out`` (None: this process's)."""
     a, b = socket.socketpair()
-    sides = ((base, replace(config, side=BASE, fd=a.fileno())),
-             (head, replace(config, side=HEAD, fd=b.fileno())))  # fmt: skip
+    sides = (
+        (base, replace(config, side=BASE, fd=a.fileno())),
+        (head, replace(config, side=HEAD, fd=b.fileno())),
+    )
     procs = []
     with base_log.open("w") as log:
         try:
             for (launch, cfg), out in zip(sides, (log, head_out), strict=True):
                 env = {**launch.env, ENV: cfg.to_env()}
-                procs.append(subprocess.Popen(
-                    launch.command, cwd=launch.cwd, env=env, pass_fds=(cfg.fd,),
-                    stdout=out, stderr=subprocess.STDOUT if out is not None else None,
-                ))  # fmt: skip
+                procs.append(
+                    subprocess.Popen(
+                        launch.command,
+                        cwd=launch.cwd,
+                        env=env,
+                        pass_fds=(cfg.fd,),
+                        stdout=out,
+                        stderr=subprocess.STDOUT if out is not None else None,
+                    )
+                )
                 _pin(procs[-1].pid, config.cpus)
         finally:
             a.close()
@@ -225,22 +241,35 @@ def command(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     if any(a.startswith(("-n", "--numprocesses", "--dist")) for a in pytest_args):
         raise TprofError("tprof ab runs each side serially: drop -n/--numprocesses/--dist")
     if any(a.startswith(("--tprof-save", "--tprof-reset")) for a in pytest_args):
-        raise TprofError("tprof ab compares two trees and stores nothing: record baselines "
-                         "with pytest --tprof-save")  # fmt: skip
+        raise TprofError(
+            "tprof ab compares two trees and stores nothing: record baselines "
+            "with pytest --tprof-save"
+        )
     with tempfile.TemporaryDirectory(prefix="tprof-ab-") as tmp:
         work = Path(tmp)
         trees = check_out(args.ref, Path.cwd(), work)
         try:
             report = Path(args.json).resolve() if args.json else work / "head.json"
-            config = SideConfig(side=HEAD, fd=-1, mode=args.mode, base_root=str(trees.base_root),
-                                head_root=str(trees.head_root), label=trees.label, ref=args.ref,
-                                cpus=args.cpus or default_cpus(args.mode))  # fmt: skip
+            config = SideConfig(
+                side=HEAD,
+                fd=-1,
+                mode=args.mode,
+                base_root=str(trees.base_root),
+                head_root=str(trees.head_root),
+                label=trees.label,
+                ref=args.ref,
+                cpus=args.cpus or default_cpus(args.mode),
+            )
             head_args = [*pytest_args, f"--tprof-json={report}"]
             base = side_launch(trees, BASE, pytest_args, os.environ, _base_extra(trees, work))
             head = side_launch(trees, HEAD, head_args, os.environ, [])
             cpus = ",".join(map(str, config.cpus)) or "any"
-            print(f"tprof ab: head (working tree) against base {trees.label}, "
-                  f"rounds {config.mode}, CPUs {cpus}", file=out, flush=True)  # fmt: skip
+            print(
+                f"tprof ab: head (working tree) against base {trees.label}, "
+                f"rounds {config.mode}, CPUs {cpus}",
+                file=out,
+                flush=True,
+            )
             base_code, head_code = run_pair(base, head, config, base_log=work / "base.log")
             if args.if_unjudged == "retry" and base_code in (0, 1, 5):
                 head_code = _retried(config, (base, head), head_code, work, report, out)
@@ -250,16 +279,23 @@ def command(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
 
 def _retried(
-    config: SideConfig, sides: tuple[Launch, Launch], head_code: int, work: Path, report: Path,
+    config: SideConfig,
+    sides: tuple[Launch, Launch],
+    head_code: int,
+    work: Path,
+    report: Path,
     out: TextIO,
-) -> int:  # fmt: skip
+) -> int:
     """``--if-unjudged retry``: the inconclusive tests run once more, paired afresh, and their
     verdicts replace the first ones in the report; the head's exit status with theirs."""
     again = [t["nodeid"] for t in _tests(report) if t.get("verdict") == "inconclusive"]
     if not again:
         return head_code
-    print(f"tprof ab: timing not judged for {len(again)} test(s); running them once more",
-          file=out, flush=True)  # fmt: skip
+    print(
+        f"tprof ab: timing not judged for {len(again)} test(s); running them once more",
+        file=out,
+        flush=True,
+    )
     retry = work / "retry.json"
     base, head = sides
     head = replace(head, command=[*head.command, f"--tprof-json={retry}"])
@@ -280,9 +316,12 @@ def _tests(report: Path) -> list[dict[str, Any]]:
 
 
 def _outcome(
-    args: argparse.Namespace, codes: tuple[int, int], work: Path, report: Path,
+    args: argparse.Namespace,
+    codes: tuple[int, int],
+    work: Path,
+    report: Path,
     streams: tuple[TextIO, TextIO],
-) -> int:  # fmt: skip
+) -> int:
     """The exit status: the head's, a base side that could not run named, and tests whose
     timing was never judged handled as ``--if-unjudged`` says."""
     (base_code, head_code), (out, err) = codes, streams
@@ -294,8 +333,11 @@ def _outcome(
     unjudged = unjudged_tests(report)
     if unjudged:
         word = {"pass": "note", "fail": "error"}.get(args.if_unjudged, "warning")
-        print(f"tprof ab: {word}: timing was not judged for {len(unjudged)} test(s): "
-              + "; ".join(unjudged[:5]), file=out)  # fmt: skip
+        print(
+            f"tprof ab: {word}: timing was not judged for {len(unjudged)} test(s): "
+            + "; ".join(unjudged[:5]),
+            file=out,
+        )
         if args.if_unjudged == "fail" and head_code == 0:
             return 1
     return head_code
@@ -315,8 +357,11 @@ def timing_judged(test: Mapping[str, Any]) -> bool:
     """Whether a report's test had its timing judged: compared, and a verdict other than
     inconclusive."""
     return bool(test.get("timing_compared", True)) and test.get("verdict") not in (
-        "inconclusive", "error", "no-baseline", "incomparable",
-    )  # fmt: skip
+        "inconclusive",
+        "error",
+        "no-baseline",
+        "incomparable",
+    )
 
 
 def add_parser(sub: Any) -> None:

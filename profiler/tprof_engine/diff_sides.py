@@ -122,9 +122,11 @@ def diff_summary(
 
 
 def diff_report(
-    tests: Sequence[ProfiledTest], pairing: Pairing, sides: tuple[Path, Path],
+    tests: Sequence[ProfiledTest],
+    pairing: Pairing,
+    sides: tuple[Path, Path],
     unjudged: Sequence[Unjudged],
-) -> dict[str, Any]:  # fmt: skip
+) -> dict[str, Any]:
     """``tprof diff --json``'s document: the verdicts, and what was on one side only or not
     compared; the environment when every current side shares one."""
     prints = [s.fingerprint.to_dict() for _, s in pairing.pairs if s.fingerprint is not None]

@@ -45,9 +45,14 @@ def verdict_on(
         return missing()
     base = found.baseline
     baseline = judge.Recorded(
-        tables=tuple(base.tables), fingerprint=base.fingerprint, protocol=base.protocol,
-        work=base.work, hosts=base.hosts, holders=base.holders, settings=base.settings,
-    )  # fmt: skip
+        tables=tuple(base.tables),
+        fingerprint=base.fingerprint,
+        protocol=base.protocol,
+        work=base.work,
+        hosts=base.hosts,
+        holders=base.holders,
+        settings=base.settings,
+    )
     return judge.judge(baseline, current, rule)
 
 

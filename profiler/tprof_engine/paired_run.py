@@ -67,9 +67,14 @@ def base_side(pairing: Any, fingerprint: Fingerprint) -> judge.Recorded | None:
     if base.table is None:
         return None
     return judge.Recorded(
-        tables=(base.table,), fingerprint=fingerprint, protocol=base.protocol, work=base.work,
-        hosts=(fingerprint.soft.get("host"),), settings=base.settings, tracer=base.tracer,
-    )  # fmt: skip
+        tables=(base.table,),
+        fingerprint=fingerprint,
+        protocol=base.protocol,
+        work=base.work,
+        hosts=(fingerprint.soft.get("host"),),
+        settings=base.settings,
+        tracer=base.tracer,
+    )
 
 
 def stored_note(beside: TestVerdict) -> str:

@@ -85,13 +85,17 @@ class Ranked:
         first = self._captures == 1
         traces = self._scratch / f"capture{self._captures}"
         plan = self._plan_type(
-            make_step=self._body.make_step, world_size=self._body.world_size,
-            backend=self._body.backend, spec=spec, min_round_us=self._config.min_round_us,
-            census=first and self._config.census, stack=self._config.stack,
+            make_step=self._body.make_step,
+            world_size=self._body.world_size,
+            backend=self._body.backend,
+            spec=spec,
+            min_round_us=self._config.min_round_us,
+            census=first and self._config.census,
+            stack=self._config.stack,
             threads=self._config.threads,
             trace_dir=None if self._config.trace_dir is None else str(traces),
             timeout_s=self._body.timeout_s,
-        )  # fmt: skip
+        )
         started = time.perf_counter()
         results = self._launch(plan)
         slowest = _slowest_rank(r.costs for r in results)
@@ -107,16 +111,20 @@ class Ranked:
         from tprof_engine.capture.session import CaptureResult
 
         return CaptureResult(
-            table=join_tables(tables), value=None,
+            table=join_tables(tables),
+            value=None,
             warmup_used=max(r.warmup_used for r in results),
-            iterations=results[0].iterations, trace_path=None,
+            iterations=results[0].iterations,
+            trace_path=None,
             trace_problem="; ".join(r.trace_problem for r in results if r.trace_problem),
-            reduction=self._runner.reduction, costs=slowest.plus(launch),
-            cuda=spec.cuda, warmup_settled=all(r.warmup_settled for r in results),
+            reduction=self._runner.reduction,
+            costs=slowest.plus(launch),
+            cuda=spec.cuda,
+            warmup_settled=all(r.warmup_settled for r in results),
             meta={"ranks": len(results)},
             write_trace=lambda path: _move_traces(traces, results, path),
             trace_later=False,  # moved out of the scratch folder before it goes
-        )  # fmt: skip
+        )
 
     def _first_census(self, results: list[Any]) -> None:
         works = [r.work for r in results]
@@ -159,9 +167,14 @@ def _move_traces(scratch: Path, results: list[Any], path: Path) -> tuple[Path | 
 
 
 def profile_distributed(
-    runner: Any, nodeid: str, body: DistributedBody, *, rounds: int | None,
-    warmup: int | None, rule: Any,
-) -> tuple[tuple[RankTables, ...], Any]:  # fmt: skip
+    runner: Any,
+    nodeid: str,
+    body: DistributedBody,
+    *,
+    rounds: int | None,
+    warmup: int | None,
+    rule: Any,
+) -> tuple[tuple[RankTables, ...], Any]:
     """Profile and judge a distributed test; its ranks' tables and the ``ProfiledTest``."""
     with Ranked(runner, body) as ranked:
         _, test = runner.profile_source(nodeid, ranked, rounds=rounds, warmup=warmup, rule=rule)
@@ -177,9 +190,12 @@ def check_body(make_step: Any, *, world_size: Any, backend: Any, timeout_s: Any)
 
 
 def run_unprofiled(
-    make_step: Callable[[int], Callable[[], Any]], *, world_size: int, backend: str,
+    make_step: Callable[[int], Callable[[], Any]],
+    *,
+    world_size: int,
+    backend: str,
     timeout_s: float,
-) -> None:  # fmt: skip
+) -> None:
     """Every rank builds its step and runs it once, unprofiled: the test without --tprof."""
     from tprof_engine.capture import distributed
 

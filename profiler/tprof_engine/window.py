@@ -93,12 +93,22 @@ def same_code_as_older(base: Baseline, rule: Rule | None = None) -> TestVerdict 
         return None
     side = judge.Recorded  # both sides: the baseline's environment and protocol
     verdict = judge.judge(
-        side(tables=tuple(s.table for s in older), fingerprint=base.fingerprint,
-             protocol=base.protocol, work=older[-1].work, hosts=base.hosts[:-1]),
-        side(tables=(newest.table,), fingerprint=base.fingerprint, protocol=base.protocol,
-             work=newest.work, hosts=base.hosts[-1:]),
+        side(
+            tables=tuple(s.table for s in older),
+            fingerprint=base.fingerprint,
+            protocol=base.protocol,
+            work=older[-1].work,
+            hosts=base.hosts[:-1],
+        ),
+        side(
+            tables=(newest.table,),
+            fingerprint=base.fingerprint,
+            protocol=base.protocol,
+            work=newest.work,
+            hosts=base.hosts[-1:],
+        ),
         rule or Rule(),
-    )  # fmt: skip
+    )
     return verdict if judge.unlike_window(verdict) is None else None
 
 

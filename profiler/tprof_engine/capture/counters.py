@@ -46,9 +46,17 @@ def _open_instructions() -> int:
         raise CounterUnavailable(f"no perf_event_open call known for {platform.machine()}")
     attr = ctypes.create_string_buffer(_ATTR_SIZE)
     struct.pack_into(
-        "IIQQQQQ", attr, 0, _TYPE_HARDWARE, _ATTR_SIZE, _HW_INSTRUCTIONS, 0, 0, 0,
+        "IIQQQQQ",
+        attr,
+        0,
+        _TYPE_HARDWARE,
+        _ATTR_SIZE,
+        _HW_INSTRUCTIONS,
+        0,
+        0,
+        0,
         _EXCLUDE_KERNEL_AND_HV,
-    )  # fmt: skip
+    )
     libc = ctypes.CDLL(None, use_errno=True)
     # pid 0, cpu -1: this thread on any CPU; no group, no flags
     fd = libc.syscall(number, attr, 0, -1, -1, 0)

@@ -120,9 +120,12 @@ def check(make_step: Any, *, world_size: Any, backend: Any, timeout_s: Any) -> N
 
 
 def run_once(
-    make_step: Callable[[int], Callable[[], Any]], *, world_size: int, backend: str,
+    make_step: Callable[[int], Callable[[], Any]],
+    *,
+    world_size: int,
+    backend: str,
     timeout_s: float,
-) -> None:  # fmt: skip
+) -> None:
     """Every rank builds its step and runs it once, unprofiled: the test without --tprof."""
     launch(
         RankPlan(
@@ -266,9 +269,11 @@ def _rank_main(rank: int, plan: RankPlan, outbox: Any) -> None:
 def _group(rank: int, plan: RankPlan) -> Iterator[None]:
     # as torchrun sets them: kineto writes the trace's distributedInfo from RANK and WORLD_SIZE
     os.environ.update(
-        RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(plan.world_size),
+        RANK=str(rank),
+        LOCAL_RANK=str(rank),
+        WORLD_SIZE=str(plan.world_size),
         LOCAL_WORLD_SIZE=str(plan.world_size),
-    )  # fmt: skip
+    )
     if plan.backend == "nccl":
         torch.cuda.set_device(rank)
     dist.init_process_group(
@@ -322,10 +327,17 @@ def _profiled(rank: int, plan: RankPlan) -> RankResult | None:
             work, note = _census(step, iterations, stack=plan.stack)
     _barrier()
     return RankResult(
-        rank=rank, table=captured.table, iterations=iterations,
-        warmup_used=captured.warmup_used, warmup_settled=captured.warmup_settled,
-        work=work, census_note=note, trace=trace, trace_problem=problem, costs=watch.costs(),
-    )  # fmt: skip
+        rank=rank,
+        table=captured.table,
+        iterations=iterations,
+        warmup_used=captured.warmup_used,
+        warmup_settled=captured.warmup_settled,
+        work=work,
+        census_note=note,
+        trace=trace,
+        trace_problem=problem,
+        costs=watch.costs(),
+    )
 
 
 def _census(step: Callable[[], Any], iterations: int, *, stack: bool) -> tuple[Any, str]:

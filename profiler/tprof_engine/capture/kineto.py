@@ -169,8 +169,16 @@ def _per_name(events: Any, name_idx: IntArray) -> Callable[[Callable[[Any], Any]
 
 def _no_events() -> EventArrays:
     empty = np.zeros(0, dtype=np.int64)
-    return EventArrays(names=(), name_idx=empty, start_ns=empty, end_ns=empty, thread=empty,
-                       kind=np.zeros(0, dtype=np.int8), corr=empty, link=empty)  # fmt: skip
+    return EventArrays(
+        names=(),
+        name_idx=empty,
+        start_ns=empty,
+        end_ns=empty,
+        thread=empty,
+        kind=np.zeros(0, dtype=np.int8),
+        corr=empty,
+        link=empty,
+    )
 
 
 def _name_index(raw_names: list[str]) -> tuple[dict[str, int], IntArray]:

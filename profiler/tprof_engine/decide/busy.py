@@ -224,15 +224,20 @@ def disturbed_counts(tables: Sequence[OpTable], rule: Disturbance) -> tuple[int,
     if not found:
         return None
     return (
-        sum(b.disturbed for b in found), sum(b.rounds for b in found),
+        sum(b.disturbed for b in found),
+        sum(b.rounds for b in found),
         sum(b.waited for b in found),
-    )  # fmt: skip
+    )
 
 
 def run_summary(
-    tables: Sequence[tuple[str, OpTable]], rule: Disturbance, *, worst: int = 3,
-    saving: bool = False, paired: bool = False,
-) -> list[str]:  # fmt: skip
+    tables: Sequence[tuple[str, OpTable]],
+    rule: Disturbance,
+    *,
+    worst: int = 3,
+    saving: bool = False,
+    paired: bool = False,
+) -> list[str]:
     """How busy the machine was over a run: the share of measured rounds disturbed (waited
     for a CPU, or ran beside busy processes) and the tests most disturbed; saving, which
     tests' sessions keep no timing; ``paired`` (tprof ab), that every round was kept.

@@ -81,8 +81,11 @@ def host_waits(baseline: Sequence[DeviceTable], current: DeviceTable) -> list[Ho
         base_most, base_least = most.get(key, 0), least.get(key, 0)
         if calls > base_most or calls < base_least:
             base = base_most if calls > base_most else base_least
-            changes.append(HostWait(op=key[0], kind=key[1], name=key[2], baseline=base,
-                                    current=calls, bytes=size))  # fmt: skip
+            changes.append(
+                HostWait(
+                    op=key[0], kind=key[1], name=key[2], baseline=base, current=calls, bytes=size
+                )
+            )
     return sorted(changes, key=lambda w: not w.more)
 
 
@@ -144,6 +147,14 @@ def _row_delta(
 ) -> DeviceRowDelta:
     b = base or (0.0, 0.0, 0)
     c = now or (0.0, 0.0, 0)
-    return DeviceRowDelta(op=op, kind=key[0], name=key[1], calls_baseline=b[0],
-                          calls_current=c[0], baseline_us=b[1], current_us=c[1],
-                          bytes_baseline=b[2], bytes_current=c[2])  # fmt: skip
+    return DeviceRowDelta(
+        op=op,
+        kind=key[0],
+        name=key[1],
+        calls_baseline=b[0],
+        calls_current=c[0],
+        baseline_us=b[1],
+        current_us=c[1],
+        bytes_baseline=b[2],
+        bytes_current=c[2],
+    )

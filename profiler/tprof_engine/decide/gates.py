@@ -120,8 +120,10 @@ def memory_finding(baseline: Sequence[OpTable], current: OpTable, rule: Rule) ->
     gate = memory_gate.judge_memory(tables, current.memory, floor=rule.work_floor)
     notes: tuple[str, ...] = ()
     if gate.varying_ops:
-        notes = (f"memory: {gate.varying_ops} ops allocate differently from round to round "
-                 "(reported, not gated)",)  # fmt: skip
+        notes = (
+            f"memory: {gate.varying_ops} ops allocate differently from round to round "
+            "(reported, not gated)",
+        )
     if gate.verdict == UNCHANGED:
         return Finding(notes=notes)
     word: TestWord = REGRESSED if gate.verdict == REGRESSED else IMPROVED
@@ -151,8 +153,10 @@ def communication_finding(sides: Sides) -> Finding:
     comm = judge_communication(*pair)
     notes: tuple[str, ...] = ()
     if comm.not_gated:
-        notes = ("collectives not gated (their counts differ between census rounds): "
-                 + ", ".join(comm.not_gated),)  # fmt: skip
+        notes = (
+            "collectives not gated (their counts differ between census rounds): "
+            + ", ".join(comm.not_gated),
+        )
     if comm.verdict == UNCHANGED:
         return Finding(notes=notes)
     return _exact(COMMUNICATION, comm.verdict, "communication: " + "; ".join(comm.lines), notes)
@@ -167,11 +171,13 @@ def work_finding(baseline: WorkTable | None, current: WorkTable | None, rule: Ru
     if baseline is None:
         return Finding(notes=("no work baseline: re-record with --tprof-save",))
     if baseline.census != current.census:
-        return Finding(notes=(
-            f"work not compared: the baseline's census counted by older rules (census "
-            f"{baseline.census}, now {current.census}: attention and RNN FLOPs, hook and "
-            "optimizer phases); record a session with --tprof-save to gate work again",
-        ))  # fmt: skip
+        return Finding(
+            notes=(
+                f"work not compared: the baseline's census counted by older rules (census "
+                f"{baseline.census}, now {current.census}: attention and RNN FLOPs, hook and "
+                "optimizer phases); record a session with --tprof-save to gate work again",
+            )
+        )
     work = judge_work(
         without_collectives(baseline), without_collectives(current), floor=rule.work_floor
     )

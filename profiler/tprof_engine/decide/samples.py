@@ -179,15 +179,28 @@ def paired_total(base: Side, cur: Side, rule: Rule, *, timed: bool) -> Total:
     cur_us = base_us * math.exp(centre)
     delta_pct = math.expm1(centre)
     return Total(
-        base_us=base_us, cur_us=cur_us, delta_pct=delta_pct, floor=floor,
-        floor_source=rule.floor_source(1), p_greater=p_greater, p_less=p_less, sigma=sigma,
-        mde=mde, n_base=int(base.totals.size), n_cur=int(cur.totals.size),
-        n_base_low=int(logs.size), n_cur_low=int(logs.size),
-        regressed=timed and p_greater < rule.alpha and delta_pct > floor
+        base_us=base_us,
+        cur_us=cur_us,
+        delta_pct=delta_pct,
+        floor=floor,
+        floor_source=rule.floor_source(1),
+        p_greater=p_greater,
+        p_less=p_less,
+        sigma=sigma,
+        mde=mde,
+        n_base=int(base.totals.size),
+        n_cur=int(cur.totals.size),
+        n_base_low=int(logs.size),
+        n_cur_low=int(logs.size),
+        regressed=timed
+        and p_greater < rule.alpha
+        and delta_pct > floor
         and (cur_us - base_us) >= rule.abs_floor_us,
-        improved=timed and p_less < rule.alpha and delta_pct < -floor
+        improved=timed
+        and p_less < rule.alpha
+        and delta_pct < -floor
         and (base_us - cur_us) >= rule.abs_floor_us,
-    )  # fmt: skip
+    )
 
 
 def paired_floor(rule: Rule, mde: float, *, op: bool) -> float:

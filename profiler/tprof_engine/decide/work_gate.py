@@ -362,11 +362,13 @@ def _row_line(r: WorkDelta, measures: Sequence[str]) -> str:
 def _change_lines(rows: Sequence[WorkDelta], sides: _Sides) -> list[str]:
     """Differences below the floor: rows, dtypes, copies, syncs."""
     small = [
-        (_small_change(r, sides, label=row_label((bare(r.op), r.module, r.phase), r.grad_fns)),
-         split(r.op)[0])
+        (
+            _small_change(r, sides, label=row_label((bare(r.op), r.module, r.phase), r.grad_fns)),
+            split(r.op)[0],
+        )
         for r in rows
         if not r.gated and r.status not in QUIET
-    ]  # fmt: skip
+    ]
     out = list(said_once(small))  # a distributed test's ranks that read the same, once
     base, cur = sides.baseline, sides.current
     if base.compiled != cur.compiled:

@@ -26,9 +26,17 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
 STAGES = (
-    "load", "calibrate", "rounds", "profiler", "reduce", "export", "census", "judge", "save",
+    "load",
+    "calibrate",
+    "rounds",
+    "profiler",
+    "reduce",
+    "export",
+    "census",
+    "judge",
+    "save",
     "ranks",
-)  # fmt: skip
+)
 BODY_STAGES = frozenset({"rounds"})  # the body's own time, profiled
 
 

@@ -219,8 +219,10 @@ def sharing_warning(workers: int, devices: Sequence[str]) -> str | None:
     """A warning when xdist workers outnumber the GPUs, naming who shares which device."""
     if not devices or workers <= len(devices):
         return None
-    shares = {d: [f"gw{w}" for w in range(workers) if w % len(devices) == i]
-              for i, d in enumerate(devices)}  # fmt: skip
+    shares = {
+        d: [f"gw{w}" for w in range(workers) if w % len(devices) == i]
+        for i, d in enumerate(devices)
+    }
     plan = "; ".join(f"{', '.join(ws)} → {d}" for d, ws in shares.items())
     return (
         f"{workers} xdist workers share {len(devices)} GPU{'s' if len(devices) > 1 else ''} "

@@ -367,11 +367,13 @@ class TestVerdict:
                 text = f"{label}: " + ("; ".join(f.reasons) or f.verdict)
                 found.append(Cause(kind=TIMING, text=text, failing=timed and f.gates))
             if f.structure_regressed:
-                found.append(Cause(kind=CALLS, text=f"{label}: calls or host waits grew",
-                                   failing=True))  # fmt: skip
+                found.append(
+                    Cause(kind=CALLS, text=f"{label}: calls or host waits grew", failing=True)
+                )
         if self.work is not None and self.work.verdict != UNCHANGED:
-            found.append(Cause(kind=WORK, text=f"work: {self.work.headline()}",
-                               failing=self.work.regressed))  # fmt: skip
+            found.append(
+                Cause(kind=WORK, text=f"work: {self.work.headline()}", failing=self.work.regressed)
+            )
         return (*found, *self.causes)
 
     def flagged_ops(self) -> list[OpVerdict]:

@@ -235,9 +235,27 @@ class WorkTable:
 
 # Words of op names that do matrix work: such an op that counted no FLOPs has no formula.
 _MATRIX_WORDS: Final = frozenset(
-    {"mm", "bmm", "addmm", "baddbmm", "addbmm", "matmul", "mv", "addmv", "dot", "vdot", "linear",
-     "einsum", "tensordot", "attention", "rnn", "lstm", "gru", "transformer"}
-)  # fmt: skip
+    {
+        "mm",
+        "bmm",
+        "addmm",
+        "baddbmm",
+        "addbmm",
+        "matmul",
+        "mv",
+        "addmv",
+        "dot",
+        "vdot",
+        "linear",
+        "einsum",
+        "tensordot",
+        "attention",
+        "rnn",
+        "lstm",
+        "gru",
+        "transformer",
+    }
+)
 _CONVOLUTION: Final = re.compile(r"conv(olution)?(\d+d)?")
 
 

@@ -236,8 +236,15 @@ def rounds_chart(rounds: Sequence[Mapping[str, Any]]) -> str:
     fig = _figure(_chart_width(labels, caption), 0.75 * len(rows) + 1.3)
     ax = fig.subplots()
     positions = [i + side for i in range(len(rows)) for side in (-0.18, 0.18)]
-    parts = ax.boxplot(data, positions=positions, orientation="horizontal", widths=0.3,
-                       patch_artist=True, showfliers=True, manage_ticks=False)  # fmt: skip
+    parts = ax.boxplot(
+        data,
+        positions=positions,
+        orientation="horizontal",
+        widths=0.3,
+        patch_artist=True,
+        showfliers=True,
+        manage_ticks=False,
+    )
     for k, box in enumerate(parts["boxes"]):
         box.set_facecolor(BASELINE if k % 2 == 0 else COLOURS[REGRESSED])
     ax.set_yticks(list(range(len(rows))), labels)

@@ -44,8 +44,11 @@ def markdown_from_report(doc: Mapping[str, Any]) -> str:
     tests = fmt.ordered_tests(doc)
     lines = ["## pytest-tprof", ""]
     if isinstance(ab := doc.get("ab"), Mapping):
-        lines += [f"`tprof ab`: head (working tree) against base {_code(str(ab.get('base')))}, "
-                  "each round paired with a base round run beside it.", ""]  # fmt: skip
+        lines += [
+            f"`tprof ab`: head (working tree) against base {_code(str(ab.get('base')))}, "
+            "each round paired with a base round run beside it.",
+            "",
+        ]
     if not tests:
         lines += ["No profiled tests.", ""]
         return "\n".join(lines)

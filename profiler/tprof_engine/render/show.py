@@ -20,9 +20,12 @@ DEFAULT_LIMIT = 30
 
 
 def show_lines(
-    source: Source, *, sort: str = "self_cpu", limit: int | None = DEFAULT_LIMIT,
+    source: Source,
+    *,
+    sort: str = "self_cpu",
+    limit: int | None = DEFAULT_LIMIT,
     disturbed: tuple[int, int, int] | None = None,
-) -> list[str]:  # fmt: skip
+) -> list[str]:
     """A key-averages-style table of one baseline or trace: per op, per round.
 
     Per op: calls per round (the range when it varies), median and interquartile range of
@@ -92,9 +95,15 @@ def _work_lines(work: WorkTable, limit: int | None) -> list[str]:
     cells = [("op", "module", "phase", "calls", "FLOPs", "bytes")]
     for r in rows if not limit else rows[:limit]:
         cells.append(
-            (r.op, r.module or "(top)", r.phase, f"{r.calls:,}",
-             "unknown" if r.op in unknown else f"{r.flops:,}", f"{r.bytes_total:,}")
-        )  # fmt: skip
+            (
+                r.op,
+                r.module or "(top)",
+                r.phase,
+                f"{r.calls:,}",
+                "unknown" if r.op in unknown else f"{r.flops:,}",
+                f"{r.bytes_total:,}",
+            )
+        )
     lines += ["  " + line for line in aligned(cells, right=(3, 4, 5))]
     if limit and len(rows) > limit:
         lines.append(f"  ... {len(rows) - limit} more rows (--limit 0 shows all)")
@@ -107,9 +116,11 @@ def _median_round_total(tables: Sequence[OpTable], metric: str) -> float:
 
 
 def _show_heading(
-    source: Source, total_cpu: float, total_dev: float | None,
+    source: Source,
+    total_cpu: float,
+    total_dev: float | None,
     disturbed: tuple[int, int, int] | None,
-) -> list[str]:  # fmt: skip
+) -> list[str]:
     """The lines above the table: what was read, its rounds and totals, where it ran."""
     tables = source.tables
     lines = [f"{source.label}  ({source.path})"]

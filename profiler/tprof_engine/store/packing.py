@@ -59,9 +59,13 @@ def packed(doc: Mapping[str, Any]) -> dict[str, Any]:
         out_sessions.append(out)
     head = {k: v for k, v in doc.items() if k != "sessions"}
     return {
-        **head, "schema_version": PACKED_VERSION, "ops": ops, "host_ops": host_ops,
-        "work": censuses, "sessions": out_sessions,
-    }  # fmt: skip
+        **head,
+        "schema_version": PACKED_VERSION,
+        "ops": ops,
+        "host_ops": host_ops,
+        "work": censuses,
+        "sessions": out_sessions,
+    }
 
 
 def unpacked(doc: Mapping[str, Any], fail: _Fail) -> dict[str, Any]:
@@ -89,9 +93,11 @@ def _packed_rounds(s: Mapping[str, Any], ops: Sequence[str], host_ops: Sequence[
     host = s.get("host_before_us") or {}
     times += [host.get(op, zeros) for op in host_ops]
     values = np.concatenate(
-        [np.asarray(rows, dtype=np.int64).reshape(-1, n),
-         np.rint(np.asarray(times, dtype=float).reshape(-1, n) * 1000.0).astype(np.int64)]
-    )  # fmt: skip
+        [
+            np.asarray(rows, dtype=np.int64).reshape(-1, n),
+            np.rint(np.asarray(times, dtype=float).reshape(-1, n) * 1000.0).astype(np.int64),
+        ]
+    )
     shuffled = values.astype("<u8").view(np.uint8).reshape(-1, 8).T.tobytes()
     return base64.b85encode(zlib.compress(shuffled, 9)).decode("ascii")
 
