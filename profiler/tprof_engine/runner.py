@@ -6,6 +6,7 @@ first capture, through :mod:`tprof_engine.capture`.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 from pathlib import Path
@@ -207,7 +208,7 @@ class Runner:
             return result
 
         judged_by = rule or cfg.rule  # a pair is paced, never captured again
-        result = self._captured(run, judged_by, spec.rounds, judged=bool(baseline) and not pairing)
+        result = self._captured(run, judged_by, spec.rounds, judged=bool(baseline), pairing=pairing)
         protocol = self.protocol(
             rounds=spec.rounds, warmup=spec.warmup, iterations=result.iterations
         )
@@ -222,9 +223,8 @@ class Runner:
             settings=test.settings,
         )  # fmt: skip
         found = self._found(Found(baseline=baseline, error=error), pairing)
-        test = self._confirmed(
-            test, found, current, judged_by, lambda: self._quiet_enough(run, judged_by), watch
-        )
+        again = functools.partial(self._quiet_enough, run, judged_by, cfg.busy_retries)
+        test = self._confirmed(test, found, current, judged_by, again, watch)
         test = paired_run.labelled(test, self.pairing, found.paired)
         return result.value, self._finished(test, notes, latest[0], watch)
 
@@ -307,22 +307,29 @@ class Runner:
             verdict = policy.after_remeasurement(verdict, repeat)
         return replace(test, verdict=verdict)
 
-    def _captured(self, run: Callable[[], Any], rule: Rule, rounds: int, *, judged: bool) -> Any:
-        """The test's capture.  On a busy machine the rounds are captured again: a judged run
-        keeps them all, a recording keeps ``rounds`` of them, undisturbed ones first, so that
-        a session later runs are judged against holds enough rounds for the rule."""
+    def _captured(
+        self, run: Callable[[], Any], rule: Rule, rounds: int, *, judged: bool, pairing: Any
+    ) -> Any:
+        """The test's capture, taken again on a busy machine as many times as the policy
+        allows (``policy.busy_retries``).  A recording keeps ``rounds`` of the rounds,
+        undisturbed ones first, so that a session later runs are judged against holds enough
+        rounds for the rule."""
+        cfg = self.config
+        retries = policy.busy_retries(
+            cfg.busy_retries, recording=cfg.save, judged=judged, paired=pairing is not None
+        )
+        result = self._quiet_enough(run, rule, retries)
         if self.config.save:
-            result = self._quiet_enough(run, rule)
             return replace(result, table=quietest(result.table, rule, rounds))
-        return self._quiet_enough(run, rule) if judged else run()
+        return result
 
-    def _quiet_enough(self, run: Callable[[], Any], rule: Rule) -> Any:
+    def _quiet_enough(self, run: Callable[[], Any], rule: Rule, retries: int) -> Any:
         """A capture with enough undisturbed rounds to judge timing: on a busy machine the
-        rounds are captured again, up to ``busy_retries`` times, and all of them kept in one
-        table (the judge leaves out the disturbed ones)."""
+        rounds are captured again while the policy asks (``policy.capture_again``), and all of
+        them kept in one table (the judge leaves out the disturbed ones)."""
         result = run()
         tables = [result.table]
-        while policy.capture_again(tables, rule, retries=self.config.busy_retries):
+        while policy.capture_again(tables, rule, retries=retries):
             tables.append(run().table)
         if len(tables) == 1:
             return result

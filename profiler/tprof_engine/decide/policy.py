@@ -32,6 +32,16 @@ FRESH_PROCESS: Final = "fresh-process"  # run the test alone in a new pytest pro
 AFTER_WORKERS: Final = "after-workers"  # under xdist: that, once every worker has finished
 
 
+def busy_retries(retries: int, *, recording: bool, judged: bool, paired: bool) -> int:
+    """How many times a busy machine's capture of a test may be taken again (``retries``:
+    ``--tprof-busy-retries``): a recording's and a run's judged against a stored baseline,
+    up to ``retries``; none for a run with nothing to judge against, nor for a side of tprof
+    ab, whose rounds are paced with the other side's and kept, disturbed or not."""
+    if paired or not (recording or judged):
+        return 0
+    return retries
+
+
 def capture_again(tables: Sequence[OpTable], rule: Rule, *, retries: int) -> bool:
     """Whether a busy machine's capture is taken again: while too few of the rounds so far
     were undisturbed to judge timing, up to ``retries`` more times.  Device and memory

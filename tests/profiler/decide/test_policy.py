@@ -126,3 +126,12 @@ def test_an_exact_cause_that_fails_the_test_needs_no_second_look(
     assert policy.with_exact_note(failing).notes[-1].startswith("timing not re-measured: ")
     said = replace(slower, causes=(Cause(kind=kind, text=f"{kind}: less"),))  # type: ignore[arg-type]
     assert not said.exact_regressed and policy.next_step(said) == policy.REMEASURE
+
+
+def test_the_policy_says_how_often_a_busy_capture_is_taken_again() -> None:
+    """A recording and a judged run retry up to the run's number; a run with nothing to
+    judge against, or a side of tprof ab (paced, every round kept), never."""
+    assert policy.busy_retries(2, recording=True, judged=False, paired=False) == 2
+    assert policy.busy_retries(2, recording=False, judged=True, paired=False) == 2
+    assert policy.busy_retries(2, recording=False, judged=False, paired=False) == 0
+    assert policy.busy_retries(2, recording=False, judged=True, paired=True) == 0
