@@ -392,11 +392,11 @@ def test_a_busy_capture_is_taken_again_up_to_twice_and_its_rounds_joined() -> No
         runs.append(1)
         return _Captured(loaded(table(OPS, seed=len(runs)), list(range(15))))  # 5 quiet each
 
-    result = runner._quiet_enough(run, Rule())  # type: ignore[attr-defined]
+    result = runner._quiet_enough(run, Rule(), 2)  # type: ignore[attr-defined]
     assert len(runs) == 2  # 5 + 5 undisturbed rounds reach the 10 needed
     assert result.table.rounds == 2 * ROUNDS
     stays_busy = _runner()._quiet_enough(  # type: ignore[attr-defined]
-        lambda: _Captured(loaded(table(OPS, seed=1), list(range(ROUNDS)))), Rule()
+        lambda: _Captured(loaded(table(OPS, seed=1), list(range(ROUNDS)))), Rule(), 2
     )
     assert stays_busy.table.rounds == 3 * ROUNDS  # at most 3x the rounds
 
@@ -422,7 +422,7 @@ def test_a_quiet_run_of_few_rounds_is_not_captured_again() -> None:
         runs.append(1)
         return _Captured(loaded(table(OPS, seed=1, rounds=5), []))
 
-    _runner()._quiet_enough(run, Rule())  # type: ignore[attr-defined]
+    _runner()._quiet_enough(run, Rule(), 2)  # type: ignore[attr-defined]
     assert len(runs) == 1
 
 
