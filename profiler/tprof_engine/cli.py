@@ -20,6 +20,7 @@ from typing import TextIO
 from tprof_engine import ab, window
 from tprof_engine.decide import busy
 from tprof_engine.decide import judge as judging
+from tprof_engine.decide.outcome import outcome_of
 from tprof_engine.decide.rule import Rule
 from tprof_engine.diff_sides import Unjudged, diff_report, diff_steps, diff_summary, pair_folders
 from tprof_engine.model.errors import ConfigError, TprofError
@@ -107,7 +108,7 @@ def _cmd_diff(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             f"no test is in both {a} and {b}, so nothing was compared; "
             "pass folders recorded from the same test suite"
         )
-    return EXIT_REGRESSED if any(t.verdict.regressed for t in tests) else EXIT_OK
+    return EXIT_REGRESSED if any(outcome_of(t).fails for t in tests) else EXIT_OK
 
 
 def _paired_sources(a: Path, b: Path) -> tuple[Pairing, list[str], list[Unjudged]]:
