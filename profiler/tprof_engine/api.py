@@ -126,7 +126,7 @@ def apply_torch_settings(wanted: Mapping[str, Any]) -> list[str]:
     takes its parent's); the ones this torch refused, named."""
     from tprof_engine.capture import settings
 
-    return list(settings.apply(wanted))
+    return settings.apply(wanted)
 
 
 def html_report(doc: Mapping[str, Any], *, link_base: Path) -> str:

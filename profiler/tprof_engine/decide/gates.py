@@ -47,8 +47,11 @@ __all__ = [
     "Finding",
     "Gate",
     "applied",
+    "communication_finding",
     "compile_finding",
     "findings",
+    "memory_finding",
+    "settings_finding",
     "work_finding",
     "work_moved",
 ]
@@ -64,10 +67,6 @@ class Finding:
     cause: Cause | None = None
     work: WorkVerdict | None = None
     notes: tuple[str, ...] = ()
-
-    @property
-    def moved(self) -> bool:
-        return self.word != UNCHANGED
 
 
 NOTHING: Final = Finding()

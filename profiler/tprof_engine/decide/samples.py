@@ -121,6 +121,21 @@ class Total:
     improved: bool
 
 
+def _beyond_floor(
+    rule: Rule, timed: bool, base_us: float, cur_us: float, delta_pct: float, floor: float,
+    p_greater: float, p_less: float,
+) -> tuple[bool, bool]:  # fmt: skip
+    """Whether a family's total regressed, and whether it improved: timed, significant,
+    beyond the floor and by at least ``rule.abs_floor_us`` (one rule for stored and paired
+    rounds)."""
+    regressed = p_greater < rule.alpha and delta_pct > floor
+    improved = p_less < rule.alpha and delta_pct < -floor
+    return (
+        timed and regressed and (cur_us - base_us) >= rule.abs_floor_us,
+        timed and improved and (base_us - cur_us) >= rule.abs_floor_us,
+    )
+
+
 def total_test(
     base: Side, cur: Side, sessions: int, rule: Rule, *, timed: bool, family: str = "cpu"
 ) -> Total:
@@ -138,6 +153,7 @@ def total_test(
     p_less = stats.mwu_less(low_c, low_b * (1.0 - shift))
     delta_pct = (cur_us / base_us - 1.0) if base_us > 0 else 0.0
     sigma = stats.pooled_log_spread(low_b, low_c)
+    moved = _beyond_floor(rule, timed, base_us, cur_us, delta_pct, floor, p_greater, p_less)
     return Total(
         base_us=base_us,
         cur_us=cur_us,
@@ -152,14 +168,8 @@ def total_test(
         n_cur=int(cur.totals.size),
         n_base_low=int(low_b.size),
         n_cur_low=int(low_c.size),
-        regressed=timed
-        and p_greater < rule.alpha
-        and delta_pct > floor
-        and (cur_us - base_us) >= rule.abs_floor_us,
-        improved=timed
-        and p_less < rule.alpha
-        and delta_pct < -floor
-        and (base_us - cur_us) >= rule.abs_floor_us,
+        regressed=moved[0],
+        improved=moved[1],
     )
 
 
@@ -178,6 +188,7 @@ def paired_total(base: Side, cur: Side, rule: Rule, *, timed: bool) -> Total:
     base_us = stats.median(base.totals) if base.totals.size else 0.0
     cur_us = base_us * math.exp(centre)
     delta_pct = math.expm1(centre)
+    moved = _beyond_floor(rule, timed, base_us, cur_us, delta_pct, floor, p_greater, p_less)
     return Total(
         base_us=base_us,
         cur_us=cur_us,
@@ -192,14 +203,8 @@ def paired_total(base: Side, cur: Side, rule: Rule, *, timed: bool) -> Total:
         n_cur=int(cur.totals.size),
         n_base_low=int(logs.size),
         n_cur_low=int(logs.size),
-        regressed=timed
-        and p_greater < rule.alpha
-        and delta_pct > floor
-        and (cur_us - base_us) >= rule.abs_floor_us,
-        improved=timed
-        and p_less < rule.alpha
-        and delta_pct < -floor
-        and (base_us - cur_us) >= rule.abs_floor_us,
+        regressed=moved[0],
+        improved=moved[1],
     )
 
 
