@@ -6,14 +6,16 @@ its runner paces, hands over or judges that test's rounds (:mod:`tprof_engine.pa
 from __future__ import annotations
 
 import os
+import shlex
 import sys
 from collections.abc import Generator, Sequence
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tprof_engine.ab import foreign_message, foreign_modules
+from tprof_engine.ab import foreign_message, foreign_modules, is_xdist
 from tprof_engine.pairing import BASE, ENV, Pairing, SideConfig, channel_from_fd
 
 # The tool itself is not the code measured: both sides may load it from one place.
@@ -61,6 +63,17 @@ class AbSide:
             f"tprof ab: head (working tree) against base {self.config.label}: each test's "
             f"rounds paired with the base's ({self.config.mode}), judged pair by pair"
         ]
+
+    def header_words(self, baselines: Path, traces: Path | None) -> tuple[str, str]:
+        """The run header's mode and folders on a side: what its rounds are for, and the
+        stored baselines the head judges beside the pairs only where that folder exists."""
+        if self.config.side == BASE:
+            return "measuring the base's rounds for tprof ab", f"tprof: traces {traces}"
+        stored = f"; stored baselines, judged beside the pairs: {baselines}"
+        return (
+            "judging against the base's rounds, pair by pair (tprof ab)",
+            f"tprof: traces {traces}" + (stored if baselines.is_dir() else ""),
+        )
 
     @pytest.hookimpl(trylast=True)
     def pytest_collection_modifyitems(
@@ -115,8 +128,22 @@ def register(config: pytest.Config, plugin: Any) -> AbSide | None:
     if found is None:
         return None
     if plugin.workers > 1 or config.getoption("numprocesses", None):
-        raise pytest.UsageError("tprof ab runs each side serially: drop -n")
+        raise pytest.UsageError(
+            f"tprof ab runs each side serially: drop -n (given {xdist_source(config)})"
+        )
     side = AbSide(plugin, found)
     config.pluginmanager.register(side, "tprof-ab-side")
     plugin.state.report_extra["ab"] = side.described()  # the reports say which base
     return side
+
+
+def xdist_source(config: pytest.Config) -> str:
+    """Where the run's -n came from: the command line, PYTEST_ADDOPTS or the ini file's
+    addopts (pytest reads them all as one command line)."""
+    if is_xdist(config.invocation_params.args):
+        return "on the command line, after REF"
+    if is_xdist(shlex.split(os.environ.get("PYTEST_ADDOPTS", ""))):
+        return "in PYTEST_ADDOPTS"
+    if config.inipath is not None:
+        return f"in addopts of {config.inipath}"
+    return "to pytest"

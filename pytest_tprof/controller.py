@@ -27,12 +27,15 @@ from tprof_engine.api import (
     after_serial_confirmation,
     bounded,
     failure_text,
+    found_none,
     iter_baselines,
     not_saved,
     outcome_of,
+    paired_rule,
     read_nodeid,
     run_summary,
     slug,
+    typed_nodeid,
 )
 from tprof_engine.runner import Runner
 
@@ -76,8 +79,13 @@ class SharesState:
 
     def outcome(self, result: ProfiledTest) -> Outcome:
         """What the test's verdict does in this run (:mod:`tprof_engine.decide.outcome`)."""
+        s = self.settings
+        where = s.invocation_dir or s.rootdir
         return outcome_of(
-            result, recording=self.settings.run.save, record_args=self.settings.record_args
+            result,
+            recording=s.run.save,
+            record_args=s.record_args,
+            typed_id=typed_nodeid(result.nodeid, s.rootdir, where),
         )
 
 
@@ -129,6 +137,7 @@ class Controller(SharesState):
             if self.settings.run.save:
                 self._not_saved("the run was interrupted before saving")
             self._stale()
+            self._none_found()
         self._bound_traces()
         # A report asked for and not written fails the run as a failed save does: CI that
         # publishes it must not go green on a stale or missing file.  An earlier status stays.
@@ -145,19 +154,29 @@ class Controller(SharesState):
 
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
         results = list(self.results.values())
+        paired = "ab" in self.state.report_extra  # the pair's own turns are no disturbance
+        rule = self.settings.run.rule
         machine = run_summary(
             [(r.nodeid, r.table) for r in results if r.table is not None],
-            self.settings.run.rule,
+            paired_rule(rule) if paired else rule,
             saving=self.settings.run.save,
-            paired="ab" in self.state.report_extra,
+            paired=paired,
         )
         terminal.summary(
             terminalreporter,
             [(r, self.outcome(r)) for r in results],
             [*machine, *self.messages],
-            baseline_dir=self.runner.env_dir,
+            baseline_dir=self._baselines_shown(),
             trace_dir=self.settings.run.trace_dir,
         )
+
+    def _baselines_shown(self) -> Path | None:
+        """The baseline folder the summary names: on tprof ab's head side only where it
+        exists (the pairs decide; a stored baseline is read beside them when there is one)."""
+        env_dir = self.runner.env_dir
+        if "ab" in self.state.report_extra and not env_dir.is_dir():
+            return None
+        return env_dir
 
     def add_results(self, dicts: list[dict[str, Any]]) -> None:
         for d in dicts:
@@ -231,6 +250,16 @@ class Controller(SharesState):
     def _not_saved(self, why: str) -> None:
         for nodeid, r in list(self.results.items()):
             self.results[nodeid] = not_saved(r, why)
+
+    def _none_found(self) -> None:
+        """Say so when no profiled test found a baseline: a wrong folder or a missed cache."""
+        run = self.settings.run
+        if run.save or not self.results:
+            return
+        verdicts = [r.verdict for r in self.results.values()]
+        note = found_none(verdicts, self.runner.env_dir.resolve(), required=run.require_baseline)
+        if note is not None:
+            self.messages.append(note)
 
     def _stale(self) -> None:
         """List baselines of tests that no longer exist: their test is gone from a collected

@@ -163,6 +163,7 @@ class Settings:
     pytest_cov: bool = False  # pytest-cov measures this run (--cov given, no --no-cov)
     step_summary: Path | None = None  # $GITHUB_STEP_SUMMARY, which the Markdown is appended to
     record_args: tuple[str, ...] = ()  # what a command recording this run's baselines repeats
+    invocation_dir: Path | None = None  # where pytest was started: a pasted command runs there
     # A fresh process confirming a regression: the torch settings (model.settings) its parent's
     # capture ran under, set before the test starts.
     torch_settings: Mapping[str, Any] = field(default_factory=dict)
@@ -340,6 +341,7 @@ def read_settings(config: pytest.Config) -> Settings:
         pytest_cov=_pytest_cov_on(config),
         step_summary=Path(summary) if summary else None,
         record_args=_record_args(config),
+        invocation_dir=config.invocation_params.dir,
     )
 
 

@@ -229,10 +229,13 @@ class TprofPlugin(SharesState):
         r = self.runner
         cuda = "on" if r.facts["cuda_available"] else "not available"
         mode = "recording baselines (--tprof-save)" if run.save else "comparing with baselines"
+        folders = f"tprof: baselines {r.env_dir}; traces {run.trace_dir}"
+        if self.ab is not None:  # tprof ab: the pairs decide; a stored baseline only if there
+            mode, folders = self.ab.header_words(r.env_dir, run.trace_dir)
         lines = [
             f"tprof: {mode}; {run.rounds} rounds + {run.warmup} warm-up; "
             f"reduction: {r.reduction}; CUDA: {cuda}",
-            f"tprof: baselines {r.env_dir}; traces {run.trace_dir}",
+            folders,
         ]
         machine = machine_now()
         if machine:

@@ -22,7 +22,7 @@ def summary(
     results: Sequence[tuple[ProfiledTest, Outcome]],
     messages: Sequence[str],
     *,
-    baseline_dir: Path,
+    baseline_dir: Path | None,
     trace_dir: Path | None,
 ) -> None:
     """Each profiled test's line (with its outcome), most urgent first, then where files went
@@ -35,10 +35,10 @@ def summary(
         tr.write_line(
             summary_line(r), red=said.fails, green=word == UNCHANGED, yellow=word == NOT_SAVED
         )
-    if results:
+    if results and baseline_dir is not None:
         tr.write_line(f"baselines: {baseline_dir}")
-        if trace_dir is not None:
-            tr.write_line(f"traces: {trace_dir}")
+    if results and trace_dir is not None:
+        tr.write_line(f"traces: {trace_dir}")
     for msg in messages:
         tr.write_line(msg, yellow=True)
 

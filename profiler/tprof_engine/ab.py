@@ -29,12 +29,17 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, TextIO
 
+from tprof_engine.decide import policy
 from tprof_engine.model.errors import TprofError
 from tprof_engine.pairing import ALTERNATE, BASE, DUET, ENV, HEAD, MODES, SideConfig
 from tprof_engine.store.files import write_atomic
 
 UNJUDGED = ("pass", "warn", "fail", "retry")  # when a test's timing was never judged
 BASE_TRACES = ".tprof/ab-base-traces"  # the base side's traces, in the working tree
+# The run's own files (the head's JSON report without --json, the base side's log and JUnit
+# file, a retry's report), in the working tree: every path the run prints is still there once
+# it ends (the base's temporary worktree is not).
+OWN_FILES = ".tprof/ab"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -235,20 +240,29 @@ def _base_extra(trees: Trees, out: Path) -> list[str]:
     ]
 
 
+def is_xdist(args: Sequence[str]) -> bool:
+    """Whether pytest arguments ask for xdist's workers (``tprof ab`` runs each side serially)."""
+    return any(a.startswith(("-n", "--numprocesses", "--dist")) for a in args)
+
+
 def command(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     """``tprof ab``: run both sides, then say what the head's run left unjudged."""
     pytest_args = [a for a in args.pytest_args if a != "--"]
-    if any(a.startswith(("-n", "--numprocesses", "--dist")) for a in pytest_args):
-        raise TprofError("tprof ab runs each side serially: drop -n/--numprocesses/--dist")
+    if is_xdist(pytest_args):
+        raise TprofError(
+            "tprof ab runs each side serially: drop -n/--numprocesses/--dist "
+            "(given after REF, on the command line)"
+        )
     if any(a.startswith(("--tprof-save", "--tprof-reset")) for a in pytest_args):
         raise TprofError(
             "tprof ab compares two trees and stores nothing: record baselines "
             "with pytest --tprof-save"
         )
     with tempfile.TemporaryDirectory(prefix="tprof-ab-") as tmp:
-        work = Path(tmp)
-        trees = check_out(args.ref, Path.cwd(), work)
+        trees = check_out(args.ref, Path.cwd(), Path(tmp))
+        work = trees.head_root / OWN_FILES
         try:
+            work.mkdir(parents=True, exist_ok=True)
             report = Path(args.json).resolve() if args.json else work / "head.json"
             config = SideConfig(
                 side=HEAD,
@@ -271,8 +285,9 @@ def command(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                 flush=True,
             )
             base_code, head_code = run_pair(base, head, config, base_log=work / "base.log")
-            if args.if_unjudged == "retry" and base_code in (0, 1, 5):
-                head_code = _retried(config, (base, head), head_code, work, report, out)
+            if args.if_unjudged == "retry" and base_code in SIDE_RAN:
+                again = (report, work / "retry.json")
+                head_code = _retried(config, (base, head), head_code, work, again, out)
             return _outcome(args, (base_code, head_code), work, report, (out, err))
         finally:
             remove(trees)
@@ -283,12 +298,18 @@ def _retried(
     sides: tuple[Launch, Launch],
     head_code: int,
     work: Path,
-    report: Path,
+    reports: tuple[Path, Path],
     out: TextIO,
 ) -> int:
-    """``--if-unjudged retry``: the inconclusive tests run once more, paired afresh, and their
-    verdicts replace the first ones in the report; the head's exit status with theirs."""
-    again = [t["nodeid"] for t in _tests(report) if t.get("verdict") == "inconclusive"]
+    """``--if-unjudged retry``: the tests whose timing was not judged (inconclusive) run once
+    more, paired afresh, and their verdicts replace the first ones in the report (the first of
+    ``reports``; the second is the retry's own); the head's exit status with theirs."""
+    report, retry = reports
+    again = [
+        t["nodeid"]
+        for t in _tests(report)
+        if t.get("verdict") == "inconclusive" and not timing_judged(t)
+    ]
     if not again:
         return head_code
     print(
@@ -296,7 +317,6 @@ def _retried(
         file=out,
         flush=True,
     )
-    retry = work / "retry.json"
     base, head = sides
     head = replace(head, command=[*head.command, f"--tprof-json={retry}"])
     _, code = run_pair(base, head, replace(config, only=tuple(again)), base_log=work / "retry.log")
@@ -322,14 +342,22 @@ def _outcome(
     report: Path,
     streams: tuple[TextIO, TextIO],
 ) -> int:
-    """The exit status: the head's, a base side that could not run named, and tests whose
-    timing was never judged handled as ``--if-unjudged`` says."""
+    """The exit status (:func:`exit_status`), a base side that could not run named, and tests
+    whose timing was never judged handled as ``--if-unjudged`` says."""
     (base_code, head_code), (out, err) = codes, streams
-    if base_code not in (0, 1, 5):
-        tail = (work / "base.log").read_text(errors="replace").strip().splitlines()[-15:]
-        print(f"tprof ab: the base side's pytest exited {base_code}:", file=err)
+    if base_code not in SIDE_RAN:
+        log = work / "base.log"
+        tail = log.read_text(errors="replace").strip().splitlines()[-15:]
+        print(f"tprof ab: the base side's pytest exited {base_code} (its log: {log}):", file=err)
         print("\n".join("  " + line for line in tail), file=err)
-        return head_code if head_code not in (0, 5) else 2
+        return exit_status(base_code, head_code)
+    unconfirmed = unconfirmed_tests(report)
+    if unconfirmed:
+        print(
+            f"tprof ab: note: timing judged slower, not confirmed by a fresh pair, for "
+            f"{len(unconfirmed)} test(s): " + "; ".join(unconfirmed[:5]),
+            file=out,
+        )
     unjudged = unjudged_tests(report)
     if unjudged:
         word = {"pass": "note", "fail": "error"}.get(args.if_unjudged, "warning")
@@ -340,22 +368,50 @@ def _outcome(
         )
         if args.if_unjudged == "fail" and head_code == 0:
             return 1
+    return exit_status(base_code, head_code)
+
+
+SIDE_RAN = (0, 1, 5)  # a side's pytest ran its tests: passed, failed, or collected none
+
+
+def exit_status(base_code: int, head_code: int) -> int:
+    """``tprof ab``'s exit status (docs/ab.md): 1 when a head test regressed or failed; 2 when
+    a side could not run (a usage error, an option pytest refused, a collection error, an
+    internal error, a timeout); else the head's pytest's (0, or 5: no test collected)."""
+    if head_code == 1:
+        return 1
+    if head_code not in SIDE_RAN or base_code not in SIDE_RAN:
+        return 2
     return head_code
 
 
 def unjudged_tests(report: Path) -> list[str]:
     """Tests of a head report whose timing was not judged: "nodeid (why)"."""
-    found = []
-    for t in _tests(report):
-        if not timing_judged(t):
-            why = (str(t.get("reason", "")).splitlines() or [""])[0]
-            found.append(f"{t['nodeid']} ({t.get('verdict')}: {why})")
-    return found
+    return [_said(t) for t in _tests(report) if not timing_judged(t)]
+
+
+def unconfirmed_tests(report: Path) -> list[str]:
+    """Tests of a head report whose timing was judged slower and not confirmed by a fresh
+    pair (inconclusive, and judged): "nodeid (why)"."""
+    return [_said(t) for t in _tests(report) if _unconfirmed(t)]
+
+
+def _said(test: Mapping[str, Any]) -> str:
+    why = (str(test.get("reason", "")).splitlines() or [""])[0]
+    return f"{test['nodeid']} ({test.get('verdict')}: {why})"
+
+
+def _unconfirmed(test: Mapping[str, Any]) -> bool:
+    return test.get("verdict") == "inconclusive" and policy.not_confirmed(
+        str(test.get("reason", ""))
+    )
 
 
 def timing_judged(test: Mapping[str, Any]) -> bool:
     """Whether a report's test had its timing judged: compared, and a verdict other than
-    inconclusive."""
+    inconclusive (one judged slower and not confirmed was judged)."""
+    if _unconfirmed(test):
+        return True
     return bool(test.get("timing_compared", True)) and test.get("verdict") not in (
         "inconclusive",
         "error",
@@ -372,8 +428,10 @@ def add_parser(sub: Any) -> None:
         "--tprof from both trees at once, their measured rounds taking turns; the working "
         "tree's rounds are judged against REF's pair by pair.  Arguments after REF (or after "
         "--) go to pytest on both sides.",
-        epilog="Exit status: pytest's on the head side (1: a test regressed or failed); 2 when "
-        "the base side could not run.",
+        epilog="Exit status: 1 when a test regressed or failed on the head side; 2 when a "
+        "side could not run (a usage error, an option pytest refused, a collection error); "
+        "else the head's pytest's (0, or 5: no test collected).  tprof ab's options go "
+        "before REF, pytest's after it.",
     )
     ab.add_argument("ref", metavar="REF", help="the base: a branch, tag or commit")
     ab.add_argument("pytest_args", nargs=argparse.REMAINDER, metavar="PYTEST_ARGS")
@@ -398,4 +456,4 @@ def add_parser(sub: Any) -> None:
         help="the CPUs both sides run on, e.g. 3 or 2-3 (default: the last one; the "
         "last two in duet mode); give as many as --tprof-threads uses",
     )
-    ab.set_defaults(func=command)
+    ab.set_defaults(func=command, parser=ab)

@@ -15,7 +15,14 @@ from typing import Any
 
 from tprof_engine.capture.load import machine_now
 from tprof_engine.decide.busy import run_summary
-from tprof_engine.decide.outcome import Outcome, not_profiled, not_saved, outcome_of
+from tprof_engine.decide.outcome import (
+    Outcome,
+    found_none,
+    not_profiled,
+    not_saved,
+    outcome_of,
+    typed_nodeid,
+)
 from tprof_engine.decide.policy import (
     AFTER_WORKERS,
     FRESH_PROCESS,
@@ -25,7 +32,7 @@ from tprof_engine.decide.policy import (
     next_step,
     under_xdist,
 )
-from tprof_engine.decide.rule import Rule
+from tprof_engine.decide.rule import Rule, paired_rule
 from tprof_engine.model.environment import (
     VISIBLE_DEVICES,
     device_for_worker,
@@ -94,6 +101,7 @@ __all__ = [
     "device_for_worker",
     "failure_text",
     "file_in_the_way",
+    "found_none",
     "html_report",
     "iter_baselines",
     "json_report",
@@ -107,12 +115,14 @@ __all__ = [
     "number_problem",
     "nvml_gpu_count",
     "outcome_of",
+    "paired_rule",
     "read_nodeid",
     "run_summary",
     "settings_differences",
     "sharing_warning",
     "slug",
     "summary_line",
+    "typed_nodeid",
     "under_xdist",
     "verdict_rank",
     "visible_devices",

@@ -450,11 +450,24 @@ def _add_merge(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     merge_cmd.set_defaults(func=_cmd_merge)
 
 
+def _unknown(args: argparse.Namespace, unknown: Sequence[str]) -> str:
+    """Options the command doesn't take; for ``tprof ab``, where pytest's go."""
+    said = f"unrecognized arguments: {' '.join(unknown)}"
+    if args.command != "ab":
+        return said
+    where = f"{said} (before REF, on the command line)"
+    if ab.is_xdist(unknown):
+        return f"{where}: tprof ab runs each side serially: drop -n/--numprocesses/--dist"
+    return f"{where}: pytest's options go after REF: tprof ab REF -- {' '.join(unknown)}"
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the ``tprof`` command; returns the exit status instead of exiting."""
     parser = build_parser()
     try:
-        args = parser.parse_args(argv)
+        args, unknown = parser.parse_known_args(argv)
+        if unknown:  # said by the command's own parser, which knows where they belong
+            getattr(args, "parser", parser).error(_unknown(args, unknown))
     except SystemExit as exc:  # --help (0) or a usage error (2), already printed
         return exc.code if isinstance(exc.code, int) else EXIT_ERROR
     out, err = sys.stdout, sys.stderr

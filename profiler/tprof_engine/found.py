@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 from tprof_engine import paired_run
 from tprof_engine.config import RunConfig
@@ -25,6 +26,14 @@ class Found:
     error: str | None
     paired: judge.Recorded | None = None  # tprof ab: the base side's rounds of this test
     stored: Found | None = None  # and, beside them, what is on disk
+    paired_trace: str | None = None  # and the base side's trace of its rounds
+
+    @property
+    def read_stored(self) -> bool:
+        """Whether the verdict read a stored baseline (or failed to): a paired one reads the
+        one beside it only when there is one."""
+        here = self if self.paired is None else self.stored
+        return here is not None and (here.baseline is not None or here.error is not None)
 
 
 def verdict_on(
@@ -68,4 +77,5 @@ def without_baseline(
         return outcome.only_elsewhere(
             other.parent.name, differences(found.fingerprint, fingerprint)
         )
-    return outcome.no_baseline(required=config.require_baseline)
+    folder = (Path(config.baseline_dir) / env_key).resolve()
+    return outcome.no_baseline(required=config.require_baseline, folder=folder)

@@ -5,13 +5,16 @@ judgement of them beside its stored baseline."""
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from tprof_engine.decide import judge, outcome
+from tprof_engine.decide import judge
 from tprof_engine.model.environment import Fingerprint
 from tprof_engine.model.results import ProfiledTest
 from tprof_engine.model.verdicts import TestVerdict
 from tprof_engine.store import schema
+
+if TYPE_CHECKING:  # found.py reads stored_note from here
+    from tprof_engine.found import Found
 
 
 def active(pairing: Any, source: Any = None) -> Any:
@@ -49,15 +52,15 @@ def plan(
 
 
 def handed_over(pairing: Any, test: ProfiledTest) -> ProfiledTest:
-    """The base side's test once its rounds are handed to the head, which judges them."""
-    verdict = outcome.base_of_pair()
-    pairing.handoff(replace(test, verdict=verdict).to_dict())
-    return replace(test, verdict=verdict)
+    """The base side's test, its verdict "saved" and its trace named, handed to the head,
+    which judges its rounds and names its trace."""
+    pairing.handoff(test.to_dict())
+    return test
 
 
-def base_side(pairing: Any, fingerprint: Fingerprint) -> judge.Recorded | None:
-    """The base side's rounds of the current test, as the side the head is judged against
-    (None: the base did not profile it)."""
+def base_side(pairing: Any, fingerprint: Fingerprint) -> tuple[judge.Recorded, str | None] | None:
+    """The base side's rounds of the current test, as the side the head is judged against,
+    and the base's trace of them (None: the base did not profile it)."""
     if pairing is None or pairing.side != "head":
         return None
     record = pairing.handoff(None)
@@ -66,7 +69,7 @@ def base_side(pairing: Any, fingerprint: Fingerprint) -> judge.Recorded | None:
     base = ProfiledTest.from_dict(record)
     if base.table is None:
         return None
-    return judge.Recorded(
+    recorded = judge.Recorded(
         tables=(base.table,),
         fingerprint=fingerprint,
         protocol=base.protocol,
@@ -75,6 +78,7 @@ def base_side(pairing: Any, fingerprint: Fingerprint) -> judge.Recorded | None:
         settings=base.settings,
         tracer=base.tracer,
     )
+    return recorded, base.trace
 
 
 def stored_note(beside: TestVerdict) -> str:
@@ -85,12 +89,18 @@ def stored_note(beside: TestVerdict) -> str:
     )
 
 
-def labelled(test: ProfiledTest, pairing: Any, paired: judge.Recorded | None) -> ProfiledTest:
-    """The head's test naming the base its rounds were paired with (as the user named it), or
-    saying why they were not."""
+def labelled(test: ProfiledTest, pairing: Any, found: Found | None) -> ProfiledTest:
+    """The head's test naming the base its rounds were paired with (as the user named it) and
+    the base side's trace, and its stored baseline only when ``found`` read one beside the
+    pairs; or saying why its rounds were not paired."""
     if pairing is None or pairing.side != "head":
         return test
-    if paired is None:
+    if found is None or found.paired is None:
         note = f"tprof ab: not paired ({pairing.why_alone or 'the base did not profile it'})"
         return replace(test, verdict=test.verdict.with_notes(note))
-    return replace(test, paired_base=pairing.config.ref or pairing.config.label)
+    return replace(
+        test,
+        paired_base=pairing.config.ref or pairing.config.label,
+        paired_trace=found.paired_trace,
+        baseline=test.baseline if found.read_stored else None,
+    )

@@ -225,7 +225,7 @@ class Runner:
         found = self._found(Found(baseline=baseline, error=error), pairing)
         again = functools.partial(self._quiet_enough, run, judged_by, cfg.busy_retries)
         test = self._confirmed(test, found, current, judged_by, again, watch)
-        test = paired_run.labelled(test, self.pairing, found.paired)
+        test = paired_run.labelled(test, self.pairing, found)
         return result.value, self._finished(test, notes, latest[0], watch)
 
     def _found(self, on_disk: Found, pairing: Any) -> Found:
@@ -234,7 +234,9 @@ class Runner:
         paired = paired_run.base_side(pairing, self.fingerprint)
         if paired is None:
             return on_disk
-        return Found(baseline=None, error=None, paired=paired, stored=on_disk)
+        return Found(
+            baseline=None, error=None, paired=paired[0], stored=on_disk, paired_trace=paired[1]
+        )
 
     def _recorded(
         self, test: ProfiledTest, error: str | None, notes: tuple[str, ...], capture: Any,
@@ -242,8 +244,9 @@ class Runner:
     ) -> ProfiledTest:  # fmt: skip
         """A recording's test, its verdict "saved" (the save itself comes at the run's end);
         on tprof ab's base side, its rounds handed to the head, which judges them."""
-        if pairing is not None:
-            return self._finished(paired_run.handed_over(pairing, test), notes, capture, watch)
+        if pairing is not None:  # its trace named before the head gets it
+            test = replace(test, verdict=outcome.base_of_pair())
+            return paired_run.handed_over(pairing, self._finished(test, notes, capture, watch))
         note = ("the damaged file will be replaced",) if error else ()
         verdict = outcome.recorded((*note, *notes))
         test = self._kept_trace(replace(test, verdict=verdict), capture, watch)
@@ -383,12 +386,9 @@ class Runner:
             tables=(result.table,), fingerprint=self.fingerprint, protocol=protocol,
             tracer=test.tracer, settings=test.settings,
         )  # fmt: skip
-        verdict = self.judge(
-            nodeid, Found(baseline=baseline, error=error), current, rule or cfg.rule
-        )
-        test = paired_run.labelled(
-            replace(test, verdict=verdict.with_notes(*notes)), self.pairing, None
-        )
+        found = Found(baseline=baseline, error=error)
+        verdict = self.judge(nodeid, found, current, rule or cfg.rule).with_notes(*notes)
+        test = paired_run.labelled(replace(test, verdict=verdict), self.pairing, None)
         test = self._kept_trace(test, result, watch)
         return self.side_by_side(test) if verdict.regressed else test
 

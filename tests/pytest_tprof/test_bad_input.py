@@ -343,9 +343,45 @@ def test_missing_baselines_are_reported_required_ones_fail_and_stale_ones_listed
     no_internal_error(required)
     required.assert_outcomes(passed=1, failed=1)
     assert line(
-        "error", "test_life.py::test_new", f"{no_baseline} (--tprof-require-baseline)"
+        "error",
+        "test_life.py::test_new",
+        f"no baseline for this test in {suite.env_dir.resolve()} (--tprof-require-baseline): "
+        "restore that folder (from git, or the CI cache or artifact that keeps it), check "
+        "--tprof-baseline-dir, or record baselines with pytest --tprof-save",
     ) in summary(required)
+    assert "baseline: " not in required.stdout.str()  # no file named that isn't there
     assert gone.is_file()
+
+
+def test_a_compare_run_that_found_no_baseline_at_all_names_the_folder(suite: Suite) -> None:
+    """A mistyped --tprof-baseline-dir or a CI cache that missed: every test reads
+    no-baseline, and the run says where it looked."""
+    suite.pytester.makepyfile(test_life=KEEP_AND_GONE)
+    suite.run("--tprof-save").assert_outcomes(passed=2)
+    wrong = suite.pytester.path / "baseline"  # one letter short
+
+    result = suite.run("--tprof", base=wrong)
+
+    result.assert_outcomes(passed=2)
+    folder = (wrong / suite.env_dir.name).resolve()
+    fix = (
+        "restore that folder (from git, or the CI cache or artifact that keeps it), check "
+        "--tprof-baseline-dir, or record baselines with pytest --tprof-save"
+    )
+    assert (
+        f"warning: no profiled test found a baseline in {folder}, which does not exist; {fix}"
+        in summary(result)
+    )
+
+    required = suite.run("--tprof", "--tprof-require-baseline", base=wrong)
+
+    required.assert_outcomes(failed=2)
+    assert (
+        f"error: no profiled test found a baseline in {folder}, which does not exist; {fix}"
+        in summary(required)
+    )
+    found = suite.run("--tprof")  # the right folder: nothing to say
+    assert not any("found a baseline" in x for x in summary(found))
 
 
 # --------------------------------------------------------------------------- the test body

@@ -168,6 +168,16 @@ def needs_fresh_process(verdict: TestVerdict) -> bool:
     return verdict.regressed and verdict.timing_regressed and not verdict.exact_regressed
 
 
+# The reason of a timing regression a fresh process (a fresh pair) did not repeat: its timing
+# was judged, and not confirmed (not "never judged").
+NOT_CONFIRMED = "slower in this process, not in a fresh one"
+
+
+def not_confirmed(reason: str) -> bool:
+    """Whether a verdict's reason is that of a regression a fresh process did not repeat."""
+    return reason.startswith(NOT_CONFIRMED)
+
+
 def after_fresh_process(
     verdict: TestVerdict,
     child: TestVerdict | None,
@@ -194,8 +204,7 @@ def after_fresh_process(
     return replace(
         verdict,
         verdict=worst([INCONCLUSIVE, work_word]),
-        reason=f"slower in this process, not in a fresh one ({child.verdict} there): "
-        f"{verdict.reason}",
+        reason=f"{NOT_CONFIRMED} ({child.verdict} there): {verdict.reason}",
         notes=(
             *verdict.notes,
             "this test's speed depends on the process; record more sessions "

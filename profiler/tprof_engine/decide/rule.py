@@ -163,8 +163,23 @@ class Rule:
         return "single-session default"
 
 
+# tprof ab's turn passing: the side whose turn ended is still runnable for a few µs after it
+# wakes the other (it then blocks on the socket), so the other's first round of a turn begins
+# beside it and waits 30-110 µs in the run queue (the 2-core VM, both sides on one CPU).  A
+# neighbour's wait on a shared CPU is a scheduler slice, milliseconds.
+PAIR_TURN_WAIT_US = 250.0
+
+
 def paired_rule(rule: Rule) -> Rule:
     """``rule`` for tprof ab's paired rounds: raw µs (both sides of a pair saw the same
     machine, the probe would only add its noise), no op-against-the-rest route (the pairing
-    already cancels what moves the whole test)."""
-    return replace(rule, paired=True, probe=False, vs_rest=False)
+    already cancels what moves the whole test); the other side is the pair's own load, not a
+    neighbour, and a wait as short as the turn's passing is not a disturbance."""
+    return replace(
+        rule,
+        paired=True,
+        probe=False,
+        vs_rest=False,
+        siblings=rule.siblings + 1,
+        wait_min_us=max(rule.wait_min_us, PAIR_TURN_WAIT_US),
+    )

@@ -285,7 +285,9 @@ def compare(
     on_device = device_test(results)
     results = moved_most_first(with_roles(results, on_device=on_device))
     # The drift between the sides says how timings were compared; with none compared, nothing.
-    probed = same_hardware and _probe_speaks(results, on_device=on_device)
+    # A rule without the probe (tprof ab's pairs: raw µs, both rounds of a pair on one
+    # machine) compared nothing in probe units: no drift to speak of.
+    probed = same_hardware and rule.probe and _probe_speaks(results, on_device=on_device)
     uniform, probe_shift = _shifts(baseline, current, rule) if probed else (None, None)
     verdict, reason = _combine(results)
     ops = [op for o in outcomes for op in o.ops]

@@ -47,6 +47,7 @@ class ProfiledTest:
     costs: Costs = field(default_factory=Costs)  # where the profiling time went, per stage
     # tprof ab: the base (as the user named it) whose rounds this test's were paired with.
     paired_base: str | None = None
+    paired_trace: str | None = None  # and the base side's trace of those rounds
 
     def with_outcome(self, outcome: str) -> ProfiledTest:
         return replace(self, outcome=outcome)
@@ -76,6 +77,7 @@ class ProfiledTest:
             "settings": dict(self.settings),
             "costs": self.costs.to_dict(),
             "paired_base": self.paired_base,
+            "paired_trace": self.paired_trace,
         }
 
     @classmethod
@@ -104,6 +106,7 @@ class ProfiledTest:
             settings=dict(d.get("settings") or {}),
             costs=Costs.from_dict(d.get("costs")),
             paired_base=d.get("paired_base"),
+            paired_trace=d.get("paired_trace"),
         )
 
 

@@ -280,9 +280,11 @@ def details(test: ProfiledTest) -> list[str]:
     out.extend(v.notes)
     if test.trace:
         out.append(f"trace: {test.trace}")
+    if test.paired_trace:  # tprof ab: the rounds it was paired with
+        out.append(f"base side's trace: {test.paired_trace}")
     if test.side_by_side:
         out.append(f"baseline and current side by side: {test.side_by_side}")
-    if test.baseline and v.verdict != NO_BASELINE:
+    if test.baseline and v.verdict != NO_BASELINE and not v.reason.startswith("no baseline"):
         out.append(f"baseline: {test.baseline}")
     return out
 
@@ -339,6 +341,7 @@ def _test_json(t: ProfiledTest) -> dict[str, Any]:
         "sessions": v["sessions"],
         "confirmed": t.confirmed,
         "paired_base": t.paired_base,  # tprof ab: the base its rounds were paired with
+        "paired_trace": t.paired_trace,  # and the base side's trace of them
         "rounds": t.rounds,
         "warmup_used": t.warmup_used,
         "iterations": t.iterations,

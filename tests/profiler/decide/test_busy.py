@@ -533,3 +533,20 @@ def test_the_policy_captures_a_busy_test_again_while_too_few_rounds_were_quiet()
     )
     on_device = replace(busy_rounds, device=kernels.device)  # not joined across captures
     assert on_device.device is not None and not capture_again([on_device], rule, retries=2)
+
+
+def test_a_pairs_own_turn_taking_is_not_counted_as_disturbance() -> None:
+    """tprof ab's first round of each turn begins beside the other side, still runnable for
+    a moment after passing the turn, and waits tens of µs in the run queue for it."""
+    from tprof_engine.decide.rule import paired_rule
+
+    turns = list(range(0, ROUNDS, 2))
+    handed = loaded(table({"aten::mm": (800.0, 4)}, seed=1), turns, wait_us=60.0, crowded=turns)
+    rule = Rule()
+    assert busy.busy_of(handed, rule).disturbed == len(turns)  # alone, each one is disturbed
+    assert busy.busy_of(handed, paired_rule(rule)).disturbed == 0
+    # a neighbour's slice on the pair's CPU is still a disturbance, paired or not
+    taken = loaded(table({"aten::mm": (800.0, 4)}, seed=1), [3], wait_us=3000.0)
+    assert busy.busy_of(taken, paired_rule(rule)).waited == 1
+    summary = busy.run_summary([("t", handed)], paired_rule(rule), paired=True)
+    assert summary[0].startswith(f"machine: 0 of {ROUNDS} measured rounds (0%) disturbed")

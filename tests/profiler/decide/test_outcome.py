@@ -5,6 +5,7 @@ to look."""
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 
 from tprof_testing import table
 
@@ -72,9 +73,16 @@ def test_every_regression_names_its_trace_and_a_census_without_sources_the_stack
 
     assert "tprof_top_op" not in dict(junit_properties(test))  # no timing figure as its cause
     assert next_steps(test)[1:] == [
-        "which line of your code: re-run with --tprof --tprof-collect=stack",
+        "which line of your code: pytest --tprof --tprof-collect=stack "
+        '"tests/test_model.py::test_step[cpu]"',
         "see the ops in time: open /runs/t.pt.trace.json.gz in https://ui.perfetto.dev",
     ]
+    # the run's settings repeated, its other --tprof-collect values kept beside stack
+    given = ("--tprof-rounds=8", "--tprof-collect=memory")
+    assert next_steps(test, record_args=given)[1] == (
+        "which line of your code: pytest --tprof --tprof-rounds=8 --tprof-collect=stack,memory "
+        '"tests/test_model.py::test_step[cpu]"'
+    )
     sourced = WorkTable(rows=(replace(wider.rows[0], source="model.py:3 in forward"),))
     placed = judge(
         Recorded(tables=SESSIONS, work=work), Recorded(tables=(table(OPS, seed=1),), work=sourced),
@@ -177,8 +185,13 @@ def test_the_outcome_types_every_cause_timing_calls_work_and_the_gates() -> None
 
 def test_the_words_no_judgement_gives() -> None:
     assert outcome.no_baseline(required=False).verdict == NO_BASELINE
-    required = outcome.no_baseline(required=True)
-    assert required.verdict == ERROR and required.reason.endswith("(--tprof-require-baseline)")
+    required = outcome.no_baseline(required=True, folder=Path("/ci/baselines/linux-cpu"))
+    assert required.verdict == ERROR
+    assert required.reason == (
+        "no baseline for this test in /ci/baselines/linux-cpu (--tprof-require-baseline): "
+        "restore that folder (from git, or the CI cache or artifact that keeps it), check "
+        "--tprof-baseline-dir, or record baselines with pytest --tprof-save"
+    )
     assert outcome.recorded(("a note",)).notes == ("a note",)
     skipped = outcome.not_profiled(NODE, "benchmark disabled", recording=True)
     assert skipped.verdict.verdict == NOT_SAVED and skipped.benchmark
@@ -187,3 +200,57 @@ def test_the_words_no_judgement_gives() -> None:
     assert (kept.verdict.verdict, kept.save_note) == (NOT_SAVED, "")
     elsewhere = outcome.only_elsewhere("cpu-abc", ["torch 2.13.0 → 2.14.1"])
     assert elsewhere.verdict == INCOMPARABLE and elsewhere.differences == ("torch 2.13.0 → 2.14.1",)
+
+
+def test_a_run_that_found_no_baseline_for_any_test_names_the_folder(tmp_path: Path) -> None:
+    missing = tmp_path / "baselines" / "linux-cpu"
+    none = outcome.no_baseline(required=False)
+    assert outcome.found_none([none, none], missing, required=False) == (
+        f"warning: no profiled test found a baseline in {missing}, which does not exist; "
+        "restore that folder (from git, or the CI cache or artifact that keeps it), check "
+        "--tprof-baseline-dir, or record baselines with pytest --tprof-save"
+    )
+    missing.mkdir(parents=True)
+    errors = [outcome.no_baseline(required=True, folder=missing)]
+    said = outcome.found_none(errors, missing, required=True)
+    assert said is not None and said.startswith(
+        f"error: no profiled test found a baseline in {missing};"
+    )
+    # one test that found its baseline: new tests beside it, not a wrong folder
+    assert outcome.found_none([none, profiled(OPS).verdict], missing, required=False) is None
+    assert outcome.found_none([], missing, required=False) is None
+
+
+def test_a_node_id_is_typed_relative_to_the_folder_the_run_started_in() -> None:
+    root = Path("/repo")
+    assert outcome.typed_nodeid(NODE, root, root) == NODE
+    assert outcome.typed_nodeid(NODE, root, root / "tests") == "test_model.py::test_step[cpu]"
+    assert (
+        outcome.typed_nodeid(NODE, root, root / "docs") == "../tests/test_model.py::test_step[cpu]"
+    )
+    assert outcome.typed_nodeid("t.py", root, root / "a") == "../t.py"
+
+
+def test_a_paired_regression_gives_next_steps_in_tprof_abs_own_form() -> None:
+    work = WorkTable(rows=(WorkRow(
+        op="aten::addmm", module="fc1", phase="forward", calls=1, flops=1000,
+        bytes_read=100, bytes_written=100,
+    ),))  # fmt: skip
+    wider = WorkTable(rows=(replace(work.rows[0], flops=3000),))
+    verdict = judge(
+        Recorded(tables=SESSIONS, work=work), Recorded(tables=(table(OPS, seed=1),), work=wider),
+        Rule(),
+    )  # fmt: skip
+    test = ProfiledTest(
+        nodeid=NODE, verdict=verdict, trace="/runs/t.pt.trace.json.gz", paired_base="origin/main",
+        paired_trace="/runs/base/t.pt.trace.json.gz",
+    )  # fmt: skip
+    steps = next_steps(test, record_args=("--tprof-rounds=8",), typed_id="test_model.py::t")
+    assert steps[1:] == [
+        'again, alone: tprof ab origin/main -- --tprof-rounds=8 "test_model.py::t"',
+        "which line of your code: tprof ab origin/main -- --tprof-rounds=8 "
+        '--tprof-collect=stack "test_model.py::t"',
+        "see the ops in time: open /runs/t.pt.trace.json.gz (this tree's) and "
+        "/runs/base/t.pt.trace.json.gz (the base's) in https://ui.perfetto.dev",
+    ]
+    assert not any("--tprof-save" in s for s in steps)  # nothing stored to record or keep

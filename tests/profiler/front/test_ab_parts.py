@@ -4,6 +4,7 @@ code loaded from the wrong tree, the CPU list, the common tests' order, what was
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import types
 from pathlib import Path
@@ -118,3 +119,51 @@ def test_a_source_whose_rounds_cant_take_turns_runs_alone_on_each_side() -> None
     finally:
         a.close()
         b.close()
+
+
+def test_the_exit_status_is_one_for_a_regression_and_two_when_a_side_could_not_run() -> None:
+    assert ab.exit_status(0, 0) == 0
+    assert ab.exit_status(0, 1) == 1
+    assert ab.exit_status(4, 1) == 1  # the head's failures stand
+    assert ab.exit_status(4, 4) == 2  # a node id pytest could not find: a usage error
+    assert ab.exit_status(0, 2) == 2  # a collection error
+    assert ab.exit_status(0, 3) == 2
+    assert ab.exit_status(-1, -1) == 2  # a timeout
+    assert ab.exit_status(1, 0) == 0  # the base's own failing tests are the base's
+    assert ab.exit_status(0, 5) == 5
+
+
+def test_a_timing_judged_and_not_confirmed_is_not_called_unjudged(tmp_path: Path) -> None:
+    report = tmp_path / "head.json"
+    tests = [
+        {"nodeid": "t.py::a", "verdict": "inconclusive", "reason": "machine busy: …"},
+        {
+            "nodeid": "t.py::b",
+            "verdict": "inconclusive",
+            "reason": "slower in this process, not in a fresh one (unchanged there): CPU +9%",
+        },
+        {"nodeid": "t.py::c", "verdict": "unchanged", "reason": ""},
+    ]
+    report.write_text(json.dumps({"tests": tests}))
+    assert ab.unjudged_tests(report) == ["t.py::a (inconclusive: machine busy: …)"]
+    assert ab.unconfirmed_tests(report) == [
+        "t.py::b (inconclusive: slower in this process, not in a fresh one (unchanged there): "
+        "CPU +9%)"
+    ]
+
+
+def test_options_before_ref_say_where_they_go(capsys: pytest.CaptureFixture[str]) -> None:
+    from tprof_engine import cli
+
+    assert cli.main(["ab", "-n", "2", "HEAD"]) == cli.EXIT_ERROR
+    err = capsys.readouterr().err
+    assert err.startswith("usage: tprof ab ")
+    assert err.endswith(
+        "tprof ab: error: unrecognized arguments: -n (before REF, on the command line): "
+        "tprof ab runs each side serially: drop -n/--numprocesses/--dist\n"
+    )
+    assert cli.main(["ab", "--tprof-rounds=3", "HEAD"]) == cli.EXIT_ERROR
+    assert capsys.readouterr().err.endswith(
+        "(before REF, on the command line): pytest's options go after REF: "
+        "tprof ab REF -- --tprof-rounds=3\n"
+    )
