@@ -28,9 +28,11 @@ $(VENV)/.installed: pyproject.toml
 setup: $(VENV)/.installed
 
 lint: setup
-	$(VENV)/bin/ruff check profiler pytest_tprof tests benchmarks examples
-	$(VENV)/bin/ruff format --check profiler pytest_tprof tests benchmarks examples
-	$(VENV)/bin/mypy profiler/tprof_engine pytest_tprof
+	$(VENV)/bin/ruff check profiler pytest_tprof tests benchmarks examples action
+	$(VENV)/bin/ruff format --check profiler pytest_tprof tests benchmarks examples action
+	$(VENV)/bin/mypy profiler/tprof_engine pytest_tprof action/judge.py
+	$(VENV)/bin/zizmor --offline --min-severity=medium --no-config action.yml
+	$(VENV)/bin/check-jsonschema --builtin-schema vendor.github-actions action.yml
 
 # Most tests run on TEST_WORKERS pytest-xdist workers; those marked serial assert timing verdicts,
 # which the plugin calls inconclusive while other processes keep the CPUs busy, so they run
