@@ -80,7 +80,9 @@ def _export_gzipped(
 # The exporter's top-level keys: the time base of every "ts", and where traceEvents opens.
 # The counters go first in the array: what follows it differs by release (torch 2.13 writes
 # `],"traceName"`, 2.11 a newline between, and kineto adds "ERROR"/"WARNING" lists of its log
-# lines where it had any), while `"traceEvents": [` reads alike in each.
+# lines where it had any), while `"traceEvents": [` reads alike in each.  The time base comes
+# before the array from torch 2.8 on, after it (with "traceName" and "displayTimeUnit", the
+# file's last keys) in 2.6 and 2.7: where the head lacks it, the tail has it.
 _BASE_TIME = re.compile(rb'"baseTimeNanoseconds":\s*(\d+)')
 _EVENTS_OPEN = re.compile(rb'"traceEvents"\s*:\s*\[(\s*\])?')
 
@@ -93,7 +95,8 @@ def _counter_events(
     if not counters:
         return None, b""
     head = _head_through_events_open(src)
-    base, opened = _BASE_TIME.search(head), _EVENTS_OPEN.search(head)
+    opened = _EVENTS_OPEN.search(head)
+    base = _BASE_TIME.search(head) or _BASE_TIME.search(_tail(src))
     if base is None or opened is None:
         return None, b""
     t0, pid = int(base.group(1)), os.getpid()
@@ -128,6 +131,13 @@ def _head_through_events_open(src: Any, limit: int = 1 << 26) -> bytes:
         if opened is not None and opened.end(0) < len(head):  # the array's first byte is read
             break
     return bytes(head)
+
+
+def _tail(src: Any, size: int = 1 << 12) -> bytes:
+    """The exported trace's last bytes: its closing top-level keys."""
+    end = src.seek(0, os.SEEK_END)
+    src.seek(max(0, end - size))
+    return bytes(src.read())
 
 
 def _copy_bytes(src: Any, dst: Any, count: int) -> None:
