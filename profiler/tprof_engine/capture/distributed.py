@@ -184,7 +184,7 @@ def _collected(ranks: list[Any], inbox: Any, timeout_s: float) -> list[Any]:
     Once one rank has failed, the others get :data:`_STOP_GRACE_S` to report theirs (they
     fail too, or hang in a collective the failed rank never joins)."""
     done: dict[int, Any] = {}
-    failed: dict[int, str] = {}
+    failed: dict[int, tuple[float, str]] = {}  # when it failed (monotonic, any process), why
     deadline = time.monotonic() + timeout_s
     while len(done) + len(failed) < len(ranks) and time.monotonic() < deadline:
         try:
@@ -203,20 +203,24 @@ def _collected(ranks: list[Any], inbox: Any, timeout_s: float) -> list[Any]:
     return [done[r] for r in range(len(ranks))]
 
 
-def _dead(ranks: list[Any], done: dict[int, Any], failed: dict[int, str]) -> dict[int, str]:
-    """Ranks that exited without a word."""
+def _dead(
+    ranks: list[Any], done: dict[int, Any], failed: dict[int, tuple[float, str]]
+) -> dict[int, tuple[float, str]]:
+    """Ranks that exited without a word, as of now."""
+    now = time.monotonic()
     return {
-        rank: f"exited with code {p.exitcode} before reporting (killed, or crashed)"
+        rank: (now, f"exited with code {p.exitcode} before reporting (killed, or crashed)")
         for rank, p in enumerate(ranks)
         if rank not in done and rank not in failed and not p.is_alive()
     }
 
 
 def _failure_text(
-    world: int, done: dict[int, Any], failed: dict[int, str], timeout_s: float
+    world: int, done: dict[int, Any], failed: dict[int, tuple[float, str]], timeout_s: float
 ) -> str:
-    # in the order they failed: the first is the cause, the others mostly lost their peer
-    order = list(failed.items())
+    # in the order they failed, not as their reports arrived: the first is the cause, the
+    # others mostly lost their peer (and may report first: a rank that raises exits at once)
+    order = [(rank, why) for rank, (_, why) in sorted(failed.items(), key=lambda f: f[1][0])]
     parts = [f"rank {rank} {why}" for rank, why in order[:1]]
     parts += [f"then rank {rank} {_first_line(why)}" for rank, why in order[1:]]
     silent = [r for r in range(world) if r not in done and r not in failed]
@@ -259,10 +263,12 @@ def _rank_main(rank: int, plan: RankPlan, outbox: Any) -> None:
             result = _profiled(rank, plan)
         outbox.put(("ok", rank, result))
     except TprofError as exc:
-        outbox.put(("error", rank, f"failed: {exc}"))
+        outbox.put(("error", rank, (time.monotonic(), f"failed: {exc}")))
     except BaseException as exc:  # the test's own error: its traceback is the story
         tail = "".join(traceback.format_exception(exc)[-6:]).rstrip()
-        outbox.put(("error", rank, f"raised {type(exc).__name__}: {exc}\n{tail}"))
+        outbox.put(
+            ("error", rank, (time.monotonic(), f"raised {type(exc).__name__}: {exc}\n{tail}"))
+        )
 
 
 @contextlib.contextmanager
