@@ -97,11 +97,17 @@ import torch
 from tprof_engine.capture import settings
 
 start = settings.current()
-assert start["cudnn_benchmark"] is False and "cublas_fp32_precision" in start, start
-# the newer switch alone: torch's legacy getters now raise, and the reading leaves them out
-torch.backends.cuda.matmul.fp32_precision = "tf32"
-mixed = settings.current()
-assert "float32_matmul_precision" not in mixed and mixed["cublas_fp32_precision"] == "tf32"
+assert start["cudnn_benchmark"] is False and start["float32_matmul_precision"] == "highest", start
+if hasattr(torch.backends.cuda.matmul, "fp32_precision"):
+    assert "cublas_fp32_precision" in start, start
+    # the newer switch alone: torch's legacy getters now raise, and the reading leaves them out
+    torch.backends.cuda.matmul.fp32_precision = "tf32"
+    mixed = settings.current()
+    assert "float32_matmul_precision" not in mixed and mixed["cublas_fp32_precision"] == "tf32"
+else:  # a release before the fp32_precision switches: only the legacy one is read and set
+    assert "cublas_fp32_precision" not in start, start
+    torch.set_float32_matmul_precision("high")
+    assert settings.current()["float32_matmul_precision"] == "high"
 torch.backends.cudnn.benchmark = True
 torch.backends.cuda.enable_math_sdp(False)
 assert settings.apply(start) == []
