@@ -83,7 +83,7 @@ def build_wheel(tmp_path: Path) -> Path:
     """The wheel of a copy of the package's sources (the checkout gets no build folder)."""
     source = tmp_path / "source"
     source.mkdir()
-    for name in ("pyproject.toml", "README.md", "profiler", "pytest_tprof"):
+    for name in ("pyproject.toml", "README.md", "LICENSE", "profiler", "pytest_tprof"):
         if (ROOT / name).is_dir():
             shutil.copytree(
                 ROOT / name, source / name, ignore=shutil.ignore_patterns("__pycache__")
@@ -137,6 +137,12 @@ def test_the_wheel_installs_the_engine_under_its_own_name_in_a_fresh_venv(tmp_pa
     package = ROOT / "profiler" / "tprof_engine"
     engine = {p.relative_to(package).as_posix() for p in package.rglob("*.py")}
     assert {n.removeprefix("tprof_engine/") for n in names if n.endswith(".py")} >= engine
+    (metadata,) = [n for n in names if n.endswith(".dist-info/METADATA")]
+    meta = zipfile.ZipFile(wheel).read(metadata).decode()
+    assert "Requires-Dist: pytest>=8.3" in meta  # the lowest pytest the demo was run on
+    assert "License-Expression: MIT" in meta and "License-File: LICENSE" in meta
+    assert "Classifier: Programming Language :: Python :: 3.13" in meta
+    assert any(n.endswith(".dist-info/licenses/LICENSE") for n in names)
     python = fresh_venv(tmp_path / "venv")
     # --ignore-installed: where this environment has the project installed from a wheel too,
     # its copy (seen through deps.pth) must not stand in for this one
