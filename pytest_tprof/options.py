@@ -84,7 +84,7 @@ _OPTIONS: tuple[_Option, ...] = (
     _Option("--tprof-collect", "tprof_collect", "list", (),
             f"also collect, comma-separated: {', '.join(COLLECTABLE)} (default: none)"),
     _Option("--tprof-require-baseline", "tprof_require_baseline", "switch", False,
-            "a test without a baseline is an error (default: off)"),
+            "a test without a baseline is an error naming the folder (default: off)"),
     _Option("--tprof-json", "tprof_json", "path", None, "write the JSON report to this path"),
     _Option("--tprof-markdown", "tprof_markdown", "path", None,
             "write the Markdown summary to this path (also to $GITHUB_STEP_SUMMARY)"),
