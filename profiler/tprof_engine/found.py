@@ -12,7 +12,7 @@ from tprof_engine import paired_run
 from tprof_engine.config import RunConfig
 from tprof_engine.decide import judge, outcome
 from tprof_engine.decide.rule import Rule
-from tprof_engine.model.environment import Fingerprint, differences
+from tprof_engine.model.environment import STRUCTURE_KEYS, differences
 from tprof_engine.model.errors import BaselineError
 from tprof_engine.model.verdicts import TestVerdict
 from tprof_engine.store import baselines, paths, schema
@@ -52,8 +52,11 @@ def verdict_on(
         return outcome.unreadable(found.error)
     if found.baseline is None:
         return missing()
-    base = found.baseline
-    baseline = judge.Recorded(
+    return judge.judge(_recorded(found.baseline), current, rule)
+
+
+def _recorded(base: schema.Baseline) -> judge.Recorded:
+    return judge.Recorded(
         tables=tuple(base.tables),
         fingerprint=base.fingerprint,
         protocol=base.protocol,
@@ -62,20 +65,37 @@ def verdict_on(
         holders=base.holders,
         settings=base.settings,
     )
-    return judge.judge(baseline, current, rule)
 
 
 def without_baseline(
-    config: RunConfig, env_key: str, fingerprint: Fingerprint, nodeid: str
+    config: RunConfig, env_key: str, current: judge.Recorded, nodeid: str, rule: Rule
 ) -> TestVerdict:
-    """No baseline here: one for another environment is incomparable, else none at all."""
+    """No baseline in this environment's folder.  One recorded with another torch or Python
+    on the same kind of device is judged on calls and work, its timings not compared (the
+    verdict says what differs; the newest such baseline is taken); one for another device is
+    incomparable; else there is none at all."""
+    here, same_device, elsewhere = current.fingerprint, [], []
     for other in paths.other_environments(config.baseline_dir, env_key, nodeid):
         try:
             found = baselines.load_baseline(other, expected_nodeid=nodeid)
         except BaselineError:
             continue
+        if here is None or differences(found.fingerprint, here, STRUCTURE_KEYS):
+            elsewhere.append(found)
+        else:
+            same_device.append(found)
+    if same_device:
+        newest = max(same_device, key=lambda b: b.sessions[-1].recorded_at)
+        verdict = judge.judge(_recorded(newest), current, rule)
+        return verdict.with_notes(outcome.judged_elsewhere(_folder_name(newest)))
+    if elsewhere:
+        found = elsewhere[0]
         return outcome.only_elsewhere(
-            other.parent.name, differences(found.fingerprint, fingerprint)
+            _folder_name(found), differences(found.fingerprint, here) if here else []
         )
     folder = (Path(config.baseline_dir) / env_key).resolve()
     return outcome.no_baseline(required=config.require_baseline, folder=folder)
+
+
+def _folder_name(found: schema.Baseline) -> str:
+    return "" if found.path is None else found.path.parent.name

@@ -422,7 +422,7 @@ class Runner:
         """The verdict on the current run given what was found for the test."""
         return verdict_on(
             found, current, rule,
-            lambda: without_baseline(self.config, self.env_key, self.fingerprint, nodeid),
+            lambda: without_baseline(self.config, self.env_key, current, nodeid, rule),
         )  # fmt: skip
 
     def save(self, test: ProfiledTest) -> ProfiledTest:

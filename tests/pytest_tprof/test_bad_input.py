@@ -260,10 +260,10 @@ def test_a_baseline_of_another_environment_or_protocol_is_named_key_by_key(
     moved = other_folder / a.name
     a.rename(moved)
     _edit(moved, lambda d: d["environment"]["hard"].update(torch="2.12.1"))
-    # test_b: a torch 2.12.1 baseline in this folder; test_c: another CPU; test_d: shapes on.
+    # test_b: a baseline of another device in this folder; test_c: another CPU; test_d: shapes on.
     _edit(
         suite.path_of("test_env.py::test_b"),
-        lambda d: d["environment"]["hard"].update(torch="2.12.1"),
+        lambda d: d["environment"]["hard"].update(device="cuda"),
     )
     _edit(
         suite.path_of("test_env.py::test_c"),
@@ -277,12 +277,12 @@ def test_a_baseline_of_another_environment_or_protocol_is_named_key_by_key(
     no_internal_error(result)
     result.assert_outcomes(passed=4)
     lines = summary(result)
+    # another torch: calls and work still compared, timings not
     assert (
         line(
-            "incomparable",
+            "inconclusive",
             "test_env.py::test_a",
-            "only a baseline for another environment (linux-x86_64-cpu-torch2.12.1-py3.11): "
-            f"torch 2.12.1 → {here}",
+            f"calls and work unchanged; timings not compared: torch 2.12.1 → {here}",
         )
         in lines
     )
@@ -290,11 +290,13 @@ def test_a_baseline_of_another_environment_or_protocol_is_named_key_by_key(
         line(
             "incomparable",
             "test_env.py::test_b",
-            f"calls and timings not comparable: torch 2.12.1 → {here}",
+            "calls and timings not comparable: device cuda → cpu",
         )
         in lines
     )
     tests = {t["nodeid"]: t for t in json.loads(report.read_text(encoding="utf-8"))["tests"]}
+    a_notes = " ".join(tests["test_env.py::test_a"]["notes"])
+    assert "judged against the baseline recorded in linux-x86_64-cpu-torch2.12.1-py3.11" in a_notes
     assert tests["test_env.py::test_a"]["differences"] == [f"torch 2.12.1 → {here}"]
     cpu = f"cpu_model Other CPU 9000 → {cpu_model()}"
     c = tests["test_env.py::test_c"]

@@ -217,6 +217,14 @@ def only_elsewhere(environment: str, differences: Sequence[str]) -> TestVerdict:
     )
 
 
+def judged_elsewhere(environment: str) -> str:
+    """The note on a test judged against another torch's or Python's baseline."""
+    return (
+        f"judged against the baseline recorded in {environment}: calls and work compared, "
+        "timings not (record this environment's with --tprof-save)"
+    )
+
+
 def recorded(notes: Sequence[str] = ()) -> TestVerdict:
     """A recording run's test: saved once the run ends (the save itself comes then)."""
     return TestVerdict(verdict=SAVED, reason="recorded for the baseline", notes=tuple(notes))

@@ -192,17 +192,23 @@ def test_diff_lists_tests_found_in_one_folder_only(
     )
 
 
-def test_a_different_torch_makes_the_pair_incomparable(
+def test_another_device_makes_the_pair_incomparable_and_another_torch_compares_calls(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     a = write(tmp_path / "A", MLP, [table(seed=1)])
-    newer = Fingerprint(hard={**HARD, "torch": "2.14.0"}, soft=FP.soft)
-    b = write(tmp_path / "B", MLP, [table(slower(2.0), seed=2)], fp=newer)
+    gpu = Fingerprint(hard={**HARD, "device": "cuda"}, soft=FP.soft)
+    b = write(tmp_path / "B", MLP, [table(slower(2.0), seed=2)], fp=gpu)
     assert main(["diff", str(a), str(b)]) == 0
     out = capsys.readouterr().out
     assert out.splitlines()[0] == (
-        f"INCOMPARABLE {MLP} | calls and timings not comparable: torch 2.13.0 → 2.14.0"
+        f"INCOMPARABLE {MLP} | calls and timings not comparable: device cpu → cuda"
     )
+    newer = Fingerprint(hard={**HARD, "torch": "2.14.0"}, soft=FP.soft)
+    c = write(tmp_path / "C", MLP, [table(slower(2.0), seed=2)], fp=newer)
+    assert main(["diff", str(a), str(c)]) == 0
+    first = capsys.readouterr().out.splitlines()[0]
+    assert first.startswith(f"INCONCLUSIVE {MLP} | calls")
+    assert first.endswith("timings not compared: torch 2.13.0 → 2.14.0")
 
 
 def test_other_hardware_compares_calls_but_not_timings(
