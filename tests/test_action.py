@@ -125,28 +125,13 @@ def base_of(result: Result) -> str:
 
 
 def check_uploaded(result: Result) -> None:
-    """One artifact: the report, the JUnit file and both sides' traces, all files that exist."""
-    ((name, files),) = result.uploads.items()
-    assert name == result.outputs["artifact-name"]
+    """The run's artifact: the report, the JUnit file and both sides' traces, files that exist."""
+    name = result.outputs["artifact-name"]
+    files = result.uploads[name]
     kinds = {f.relative_to(Path(result.outputs["report"]).parent).parts[0] for f in files}
     assert {"report.json", "junit.xml", "traces", "base-traces"} <= kinds, files
     assert any(f.name.endswith(".pt.trace.json.gz") for f in files if "base-traces" in f.parts)
     assert f"Traces and reports: [{name}](https://" in result.summary
-
-
-@pytest.mark.slow
-def test_a_pull_request_in_a_shallow_checkout_is_measured_against_its_base(
-    tmp_path: Path, origin: Origin
-) -> None:
-    event = payload("pull_request", MAIN=origin.main, BRANCH="feature", HEAD=origin.feature)
-    result = run_action(job(tmp_path, origin, "feature", "pull_request", event))
-    assert result.status == 0, result.log
-    assert base_of(result) == origin.main
-    assert result.outputs["regressed"] == "0"
-    assert result.outputs["failed"] == "0"
-    assert int(result.outputs["unchanged"]) + int(result.outputs["inconclusive"]) == 1
-    assert "against base " + origin.main[:10] in result.log
-    check_uploaded(result)
 
 
 @pytest.mark.slow
@@ -235,7 +220,6 @@ def test_the_label_never_passes_an_ordinary_failing_test(tmp_path: Path, origin:
         ("push", "push_new_branch", "feature"),
         ("push", "push_tag", "v1"),
         ("merge_group", "merge_group", "feature"),
-        ("workflow_dispatch", "workflow_dispatch", "feature"),
     ],
 )
 def test_each_event_finds_its_base_and_runs(
@@ -253,9 +237,10 @@ def test_each_event_finds_its_base_and_runs(
 
 
 @pytest.mark.slow
-def test_two_matrix_cells_in_one_run_upload_under_their_own_names(
+def test_a_pull_request_in_two_matrix_cells_uploads_under_two_names(
     tmp_path: Path, origin: Origin
 ) -> None:
+    """Each cell: a shallow checkout (depth 1), measured against the pull request's base."""
     shared = Workflow()
     event = payload("pull_request", MAIN=origin.main, BRANCH="feature", HEAD=origin.feature)
     names = []
@@ -266,10 +251,13 @@ def test_two_matrix_cells_in_one_run_upload_under_their_own_names(
         )  # fmt: skip
         result = run_action(cell)
         assert result.status == 0, result.log
+        assert base_of(result) == origin.main
+        assert "against base " + origin.main[:10] in result.log
+        assert (result.outputs["regressed"], result.outputs["failed"]) == ("0", "0")
+        check_uploaded(result)
         names.append(result.outputs["artifact-name"])
     assert len(set(names)) == 2
     assert set(shared.artifacts) == set(names)
-    assert all(shared.artifacts[n] for n in names)
 
 
 def documented_pull_request_command() -> str:
@@ -304,3 +292,80 @@ def test_the_stored_mode_job_fails_naming_a_missing_baseline_folder(
     assert done.returncode == 1, out
     assert f"no profiled test found a baseline in {project / '.tprof-ci' / 'baselines'}" in out
     assert "which does not exist" in out
+
+
+def resolve(tmp_path: Path, origin: Origin, branch: str, event_name: str, **kw: Any) -> Result:
+    """The Action's steps up to the base's, on a shallow clone of ``branch``."""
+    values = {"MAIN": origin.main, "HEAD": origin.feature, "BEFORE": kw.pop("before", "")}
+    event = payload(kw.pop("name", event_name), BRANCH=branch, **values)
+    return run_action(job(tmp_path, origin, branch, event_name, event, **kw), until="base")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("base", "expected"), [("main", "branch main"), ("v1", "tag v1"), ("SHA", "the base input")]
+)
+def test_a_base_input_names_a_branch_a_tag_or_a_commit(
+    tmp_path: Path, origin: Origin, base: str, expected: str
+) -> None:
+    """Each fetched into a shallow clone, a name to a ref that resolves there."""
+    given = origin.main if base == "SHA" else base
+    result = resolve(tmp_path, origin, "wide", "pull_request", inputs={"base": given})
+    assert result.status == 0, result.log
+    assert result.steps["base"]["outputs"]["from"] == expected
+    assert base_of(result) == (origin.feature if base == "v1" else origin.main)
+
+
+@pytest.mark.slow
+def test_an_unknown_base_is_an_error_naming_it(tmp_path: Path, origin: Origin) -> None:
+    result = resolve(tmp_path, origin, "wide", "pull_request", inputs={"base": "no-such-branch"})
+    assert result.status == 2
+    assert "::error title=pytest-tprof ab::base: origin has no branch or tag 'no-such-branch'" in (
+        result.log
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("event_name", "ref"), [("push", "refs/tags/v0"), ("workflow_dispatch", "")]
+)
+def test_a_run_on_the_default_branch_itself_says_to_set_the_base(
+    tmp_path: Path, origin: Origin, event_name: str, ref: str
+) -> None:
+    """A tag of a main commit, a dispatch run on main: the merge base is HEAD."""
+    name = "push_tag" if ref else event_name
+    env = {"GITHUB_REF": ref or "refs/heads/main"}
+    result = resolve(tmp_path, origin, "main", event_name, name=name, env=env)
+    assert result.status == 2, result.log
+    assert "HEAD is on main itself: nothing to compare with; set the base input" in result.log
+
+
+@pytest.mark.slow
+def test_a_dispatch_run_on_a_branch_is_measured_against_its_merge_base(
+    tmp_path: Path, origin: Origin
+) -> None:
+    result = resolve(tmp_path, origin, "feature", "workflow_dispatch")
+    assert result.status == 0, result.log
+    assert base_of(result) == origin.main
+    assert result.steps["base"]["outputs"]["from"] == (
+        "the merge base of HEAD and main: a workflow_dispatch run"
+    )
+
+
+@pytest.mark.slow
+def test_a_force_push_whose_previous_commit_is_gone_falls_back_to_the_merge_base(
+    tmp_path: Path, origin: Origin
+) -> None:
+    gone = "1234567890" * 4
+    result = resolve(tmp_path, origin, "feature", "push", name="push", before=gone)
+    assert result.status == 0, result.log
+    assert f"the commit before the push ({gone}) is gone" in result.log
+    assert base_of(result) == origin.main
+
+
+@pytest.mark.slow
+def test_bad_inputs_stop_before_anything_runs(tmp_path: Path, origin: Origin) -> None:
+    result = resolve(tmp_path, origin, "feature", "pull_request", inputs={"mode": "both"})
+    assert result.status == 2
+    assert "mode must be alternate or duet (got 'both')" in result.log
+    assert "base" not in result.steps
