@@ -161,3 +161,48 @@ def test_the_pytest_glue_imports_the_engines_front_and_nothing_deeper() -> None:
                 offending.append(f"{path.relative_to(ROOT)}:{line} imports {name}")
     assert offending == []
     assert "api" in front
+
+
+def _dotted(node: ast.AST) -> str:
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name):
+        parts.append(node.id)
+    return ".".join(reversed(parts))
+
+
+def _private_torch_names(tree: ast.Module) -> set[str]:
+    """The private or release-dependent torch names a module uses in its code (docstrings and
+    comments aside): ``torch._x`` attributes, ``torch.__version__``, imports from them."""
+    found = set()
+    for node in ast.walk(tree):
+        name = ""
+        if isinstance(node, ast.Attribute):
+            name = _dotted(node)
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            name = node.module
+        parts = name.split(".")
+        if parts[0] == "torch" and any(map(_private, parts[1:])):
+            found.add(name)
+    return found
+
+
+def _private(part: str) -> bool:
+    """A private name, or the version (a module's other dunders, ``__file__``, are neither)."""
+    dunder = part.startswith("__") and part.endswith("__")
+    return part == "__version__" or (part.startswith("_") and not dunder)
+
+
+def test_only_the_torch_adapter_names_a_private_torch_attribute_or_its_version() -> None:
+    glue = sorted((ROOT / "pytest_tprof").glob("*.py"))
+    sources = [*_sources(), *((p, ast.parse(p.read_text(encoding="utf-8"))) for p in glue)]
+    named = {
+        str(path.relative_to(ROOT)): sorted(_private_torch_names(tree))
+        for path, tree in sources
+        if path.name != "torch_api.py" and _private_torch_names(tree)
+    }
+    assert named == {}
+    adapter = PACKAGE / "capture" / "torch_api.py"
+    assert _private_torch_names(ast.parse(adapter.read_text(encoding="utf-8")))  # it does

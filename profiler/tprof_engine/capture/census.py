@@ -255,7 +255,7 @@ class _OpFacts:
     maybe_sync: bool
 
     @classmethod
-    def of(cls, func: torch._ops.OpOverload) -> _OpFacts:
+    def of(cls, func: torch_api.OpOverload) -> _OpFacts:
         schema = func._schema
         name = schema.name
         formula = formula_for(func)
@@ -283,18 +283,11 @@ class _OpFacts:
 
 
 # Op overloads live as long as the process; their schemas never change.
-_FACTS: dict[torch._ops.OpOverload, _OpFacts] = {}
+_FACTS: dict[torch_api.OpOverload, _OpFacts] = {}
 
 
-class _Census(torch_api.TorchDispatchMode):
+class _Census(torch_api.DispatchMode):
     """Tallies every op the body runs into a round, by op, innermost module and phase."""
-
-    @classmethod
-    def _should_skip_dynamo(cls) -> bool:
-        # torch wraps a mode's __torch_dispatch__ in torch._dynamo.disable unless told not to:
-        # that imports Dynamo (about a second) and costs a frame switch per op.  Nothing is
-        # compiled during a census (see compiled_code_runs_eagerly), so it protects nothing.
-        return False
 
     def __init__(self, tracker: Tracker, into: _Round, *, stack: bool = False) -> None:
         super().__init__()  # type: ignore[no-untyped-call]
@@ -304,7 +297,7 @@ class _Census(torch_api.TorchDispatchMode):
 
     def __torch_dispatch__(
         self,
-        func: torch._ops.OpOverload,
+        func: torch_api.OpOverload,
         types: tuple[type, ...],
         args: tuple[Any, ...] = (),
         kwargs: dict[str, Any] | None = None,

@@ -79,7 +79,7 @@ def torch_facts() -> dict[str, Any]:
     """The torch / CUDA facts of this process that the environment fingerprint needs."""
     cuda = bool(torch.cuda.is_available())
     facts: dict[str, Any] = {
-        "torch": str(torch.__version__),
+        "torch": torch_api.FEATURES.torch,
         "cuda_available": cuda,
         "cuda": torch.version.cuda if cuda else None,
         "cudnn": None,

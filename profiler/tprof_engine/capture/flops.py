@@ -18,13 +18,13 @@ from typing import Any, Final
 
 import torch
 
-from tprof_engine.capture.torch_api import flop_registry, mm_flop, sdpa_flop_count
+from tprof_engine.capture.torch_api import OpOverload, flop_registry, mm_flop, sdpa_flop_count
 
 Formula = Callable[..., Any]
 _aten = torch.ops.aten
 
 
-def formula_for(func: torch._ops.OpOverload) -> Formula | None:
+def formula_for(func: OpOverload) -> Formula | None:
     """The FLOP formula of an op overload, called as torch's are: ``f(*args, out_val=out,
     **kwargs)``; None for an op with no matrix work to count."""
     found = flop_registry.get(func._overloadpacket)
