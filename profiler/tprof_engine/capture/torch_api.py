@@ -8,19 +8,18 @@ raises from tprof's own use of its profiler.  Each feature is detected once per 
 event class, for events), and a missing one has a fallback or a header note saying what is
 lost (:func:`notes`), never an ``AttributeError`` inside a test.
 
-What differs among the supported releases (``tprof_engine.torch_support``), read from their
-classes:
+What differs among the supported releases (``tprof_engine.torch_support``) is data here, read
+off each release's own classes (``benchmarks/torch_shape.py``; the shapes are kept under
+``tests/data/torch-releases/``, which the tests read): :data:`OFFERS` says, for each thing a
+release may lack, what tprof calls it, the first release that has it, and what a run without it
+reads instead; :data:`CORE_ACCESSORS`, :data:`EVENT_ACCESSORS`, :data:`CONFIG_OPTIONS` and
+:data:`DEVICE_TIME_NAMES` name what is looked for.  Each is detected once per process by what
+the classes really offer (a patch release or a custom build may differ from its number), and
+each one missing is one run-header line naming the release and the feature (:func:`notes`).
 
-- ``_KinetoEvent.activity_type`` came after 2.11: without it a device event's kind (kernel,
-  copy, fill, sync) is read from its name and metadata, once per name (:func:`device_activities`);
-- ``_KinetoEvent.metadata_json`` and ``_ExperimentalConfig(expose_kineto_event_metadata=…)``:
-  without them a copy's bytes read 0 and the run header says so;
-- ``_ExperimentalConfig(enable_cuda_sync_events=…)``: without it no sync events, so which op
-  made the host wait is not shown;
-- ``_KinetoEvent.is_hidden_event``: without it no event is hidden;
-- torch 2.11's profiler warns, once per process, that it clears events at the end of each
-  cycle: :func:`own_warnings_quiet` keeps that and every other warning of tprof's own
-  profiler calls away from the user's warning filters.
+torch 2.11's profiler warns, once per process, that it clears events at the end of each
+cycle: :func:`own_warnings_quiet` keeps that and every other warning of tprof's own profiler
+calls away from the user's warning filters.
 """
 
 from __future__ import annotations
@@ -41,11 +40,17 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.flop_counter import flop_registry, mm_flop, sdpa_flop_count
 from torch.utils.module_tracker import ModuleTracker
 
+OpOverload = torch._ops.OpOverload  # what a dispatch mode is handed for each op
+
 __all__ = [
     "FEATURES",
+    "OFFERS",
+    "DispatchMode",
     "EventFeatures",
     "Features",
     "ModuleTracker",
+    "Offer",
+    "OpOverload",
     "TorchDispatchMode",
     "autograd_sequence_nr",
     "config_options",
@@ -84,7 +89,56 @@ CORE_ACCESSORS = (
     "is_user_annotation",
     "is_async",
 )
+# The accessors of the features a release may lack, by feature.
+EVENT_ACCESSORS = {
+    "activity_type": "activity_type",
+    "metadata_json": "metadata_json",
+    "hidden_flag": "is_hidden_event",
+}
 CONFIG_OPTIONS = ("enable_cuda_sync_events", "expose_kineto_event_metadata")
+# FunctionEvent's self device time, newest name first (2.4 renamed cuda to device).
+DEVICE_TIME_NAMES = ("self_device_time_total", "self_cuda_time_total")
+
+
+@dataclass(frozen=True, slots=True)
+class Offer:
+    """Something tprof reads that not every torch release offers."""
+
+    key: str
+    feature: str  # what the run header calls it
+    since: str  # the first release that has it, read off the releases' classes
+    device_runs: bool  # only a run that profiles a device uses it
+    without: str  # what a run without it reads instead, or loses ("": nothing)
+
+
+# The newest release the table was read off (tprof_engine.torch_support.VERIFIED's last).
+NEWEST_KNOWN = (2, 14)
+
+OFFERS: tuple[Offer, ...] = (
+    Offer(
+        "raw_events",
+        "raw kineto events",
+        "2.6",
+        False,
+        "ops are read through key_averages() (slower; no device table)",
+    ),
+    Offer(
+        "activity_type",
+        "kineto events' activity type",
+        "2.12",
+        True,
+        "device events are told apart by name (kernel, Memcpy, Memset, sync)",
+    ),
+    Offer("metadata", "kineto event metadata", "2.9", True, "copies read 0 bytes"),
+    Offer(
+        "sync_events",
+        "CUDA sync events",
+        "2.6",
+        True,
+        "which op made the host wait is not shown",
+    ),
+    Offer("hidden_flag", "kineto's hidden-event flag", "2.9", False, ""),
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,9 +160,7 @@ def event_features(event_cls: type) -> EventFeatures:
 
     return EventFeatures(
         core=all(map(has, CORE_ACCESSORS)),
-        activity_type=has("activity_type"),
-        metadata_json=has("metadata_json"),
-        hidden_flag=has("is_hidden_event"),
+        **{field: has(accessor) for field, accessor in EVENT_ACCESSORS.items()},
     )
 
 
@@ -139,6 +191,21 @@ class Features:
     def raw_events(self) -> bool:
         return self.events is not None and self.events.core
 
+    @property
+    def offered(self) -> frozenset[str]:
+        """The keys of :data:`OFFERS` this torch has."""
+        ev = self.events
+        has = {
+            "raw_events": self.raw_events,
+            "activity_type": ev is not None and ev.activity_type,
+            "metadata": ev is not None
+            and ev.metadata_json
+            and "expose_kineto_event_metadata" in self.config,
+            "sync_events": "enable_cuda_sync_events" in self.config,
+            "hidden_flag": ev is not None and ev.hidden_flag,
+        }
+        return frozenset(key for key, offered in has.items() if offered)
+
 
 def detect() -> Features:
     try:
@@ -149,8 +216,7 @@ def detect() -> Features:
         events = event_features(_KinetoEvent)
     from torch.autograd.profiler_util import FunctionEvent
 
-    named = ("self_device_time_total", "self_cuda_time_total")  # 2.4 renamed cuda to device
-    device_time = next((a for a in named if hasattr(FunctionEvent, a)), "")
+    device_time = next((a for a in DEVICE_TIME_NAMES if hasattr(FunctionEvent, a)), "")
     config = getattr(getattr(torch._C, "_profiler", None), "_ExperimentalConfig", None)
     return Features(
         torch=str(torch.__version__),
@@ -164,31 +230,27 @@ FEATURES = detect()
 
 
 def notes(features: Features, *, cuda: bool) -> tuple[str, ...]:
-    """The run header's lines on what this torch lacks and what that costs (none when it
-    lacks nothing the run uses)."""
-    v = features.torch
-    out = []
-    if not features.raw_events:
-        out.append(
-            f"torch {v} has no raw kineto events: ops are read through key_averages() "
-            "(slower; no device table)"
-        )
-    if not cuda:
-        return tuple(out)
-    ev = features.events
-    if ev is not None and not ev.activity_type:
-        out.append(
-            f"torch {v}'s kineto events carry no activity type: device events are told "
-            "apart by name (kernel, Memcpy, Memset, sync)"
-        )
-    if "expose_kineto_event_metadata" not in features.config or (ev and not ev.metadata_json):
-        out.append(f"not available with torch {v}: kineto event metadata (copies read 0 bytes)")
-    if "enable_cuda_sync_events" not in features.config:
-        out.append(
-            f"not available with torch {v}: CUDA sync events (which op made the host wait "
-            "is not shown)"
-        )
-    return tuple(out)
+    """The run header's lines on what this torch lacks and what that costs, one per feature
+    the run would use (none when it lacks nothing)."""
+    v, have = features.torch, features.offered
+    lacking = tuple(
+        f"not available with torch {v}: {o.feature} (torch {o.since} and later): {o.without}"
+        for o in OFFERS
+        if o.key not in have and o.without and (cuda or not o.device_runs)
+    )
+    return _newer(v) + lacking
+
+
+def _newer(version: str) -> tuple[str, ...]:
+    """The line for a torch newer than every release the table was read off."""
+    found = re.match(r"(\d+)\.(\d+)", version)
+    if found is None or (int(found.group(1)), int(found.group(2))) <= NEWEST_KNOWN:
+        return ()
+    newest = ".".join(map(str, NEWEST_KNOWN))
+    return (
+        f"torch {version} is newer than the releases pytest-tprof was verified on (2.6 to "
+        f"{newest}): what its profiler changed reads as missing here, or not at all",
+    )
 
 
 # ------------------------------------------------------------------ the profiler session
@@ -325,6 +387,18 @@ def function_event_device_us(event: Any, features: Features = FEATURES) -> tuple
 
 
 # ------------------------------------------------------------------ autograd and dispatch
+
+
+class DispatchMode(TorchDispatchMode):
+    """torch's dispatch mode without Dynamo's guard: torch wraps a mode's
+    ``__torch_dispatch__`` in ``torch._dynamo.disable`` unless the mode says not to, which
+    imports Dynamo (about a second) and costs a frame switch per op.  The census compiles
+    nothing while it runs (``census.compiled_code_runs_eagerly``), so it protects nothing
+    there.  A release that asks no such question reads the method as any other."""
+
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:
+        return False
 
 
 def autograd_sequence_nr() -> int:
