@@ -306,14 +306,31 @@ def run_script(
     return done.returncode, read_commands_file(output), summary.read_text(), log
 
 
-def upload(job: Job, values: Mapping[str, str]) -> tuple[int, dict[str, str], str]:
-    """upload-artifact, checked: the paths' files (hidden included), a name new in the run."""
+def hidden(path: Path) -> bool:
+    return any(part.startswith(".") for part in path.parts)
+
+
+# actions/upload-artifact v4.6.2's inputs (its action.yml)
+UPLOAD_INPUTS = {
+    "name", "path", "if-no-files-found", "retention-days", "compression-level", "overwrite",
+    "include-hidden-files",
+}  # fmt: skip
+
+
+def upload(job: Job, uses: str, values: Mapping[str, str]) -> tuple[int, dict[str, str], str]:
+    """upload-artifact, checked: the paths' files (hidden ones when include-hidden-files is
+    true), a name new in the run."""
+    if not uses.startswith("actions/upload-artifact@") or not set(values) <= UPLOAD_INPUTS:
+        raise ValueError(f"the harness runs only upload-artifact's inputs: {uses} {values}")
     name, found = values["name"], []
     for line in values["path"].splitlines():
         if line.strip():
             path = Path(line.strip())
             path = path if path.is_absolute() else job.workspace / path
-            found += [p for p in ([path] if path.is_file() else path.rglob("*")) if p.is_file()]
+            files = [path] if path.is_file() else [p for p in path.rglob("*") if p.is_file()]
+            if values.get("include-hidden-files") != "true":  # v4.4 and later leave them out
+                files = [f for f in files if not hidden(f.relative_to(path.parent))]
+            found += files
     if name in job.workflow.artifacts:
         return 1, {}, f"upload: an artifact named {name} exists in this run (409 Conflict)"
     if not found and values.get("if-no-files-found", "warn") == "error":
@@ -373,7 +390,7 @@ def run_step(
         result.summary += summary
     else:
         values = {k: fill(v, contexts) for k, v in (step.get("with") or {}).items()}
-        code, outputs, log = upload(job, values)
+        code, outputs, log = upload(job, str(step["uses"]), values)
     result.log += f"-- {step.get('name')}: exit {code}\n{log}"
     if "id" in step:
         outcome = "success" if code == 0 else "failure"
