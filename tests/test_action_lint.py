@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from action_harness import ACTION, doc_workflows, load
+from action_harness import ACTION, doc_workflows, evaluate, fill, load
 
 from tprof_engine.cli import build_parser
 
@@ -109,3 +109,22 @@ def test_actionlint_finds_nothing_in_the_workflows(workflows: list[Path]) -> Non
         capture_output=True, text=True, check=False,
     )  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_the_harness_reads_expressions_as_the_runner_does() -> None:
+    """tests/action_harness.py's expressions: what tests/test_action.py relies on."""
+    contexts = {
+        "inputs": {"base": "", "mode": "Duet"},
+        "github": {"event": {"pull_request": {"base": {"sha": "abc"}}}, "job": "perf"},
+        "steps": {"ab": {"outputs": {"status": "1"}}},
+        "matrix": {"python": "3.12"},
+    }
+    assert evaluate("inputs.base || github.event.pull_request.base.sha", contexts) == "abc"
+    assert evaluate("inputs.mode == 'duet' && steps.ab.outputs.status != ''", contexts) is True
+    assert evaluate("!(steps.ab.outputs.status == '1') || failure()", contexts) is False
+    assert evaluate("github.event.merge_group.base_sha", contexts) is None
+    assert evaluate("format('{0}-{1}', github.job, matrix.python)", contexts) == "perf-3.12"
+    assert fill("x ${{ toJSON(matrix) }} ${{ steps.nope.outputs.y }}.", contexts) == (
+        'x {\n  "python": "3.12"\n} .'
+    )
+    assert evaluate("always() && steps.ab.outputs.status != ''", contexts, failed=True) is True
