@@ -144,6 +144,6 @@ def xdist_source(config: pytest.Config) -> str:
         return "on the command line, after REF"
     if is_xdist(shlex.split(os.environ.get("PYTEST_ADDOPTS", ""))):
         return "in PYTEST_ADDOPTS"
-    if config.inipath is not None:
-        return f"in addopts of {config.inipath}"
+    if config.inipath is not None:  # as seen from where the run started, on either side
+        return f"in addopts of {os.path.relpath(config.inipath, config.invocation_params.dir)}"
     return "to pytest"

@@ -130,3 +130,17 @@ def test_a_node_id_pytest_cannot_find_from_here_exits_two(tmp_path: Path) -> Non
     code, out = pasted(f'tprof ab HEAD -- {FAST} "{NODE}"', cwd)  # the root's id, in tests/
     assert code == 2, out
     assert f"file or directory not found: {NODE}" in out
+
+
+@pytest.mark.slow
+def test_xdist_asked_for_by_the_ini_file_is_refused_naming_it(tmp_path: Path) -> None:
+    root = project(tmp_path)
+    (root / "pytest.ini").write_text("[pytest]\naddopts = -n 2\n")
+    who = ["-c", "user.email=t@example.com", "-c", "user.name=t"]
+    subprocess.run(
+        ["git", *who, "commit", "-qm", "n", "--", "pytest.ini"],
+        cwd=root, check=True, capture_output=True,
+    )  # fmt: skip
+    code, out = pasted(f"tprof ab HEAD -- {FAST}", root / "tests")
+    assert code == 2, out
+    assert "tprof ab runs each side serially: drop -n (given in addopts of ../pytest.ini)" in out
