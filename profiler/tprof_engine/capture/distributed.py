@@ -258,17 +258,35 @@ def _rank_main(rank: int, plan: RankPlan, outbox: Any) -> None:
     if plan.environ:
         os.environ.clear()
         os.environ.update(plan.environ)
+    body = _FailedAt()
     try:
-        with _group(rank, plan), intra_op_threads(plan.threads):
+        with _group(rank, plan), intra_op_threads(plan.threads), body:
             result = _profiled(rank, plan)
         outbox.put(("ok", rank, result))
     except TprofError as exc:
-        outbox.put(("error", rank, (time.monotonic(), f"failed: {exc}")))
+        outbox.put(("error", rank, (body.when(), f"failed: {exc}")))
     except BaseException as exc:  # the test's own error: its traceback is the story
         tail = "".join(traceback.format_exception(exc)[-6:]).rstrip()
-        outbox.put(
-            ("error", rank, (time.monotonic(), f"raised {type(exc).__name__}: {exc}\n{tail}"))
-        )
+        why = f"raised {type(exc).__name__}: {exc}\n{tail}"
+        outbox.put(("error", rank, (body.when(), why)))
+
+
+class _FailedAt:
+    """When the body ended, read before the group is torn down: leaving the group closes the
+    rank's connections, so a peer's lost-connection error comes after the body's own."""
+
+    def __init__(self) -> None:
+        self._at: float | None = None
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *_: object) -> None:
+        self._at = time.monotonic()
+
+    def when(self) -> float:
+        """When the body failed; now, where it never ran (the group could not start)."""
+        return time.monotonic() if self._at is None else self._at
 
 
 @contextlib.contextmanager
