@@ -129,7 +129,7 @@ OFFERS: tuple[Offer, ...] = (
         True,
         "device events are told apart by name (kernel, Memcpy, Memset, sync)",
     ),
-    Offer("metadata", "kineto event metadata", "2.9", True, "copies read 0 bytes"),
+    Offer("metadata", "kineto event metadata", "2.10", True, "copies read 0 bytes"),
     Offer(
         "sync_events",
         "CUDA sync events",

@@ -1,14 +1,19 @@
-"""The torch adapter against each supported release's event shape, without a GPU.
+"""The torch adapter against each supported release's shape, without installing it or a GPU.
 
-Each release's shape reads one device step (a kernel, a device-to-host copy and the sync that
-waited for it, a fill) to the same events and device table.  The accessor lists are read off
-the releases' own ``_KinetoEvent`` classes (``sorted(dir(_KinetoEvent))`` with torch
-2.11.0+cu130, 2.13.0+cpu and 2.14.1+cu130): a fake event class of each shape carries exactly
-those accessors, so the CUDA reading path meets what that release offers and nothing more.
+Each release's shape is read off its own classes by ``benchmarks/torch_shape.py`` (run by
+``benchmarks/torch_matrix.py --record`` in a virtualenv of that release) and kept under
+``tests/data/torch-releases/``: the ``_KinetoEvent`` accessors, the experimental config's
+options, ``FunctionEvent``'s time attributes, and a small trace its kineto wrote.  A fake event
+class of each shape carries exactly that release's accessors, so the CUDA reading path meets
+what the release offers and nothing more; the adapter's table of what each release offers
+(:data:`torch_api.OFFERS`) is checked against every shape.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import json
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -16,6 +21,7 @@ import numpy as np
 import pytest
 import torch
 
+from tprof_engine import torch_support
 from tprof_engine.capture import kineto, torch_api
 from tprof_engine.model.records import KIND_ANNOTATION, KIND_DEVICE, KIND_OP, KIND_SYNC
 from tprof_engine.reduce.ops import reduce_events
@@ -23,25 +29,35 @@ from tprof_engine.reduce.ops import reduce_events
 CPU = torch.autograd.DeviceType.CPU  # type: ignore[attr-defined]
 CUDA = torch.autograd.DeviceType.CUDA  # type: ignore[attr-defined]
 
-_COMMON = (
-    "concrete_inputs correlation_id cuda_elapsed_us device_index device_resource_id device_type "
-    "dtypes duration_ns end_ns end_thread_id flops fwd_thread_id is_async is_hidden_event "
-    "is_user_annotation kwinputs linked_correlation_id metadata_json name nbytes overload_name "
-    "privateuse1_elapsed_us scope sequence_nr shapes stack start_ns start_thread_id"
-).split()
-_LATER = (
-    "activity_type external_id extra_meta flow_id flow_start flow_type is_python_function "
-    "python_id python_module_id python_parent_id structured_input_shapes "
-    "structured_input_strides"
-).split()
-ACCESSORS = {
-    "2.11": frozenset(_COMMON),
-    "2.13": frozenset(_COMMON + _LATER),
-    "2.14": frozenset([*_COMMON, *_LATER, "typed_metadata"]),
-}
+RELEASES_DATA = Path(__file__).resolve().parents[2] / "data" / "torch-releases"
 
 
-def test_the_installed_torch_matches_one_of_the_shapes_tested_here() -> None:
+def _shapes() -> dict[str, dict[str, Any]]:
+    found = {}
+    for path in sorted(RELEASES_DATA.glob("*.json")):
+        found[path.stem] = json.loads(path.read_text(encoding="utf-8"))
+    return found
+
+
+SHAPES = _shapes()
+ACCESSORS = {release: frozenset(shape["kineto_event"]) for release, shape in SHAPES.items()}
+
+
+def _minor(version: str) -> tuple[int, int]:
+    parsed = torch_support.parse_version(version)
+    assert parsed is not None, version
+    return parsed
+
+
+def test_every_supported_release_has_its_shape_recorded() -> None:
+    recorded = {_minor(r) for r in SHAPES}
+    wanted = {_minor(v) for v in torch_support.VERIFIED}
+    assert recorded == wanted, "record with: benchmarks/torch_matrix.py --record RELEASE"
+    for release, shape in SHAPES.items():
+        assert shape["torch"].startswith(release + "."), (release, shape["torch"])
+
+
+def test_the_installed_torch_matches_its_recorded_shape() -> None:
     from torch._C._autograd import _KinetoEvent
 
     have = {n for n in dir(_KinetoEvent) if not n.startswith("_")}
@@ -50,6 +66,49 @@ def test_the_installed_torch_matches_one_of_the_shapes_tested_here() -> None:
         assert have == ACCESSORS[release]
     assert torch_api.FEATURES.raw_events
     assert torch_api.event_features(_KinetoEvent).activity_type == ("activity_type" in have)
+
+
+def features_of(release: str) -> torch_api.Features:
+    """What the adapter detects on ``release``, from its recorded shape alone."""
+    shape = SHAPES[release]
+    names = shape["function_event"]
+    return torch_api.Features(
+        torch=shape["torch"],
+        events=torch_api.event_features(event_class(release)),
+        config=tuple(o for o in torch_api.CONFIG_OPTIONS if o in shape["experimental_config"]),
+        device_time=next((a for a in torch_api.DEVICE_TIME_NAMES if a in names), ""),
+    )
+
+
+@pytest.mark.parametrize("release", sorted(SHAPES, key=_minor))
+def test_the_table_of_offers_says_what_each_release_has(release: str) -> None:
+    features = features_of(release)
+    assert features.raw_events and features.device_time == "self_device_time_total"
+    for offer in torch_api.OFFERS:
+        expected = _minor(release) >= _minor(offer.since)
+        assert (offer.key in features.offered) == expected, (release, offer.key, offer.since)
+    said = torch_api.notes(features, cuda=True)
+    lacking = [o for o in torch_api.OFFERS if o.key not in features.offered and o.without]
+    assert len(said) == len(lacking)
+    for note, offer in zip(said, lacking, strict=True):
+        assert note.startswith(f"not available with torch {features.torch}: {offer.feature}")
+        assert f"torch {offer.since} and later" in note
+    assert torch_api.notes(features, cuda=False) == ()  # a CPU run reads all it uses
+
+
+def test_a_torch_newer_than_the_table_is_said_once_in_the_header() -> None:
+    newest = torch_support.parse_version(torch_support.VERIFIED[-1])
+    assert newest == torch_api.NEWEST_KNOWN
+    everything = torch_api.Features(
+        torch="2.14.1",
+        events=torch_api.event_features(event_class(max(SHAPES, key=_minor))),
+        config=torch_api.CONFIG_OPTIONS,
+        device_time="self_device_time_total",
+    )
+    assert torch_api.notes(everything, cuda=True) == ()
+    later = dataclasses.replace(everything, torch="2.15.0+cu130")
+    (said,) = torch_api.notes(later, cuda=False)
+    assert said.startswith("torch 2.15.0+cu130 is newer than the releases pytest-tprof was")
 
 
 class _Record:
@@ -126,13 +185,15 @@ STEP = [
 ]
 
 
-@pytest.mark.parametrize("release", sorted(ACCESSORS))
+@pytest.mark.parametrize("release", sorted(ACCESSORS, key=_minor))
 def test_each_release_reads_a_device_run_to_the_same_table(release: str) -> None:
     ev = kineto.events_from_kineto(session(release, STEP))
     annotation, op, device, sync = KIND_ANNOTATION, KIND_OP, KIND_DEVICE, KIND_SYNC
     expected = [annotation, op, op, device, op, op, device, op, sync, op, op, device]
     assert ev.kind.tolist() == expected
-    assert ev.nbytes is not None and ev.nbytes.tolist() == [0] * 6 + [4096] + [0] * 4 + [64]
+    # a copy's and a fill's bytes come from kineto's metadata, where the release has it
+    copied, filled = (4096, 64) if "metadata_json" in ACCESSORS[release] else (0, 0)
+    assert ev.nbytes is not None and ev.nbytes.tolist() == [0] * 6 + [copied] + [0] * 4 + [filled]
     on_device = [3, 6, 8, 11]  # kernel, copy, sync, fill: launched by their runtime call
     assert ev.launch_ns is not None and ev.launch_ns[on_device].tolist() == [600, 2000, 3000, 60100]
     assert ev.thread[on_device].tolist() == [7] * 4  # device 0, stream 7
@@ -145,9 +206,9 @@ def test_each_release_reads_a_device_run_to_the_same_table(release: str) -> None
     }
     assert rows == {
         ("aten::mm", "kernel", "sm90_xmma_gemm_f32f32_tf32f32"): ([1], [0]),
-        ("aten::item", "memcpy", "Memcpy DtoH (Device -> Pageable)"): ([1], [4096]),
+        ("aten::item", "memcpy", "Memcpy DtoH (Device -> Pageable)"): ([1], [copied]),
         ("aten::item", "sync", "Stream Sync"): ([1], [0]),
-        ("aten::zero_", "memset", "Memset (Device)"): ([1], [64]),
+        ("aten::zero_", "memset", "Memset (Device)"): ([1], [filled]),
     }
     assert table.op("aten::mm")["self_device_us"].tolist() == [4.0]
     # at each launch, the launched and unfinished activities: the kernel alone, the kernel
@@ -187,21 +248,6 @@ def test_a_release_without_metadata_reads_copies_as_zero_bytes_and_its_header_sa
     said = " ".join(torch_api.notes(features, cuda=True))
     assert "activity type" in said and "copies read 0 bytes" in said and "sync events" in said
     assert torch_api.notes(features, cuda=False) == ()
-
-
-def test_the_supported_releases_lose_nothing_on_a_device_run_and_2_11_says_how_it_reads() -> None:
-    said = {}
-    for release in ACCESSORS:
-        features = torch_api.Features(
-            torch=release,
-            events=torch_api.event_features(event_class(release)),
-            config=torch_api.CONFIG_OPTIONS,
-            device_time="self_device_time_total",
-        )
-        said[release] = torch_api.notes(features, cuda=True)
-    assert said["2.13"] == said["2.14"] == ()
-    (note,) = said["2.11"]
-    assert "torch 2.11's kineto events carry no activity type" in note
 
 
 class _Config:
@@ -298,3 +344,35 @@ def test_the_round_counters_go_into_each_releases_trace_events(ending: bytes) ->
         whole = json.loads(data[:at] + extra + data[at:])
         counter = whole["traceEvents"][0]
         assert (counter["ph"], counter["ts"], counter["args"]) == ("C", 2000.0, {"wall_us": 5.0})
+
+
+TRACES = sorted(RELEASES_DATA.glob("*.pt.trace.json.gz"))
+
+
+@pytest.mark.parametrize("recorded", TRACES, ids=lambda p: p.name.split(".pt.")[0])
+def test_each_releases_trace_takes_the_counter_track_and_reads_in_tprof_diff(
+    recorded: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import gzip
+
+    from tprof_engine.cli import main
+    from tprof_engine.store import trace_gzip, traces
+
+    plain = gzip.decompress(recorded.read_bytes())
+    exported = json.loads(plain)
+    base_ns = int(exported["baseTimeNanoseconds"])
+    out = tmp_path / "t.pt.trace.json.gz"
+    written, why = trace_gzip.write_gzipped(
+        out,
+        export=lambda p: p.write_bytes(plain),
+        counters=[(base_ns + 2_000_000, {"wall_us": 5.0})],
+    )
+    assert written == out, why
+    whole = json.loads(gzip.decompress(out.read_bytes()))
+    counters = [e for e in whole["traceEvents"] if e.get("ph") == "C"]
+    assert [(c["ts"], c["args"]) for c in counters] == [(2000.0, {"wall_us": 5.0})]
+    assert len(whole["traceEvents"]) == len(exported["traceEvents"]) + 1
+    table = traces.table_from_trace(out)
+    assert {"aten::mm", "aten::relu"} <= set(table.names) and table.calls.shape[1] == 12
+    assert main(["diff", str(out), str(out)]) == 0  # read and judged: no error
+    assert "tprof diff: 1 test compared" in capsys.readouterr().out
