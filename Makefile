@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 TORCH_SPEC ?= torch==2.13.0
 TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
 
-.PHONY: test demo setup lint clean
+.PHONY: test demo setup lint clean torch-matrix
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -48,6 +48,11 @@ test: lint
 
 demo: setup
 	$(PY) examples/demo.py
+
+# Every supported torch release in a virtualenv of its own: the suite and a profiled workload
+# each (docs/torch.md).  Tens of GB of downloads and most of two hours on two cores.
+torch-matrix: setup
+	$(PY) benchmarks/torch_matrix.py
 
 clean:
 	rm -rf $(VENV) .tprof .pytest_cache .mypy_cache .ruff_cache

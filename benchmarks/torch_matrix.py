@@ -40,19 +40,11 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from tprof_engine.torch_support import VERIFIED
+
 ROOT = Path(__file__).resolve().parents[1]
 RELEASES_DATA = ROOT / "tests" / "data" / "torch-releases"
-DEFAULT_RELEASES = (
-    "2.6.0",
-    "2.7.1",
-    "2.8.0",
-    "2.9.1",
-    "2.10.0",
-    "2.11.0",
-    "2.12.1",
-    "2.13.0",
-    "2.14.1",
-)
+DEFAULT_RELEASES = VERIFIED  # the releases the package states it supports
 
 WORKLOAD = """\
 import os
