@@ -56,3 +56,13 @@ def test_the_table_says_what_each_release_gave() -> None:
     assert lines[2] == "| 2.6.0+cu124 | 3.11.7 | 97 | 1000 passed | 400 | 0 | yes | none |"
     assert "| 1 | NO |" in lines[3]
     assert "pip install torch==2.8.0 failed:" in lines[4]
+
+
+def test_the_suites_counts_are_read_from_pytests_closing_line() -> None:
+    quiet = "....\n1054 passed, 11 skipped in 650.1s (0:10:50)\n"
+    serial = "SKIPPED [1] x.py:1: why\n14 passed, 1 skipped, 1065 deselected in 83.81s (0:01:23)\n"
+    framed = "==== 2 failed, 3 passed in 4.08s ====\n"
+    assert matrix.closing(quiet) == "1054 passed, 11 skipped"
+    assert matrix.closing(serial) == "14 passed, 1 skipped"
+    assert matrix.closing(framed) == "2 failed, 3 passed"
+    assert matrix.closing("Traceback (most recent call last):\n") == ""
