@@ -290,6 +290,12 @@ def one(release: str, args: argparse.Namespace) -> Row:
     return row
 
 
+def kept_rows(folder: Path) -> list[Row]:
+    """Every row kept in ``folder``, oldest release first."""
+    rows = [_row(p.stem.removeprefix("row-"), folder) for p in folder.glob("row-*.json")]
+    return sorted(rows, key=lambda r: (tuple(map(int, r.release.split(".")[:2])), r.python))
+
+
 HEADER = (
     "release",
     "Python",
@@ -335,8 +341,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--keep", action="store_true", help="keep each virtualenv")
     parser.add_argument("--tag", default="", help="kept apart from the same release's other rows")
     parser.add_argument("--markdown", help="also write the table here")
+    parser.add_argument("--table", action="store_true", help="only the kept rows' table")
     args = parser.parse_args(argv)
-    rows = [one(release, args) for release in args.releases]
+    if args.table:
+        rows = kept_rows(Path(args.venvs))
+    else:
+        rows = [one(release, args) for release in args.releases]
     table = markdown(rows)
     print("\n" + table)
     if args.markdown:
