@@ -68,6 +68,17 @@ def test_the_installed_torch_matches_its_recorded_shape() -> None:
     assert torch_api.event_features(_KinetoEvent).activity_type == ("activity_type" in have)
 
 
+@pytest.mark.parametrize("release", sorted(SHAPES, key=_minor))
+def test_every_release_has_the_hooks_the_adapter_uses_without_a_fallback(release: str) -> None:
+    """Module tracking, autograd's sequence numbers and running node, the dispatch-key check,
+    the experimental config and Dynamo's compile log: no supported release lacks one, so the
+    table of offers has no entry for them; a release recorded without one fails here."""
+    shape = SHAPES[release]
+    assert [hook for hook, has in shape["hooks"].items() if not has] == []
+    assert all(shape["dynamo_log"].values())
+    assert {"aten.mm", "aten.addmm", "aten.bmm", "aten.convolution"} <= set(shape["flop_formulas"])
+
+
 def features_of(release: str) -> torch_api.Features:
     """What the adapter detects on ``release``, from its recorded shape alone."""
     shape = SHAPES[release]
