@@ -1,4 +1,5 @@
-"""kineto's ``USDT:`` lines at profiler start and stop never reach what the user reads."""
+"""kineto's own lines at profiler start and stop (``USDT:`` markers, a CUDA build's complaint that
+it found no GPU) never reach what the user reads."""
 
 from __future__ import annotations
 
@@ -28,10 +29,12 @@ def test_torch_prints_usdt_lines_at_start_and_stop() -> None:
 def test_only_kineto_lines_are_dropped_and_the_rest_passes_in_order(
     capfd: pytest.CaptureFixture[str],
 ) -> None:
+    no_gpu = b"ERROR:2026-11-28 01:00:47 1:1 DeviceProperties.cpp:47] gpuGetDeviceCount failed"
     with kineto.kineto_lines_dropped():
-        os.write(2, b"first\nUSDT:2026 x.cpp:52] profiler_start\nsecond (no newline)")
+        os.write(2, b"first\nUSDT:2026 x.cpp:52] profiler_start\n" + no_gpu + b" with code 35\n")
+        os.write(2, b"ERROR: the user's own\nsecond (no newline)")
     os.write(2, b"\nafter\n")
-    assert capfd.readouterr().err == "first\nsecond (no newline)\nafter\n"
+    assert capfd.readouterr().err == "first\nERROR: the user's own\nsecond (no newline)\nafter\n"
 
 
 def test_a_capture_prints_nothing_but_what_the_body_writes(

@@ -40,6 +40,8 @@ from tprof_engine.reduce.ops import (
 _CPU = torch.autograd.DeviceType.CPU  # type: ignore[attr-defined]
 _BoolArray = npt.NDArray[np.bool_]
 KINETO_LINE_PREFIXES = (b"USDT:",)  # kineto's own start/stop markers, written to fd 2
+# A CUDA build on a machine without a GPU: kineto's complaint as a session stops (torch 2.6-2.12).
+KINETO_NO_GPU = b"gpuGetDeviceCount failed"
 
 
 @contextlib.contextmanager
@@ -79,9 +81,15 @@ def kineto_lines_dropped() -> Iterator[None]:
             os.dup2(saved, 2)
             os.close(saved)
             scratch.seek(0)
-            kept = b"".join(line for line in scratch if not line.startswith(KINETO_LINE_PREFIXES))
+            kept = b"".join(line for line in scratch if not _kinetos_own(line))
             while kept:
                 kept = kept[os.write(2, kept) :]
+
+
+def _kinetos_own(line: bytes) -> bool:
+    """A line kineto writes of itself as a session starts or stops, not the user's."""
+    no_gpu = line.startswith(b"ERROR:") and KINETO_NO_GPU in line
+    return no_gpu or line.startswith(KINETO_LINE_PREFIXES)
 
 
 def events_from_kineto(prof: profile) -> EventArrays:
