@@ -175,4 +175,7 @@ def test_a_test_whose_timing_was_not_judged_is_retried_once_then_warned(tmp_path
     assert "warning: timing was not judged for 1 test(s): tests/test_m.py::test_other" in out
     found = verdicts(doc)
     assert set(found) == {"test_step", "test_other"}  # the retry's verdict merged, not alone
-    assert "rounds too short to judge" in found["test_other"]["reason"]
+    # inconclusive either way: its rounds are too short, or (a loaded machine) too noisy first
+    reason = found["test_other"]["reason"]
+    assert found["test_other"]["verdict"] == "inconclusive", reason
+    assert "rounds too short to judge" in reason or "too noisy" in reason
