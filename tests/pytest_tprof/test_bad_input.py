@@ -253,13 +253,14 @@ def test_a_baseline_of_another_environment_or_protocol_is_named_key_by_key(
     suite.run("--tprof-save").assert_outcomes(passed=4)
     env = suite.env_dir
     here = torch.__version__
-    # test_a: only a baseline recorded under torch 2.12.1, in that environment's folder.
+    # test_a: only a baseline recorded under another torch, in that environment's folder.
+    other = "2.11.0" if here.startswith("2.12.1") else "2.12.1"
     a = suite.path_of("test_env.py::test_a")
-    other_folder = suite.base / "linux-x86_64-cpu-torch2.12.1-py3.11"
+    other_folder = suite.base / f"linux-x86_64-cpu-torch{other}-py3.11"
     other_folder.mkdir()
     moved = other_folder / a.name
     a.rename(moved)
-    _edit(moved, lambda d: d["environment"]["hard"].update(torch="2.12.1"))
+    _edit(moved, lambda d: d["environment"]["hard"].update(torch=other))
     # test_b: a baseline of another device in this folder; test_c: another CPU; test_d: shapes on.
     _edit(
         suite.path_of("test_env.py::test_b"),
@@ -282,7 +283,7 @@ def test_a_baseline_of_another_environment_or_protocol_is_named_key_by_key(
         line(
             "inconclusive",
             "test_env.py::test_a",
-            f"calls and work unchanged; timings not compared: torch 2.12.1 → {here}",
+            f"calls and work unchanged; timings not compared: torch {other} → {here}",
         )
         in lines
     )
@@ -296,8 +297,10 @@ def test_a_baseline_of_another_environment_or_protocol_is_named_key_by_key(
     )
     tests = {t["nodeid"]: t for t in json.loads(report.read_text(encoding="utf-8"))["tests"]}
     a_notes = " ".join(tests["test_env.py::test_a"]["notes"])
-    assert "judged against the baseline recorded in linux-x86_64-cpu-torch2.12.1-py3.11" in a_notes
-    assert tests["test_env.py::test_a"]["differences"] == [f"torch 2.12.1 → {here}"]
+    assert (
+        f"judged against the baseline recorded in linux-x86_64-cpu-torch{other}-py3.11" in a_notes
+    )
+    assert tests["test_env.py::test_a"]["differences"] == [f"torch {other} → {here}"]
     cpu = f"cpu_model Other CPU 9000 → {cpu_model()}"
     c = tests["test_env.py::test_c"]
     assert (c["verdict"], c["differences"]) == ("inconclusive", [cpu])

@@ -300,7 +300,10 @@ def compiled_code_runs_eagerly() -> Iterator[list[int]]:
         eval_frame._callback_from_stance = counting  # type: ignore[attr-defined]
     stance = getattr(torch.compiler, "set_stance", None)
     try:
-        with stance("force_eager") if stance is not None else contextlib.nullcontext():
+        with (
+            stance("force_eager") if stance is not None else contextlib.nullcontext(),
+            torch_api.eager_run_quiet(),
+        ):
             yield calls
     finally:
         if original is not None:

@@ -60,6 +60,7 @@ __all__ = [
     "device_activities",
     "dynamo_compile_log",
     "dynamo_eval_frame",
+    "eager_run_quiet",
     "event_features",
     "experimental_config",
     "flop_registry",
@@ -271,6 +272,16 @@ def own_warnings_quiet() -> Iterator[None]:
         return
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
+        yield
+
+
+@contextlib.contextmanager
+def eager_run_quiet() -> Iterator[None]:
+    """Run compiled code eagerly (the census's dispatch mode, ``force_eager``) without torch
+    2.12's warning that a ``fullgraph=True`` function found no compiled frames: tprof made it
+    so, and under ``filterwarnings = error`` the warning would stop the census."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="torch.compile with fullgraph=True found no")
         yield
 
 
