@@ -336,18 +336,19 @@ def test_the_time_outside_any_op_is_charged_to_the_op_after_it() -> None:
 
     def body() -> None:
         torch.mm(a, a)
-        spin(0.3)  # 300 µs of Python between the two ops
+        spin(3.0)  # 3 ms of Python between the two ops
         torch.relu(a)
 
     t = capture.capture(body, rounds=6, warmup=1).table
     assert t.host_before_us is not None
     before = dict(zip(t.names, t.host_before_us, strict=True))
-    assert (before["aten::relu"] > 250).all(), before
+    assert (before["aten::relu"] > 2_900).all(), before
     # Another process may take the CPU inside any round and only ever adds time, so the
     # bound above holds in every round and this one in the quietest: the body's start to its
-    # first op (about 100 µs on a quiet machine), not the 300 µs spin.
-    assert before["aten::mm"].min() < 200, before
-    assert (t.host_us > 250).all()
+    # first op (about 100 µs on a quiet machine, a few hundred beside busy ones), far from
+    # the 3 ms spin.
+    assert before["aten::mm"].min() < 1_500, before
+    assert (t.host_us > 2_900).all()
 
 
 def with_gap_before_relu(t: OpTable, gap_us: float) -> OpTable:
