@@ -76,12 +76,12 @@ def _git(args: Sequence[str], cwd: Path) -> str:
     return done.stdout.strip()
 
 
-def check_out(ref: str, cwd: Path, into: Path) -> Trees:
-    """REF checked out (detached) in a new worktree under ``into``."""
+def resolve(ref: str, cwd: Path, command: str = "tprof ab") -> tuple[Path, str]:
+    """The repository's top folder and REF's commit, each a clear error when missing."""
     try:
         top = Path(_git(["rev-parse", "--show-toplevel"], cwd))
     except TprofError as exc:
-        raise TprofError(f"tprof ab runs inside a git repository ({exc})") from exc
+        raise TprofError(f"{command} runs inside a git repository ({exc})") from exc
     try:
         sha = _git(["rev-parse", "--verify", f"{ref}^{{commit}}"], top)
     except TprofError as exc:
@@ -89,10 +89,20 @@ def check_out(ref: str, cwd: Path, into: Path) -> Trees:
             f"no commit {ref!r} in {top}: name a branch, tag or commit (in CI, fetch it "
             "first: actions/checkout with fetch-depth: 0)"
         ) from exc
-    base_root = into / "base"
-    _git(["worktree", "add", "--detach", "--quiet", str(base_root), sha], top)
+    return top, sha
+
+
+def add_worktree(top: Path, sha: str, folder: Path) -> Path:
+    """Commit ``sha`` checked out (detached) in a new worktree at ``folder``."""
+    _git(["worktree", "add", "--detach", "--quiet", str(folder), sha], top)
+    return folder
+
+
+def check_out(ref: str, cwd: Path, into: Path) -> Trees:
+    """REF checked out (detached) in a new worktree under ``into``."""
+    top, sha = resolve(ref, cwd)
     return Trees(
-        base_root=base_root,
+        base_root=add_worktree(top, sha, into / "base"),
         head_root=top,
         sha=sha,
         label=f"{ref} at {sha[:10]}",
@@ -100,13 +110,18 @@ def check_out(ref: str, cwd: Path, into: Path) -> Trees:
     )
 
 
+def remove_worktree(top: Path, folder: Path) -> None:
+    """A worktree removed (its folder too, if git could not)."""
+    try:
+        _git(["worktree", "remove", "--force", str(folder)], top)
+    except TprofError:
+        shutil.rmtree(folder, ignore_errors=True)
+        _git(["worktree", "prune"], top)
+
+
 def remove(trees: Trees) -> None:
     """The base's worktree removed (its folder too, if git could not)."""
-    try:
-        _git(["worktree", "remove", "--force", str(trees.base_root)], trees.head_root)
-    except TprofError:
-        shutil.rmtree(trees.base_root, ignore_errors=True)
-        _git(["worktree", "prune"], trees.head_root)
+    remove_worktree(trees.head_root, trees.base_root)
 
 
 def import_path(root: Path, environ: Mapping[str, str]) -> str:

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TextIO
 
-from tprof_engine import ab, window
+from tprof_engine import ab, bisect, window
 from tprof_engine.decide import busy
 from tprof_engine.decide import judge as judging
 from tprof_engine.decide.outcome import outcome_of
@@ -283,6 +283,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_accept(sub)
     _add_merge(sub)
     ab.add_parser(sub)
+    bisect.add_parser(sub)
     return parser
 
 
@@ -453,6 +454,8 @@ def _add_merge(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 def _unknown(args: argparse.Namespace, unknown: Sequence[str]) -> str:
     """Options the command doesn't take; for ``tprof ab``, where pytest's go."""
     said = f"unrecognized arguments: {' '.join(unknown)}"
+    if args.command == "bisect":
+        return f"{said} (before BAD): pytest's options go after BAD: tprof bisect GOOD BAD -- …"
     if args.command != "ab":
         return said
     where = f"{said} (before REF, on the command line)"
