@@ -79,7 +79,7 @@ def test_step(tprof):
 
     tprof(body)
 """
-SPIN_GOOD, SPIN_BAD = 8_000, 10_000  # 25 % more Python in the op's body
+SPIN_GOOD, SPIN_BAD = 40_000, 50_000  # 25 % more Python in the op's body (about 1 ms)
 
 
 def git(folder: Path, *args: str) -> str:

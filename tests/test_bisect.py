@@ -190,3 +190,39 @@ def test_bisect_names_both_culprits_of_a_small_repository(tmp_path: Path) -> Non
     assert found == {"timing": planted["timing"], "work": planted["work"]}
     assert (tmp_path / ".tprof" / "bisect" / "bisect.json").exists()
     assert "first bad commit" in done.stdout
+
+
+def _op(op: str, verdict: str, share: float, calls: tuple[int, int] = (5, 5)) -> dict[str, object]:
+    return {
+        "op": op, "family": "cpu", "verdict": verdict, "share": share, "floor_pct": 8.0,
+        "calls_baseline": calls[0], "calls_current": calls[1],
+    }  # fmt: skip
+
+
+def test_the_suspects_are_regressed_or_material_ops_whose_work_did_not_move() -> None:
+    import argparse
+
+    from tprof_engine.bisect import _suspects
+
+    test = {
+        "ops": [
+            _op("x::spin", "unchanged", 0.7),  # material: above its floor to be hunted
+            _op("aten::add", "regressed", 0.01),  # judged regressed: above no change
+            _op("aten::mm", "regressed", 0.2),  # its work moved: the work bisection's
+            _op("aten::t", "unchanged", 0.01),  # neither
+            _op("aten::sum", "unchanged", 0.3, (0, 5)),  # its calls changed
+        ],
+        "families": [{"family": "cpu", "timing_regressed": True}],
+    }
+    args = argparse.Namespace(op=None, family=None)
+    assert _suspects(test, {"aten::mm"}, args) == [
+        ("cpu", "x::spin", 0.08),
+        ("cpu", "aten::add", 0.0),
+    ]
+    args = argparse.Namespace(op="aten::t", family=None)
+    assert _suspects(test, set(), args) == [("cpu", "aten::t", 0.0)]
+    args = argparse.Namespace(op=None, family=["cuda"])
+    assert _suspects(test, set(), args) == []
+    quiet = {"ops": [_op("aten::t", "unchanged", 0.01)], "families": test["families"]}
+    args = argparse.Namespace(op=None, family=None)
+    assert _suspects(quiet, set(), args) == [("cpu", None, 0.0)]  # the family's total

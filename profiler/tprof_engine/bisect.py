@@ -135,7 +135,8 @@ def timing_targets(
     run: Run, bad: str, moved: dict[str, set[str]], args: argparse.Namespace
 ) -> list[Target]:
     """The ops (or family totals) whose timing regressed from GOOD to BAD, paired, and whose
-    work did not move: each with its effect from the trace pair."""
+    work did not move: each with its effect from the trace pair, its interval above what
+    the suspect must show (:func:`_suspects`)."""
     pair = run.pair(bad, run.rounds)
     if pair.broken:
         raise TprofError(f"BAD ({bad[:10]}) could not be measured against GOOD: {pair.broken}")
@@ -144,31 +145,41 @@ def timing_targets(
         tables = pair.tables(nodeid)
         if tables is None:
             continue
-        for family, op in _suspects(test, moved.get(nodeid, set()), args):
+        for family, op, least in _suspects(test, moved.get(nodeid, set()), args):
             before, after = (measure.rounds_of(t, family, op) for t in tables)
             effect = None if before is None or after is None else paired_effect(before, after)
-            if effect is not None and effect.low > 0:
+            if effect is not None and effect.low > least:
                 targets.append(
                     Target(nodeid=nodeid, kind="timing", family=family, op=op, bad=effect)
                 )
     return targets
 
 
-def _suspects(test: Any, moved: set[str], args: argparse.Namespace) -> list[tuple[str, str | None]]:
-    """(family, op) pairs to hunt in one test of BAD's paired report: its regressed ops
-    (or ``--op`` wherever it ran) whose work did not move; a regressed family's total when
-    none is left and no work moved at all."""
+MATERIAL = 0.05  # an op of this share of its family's round or more is a suspect of its own
+
+
+def _suspects(
+    test: Any, moved: set[str], args: argparse.Namespace
+) -> list[tuple[str, str | None, float]]:
+    """(family, op, least) to hunt in one test of BAD's paired report, ``least`` the change
+    its interval must lie above: the ops the rule judged regressed (or ``--op`` wherever it
+    ran), above no change; the other material ops with the same calls, above their floor;
+    none whose work moved.  A regressed family's total when no op is left and no work moved."""
+    found: list[tuple[str, str | None, float]] = []
+    for o in test.get("ops", []):
+        if not _wanted(o["family"], args) or o["op"] in moved:
+            continue
+        if args.op and o["op"] != args.op:
+            continue
+        same_calls = o.get("calls_baseline") == o.get("calls_current")
+        if args.op or o["verdict"] == "regressed":
+            found.append((str(o["family"]), str(o["op"]), 0.0))
+        elif same_calls and (o.get("share") or 0.0) >= MATERIAL:
+            found.append((str(o["family"]), str(o["op"]), float(o["floor_pct"] or 0) / 100))
+    if found or args.op or moved:
+        return found
     families = [f for f in test.get("families", []) if _wanted(f["family"], args)]
-    ops: list[tuple[str, str | None]] = [
-        (str(o["family"]), str(o["op"]))
-        for o in test.get("ops", [])
-        if _wanted(o["family"], args)
-        and (o["op"] == args.op if args.op else o["verdict"] == "regressed")
-        and o["op"] not in moved
-    ]
-    if ops or args.op or moved:
-        return ops
-    return [(f["family"], None) for f in families if f.get("timing_regressed")]
+    return [(f["family"], None, 0.0) for f in families if f.get("timing_regressed")]
 
 
 def _wanted(family: str, args: argparse.Namespace) -> bool:
