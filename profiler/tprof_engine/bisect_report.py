@@ -93,7 +93,21 @@ def _hunt_doc(run: Run, hunt: Hunt) -> dict[str, Any]:
     }
     if search.found:
         doc["rows"], doc["traces"] = _rows(run, hunt, culprits[-1])
+        doc["census_against_good"] = _census_said(run, hunt, culprits[-1])
     return doc
+
+
+def _census_said(run: Run, hunt: Hunt, culprit: str) -> str | None:
+    """A timing culprit's census against GOOD's, from its paired run (the head's work
+    verdict): whether the kernel path or the work moved there too."""
+    if hunt.target.kind != "timing":
+        return None
+    for (sha, _), pair in run.pairs.items():
+        work = pair.tests.get(hunt.target.nodeid, {}).get("work") if sha == culprit else None
+        if isinstance(work, dict):
+            reasons = work.get("reasons") or []
+            return str(work.get("verdict")) + (f": {reasons[0]}" if reasons else "")
+    return None
 
 
 def _rows(run: Run, hunt: Hunt, culprit: str) -> tuple[list[dict[str, Any]], Any]:
@@ -149,6 +163,8 @@ def text(doc: Mapping[str, Any]) -> list[str]:
             )
             lines += [f"    {s}" for s in c["stat"]]
             lines += ["  " + _row_text(row) for row in r["rows"]]
+            if r.get("census_against_good"):
+                lines.append(f"  its census against GOOD's: {r['census_against_good']}")
             if r["traces"]:
                 lines.append(f"  trace pair: {r['traces'][0]} (GOOD) and {r['traces'][1]} (it)")
         else:
