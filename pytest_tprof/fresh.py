@@ -22,14 +22,14 @@ import pickle
 import subprocess
 import sys
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, NamedTuple
 
 import pytest
 
-from pytest_tprof.options import INHERITED_SETTINGS, Settings
+from pytest_tprof.options import INHERITED_SETTINGS, Settings, flags_with_values
 from tprof_engine import ab
 from tprof_engine.api import (
     Cause,
@@ -74,9 +74,9 @@ def settings_for_child(
 
 
 def child_args(config: pytest.Config, nodeid: str) -> list[str]:
-    """The command line that runs ``nodeid`` alone: what collects it as this run did (the
-    rootdir, the ini file, ``-o`` overrides, plugins loaded by name); the settings come from
-    the file the child inherits."""
+    """The command line that runs ``nodeid`` alone: what collects and sets it up as this run
+    did (the rootdir, the ini file, the plugins and the options of the user's own conftest,
+    such as ``--model-size``); the tprof settings come from the file the child inherits."""
     args = [
         sys.executable,
         "-m",
@@ -88,7 +88,7 @@ def child_args(config: pytest.Config, nodeid: str) -> list[str]:
         f"--rootdir={config.rootpath}",
         "--tprof",
     ]
-    args += passed_on(config.invocation_params.args)
+    args += passed_on(config.invocation_params.args, config.option.file_or_dir or ())
     if config.inipath is not None:
         args += ["-c", str(config.inipath)]
     if config.pluginmanager.hasplugin("xdist"):
@@ -96,16 +96,46 @@ def child_args(config: pytest.Config, nodeid: str) -> list[str]:
     return args
 
 
-def passed_on(given: tuple[str, ...] | list[str]) -> list[str]:
-    """The options of a command line the child needs to collect a test as this run did:
-    ``-p`` (a plugin loaded by name, this one when it is on the path but not installed) and
-    ``-o`` / ``--override-ini`` (ini values for every plugin)."""
+# Options of the parent's command line the child must not repeat, with whether each takes a
+# value: what selects or schedules tests (the child runs one, alone), what the cache plugin
+# the child runs without reads, a debugger waiting on a terminal, the files and folders the
+# parent writes (``--basetemp``: pytest empties it as a session starts), and what the child
+# is given otherwise (the rootdir and ini file; the tprof settings, inherited whole).
+NOT_PASSED_ON: dict[str, bool] = {
+    **dict.fromkeys(("-n", "--numprocesses", "--maxprocesses", "--dist", "--tx"), True),
+    **dict.fromkeys(("--rsyncdir", "--max-worker-restart", "--maxschedchunk"), True),
+    **dict.fromkeys(("-d", "--distload", "-f", "--looponfail"), False),
+    **dict.fromkeys(("--lf", "--last-failed", "--ff", "--failed-first", "--nf"), False),
+    **dict.fromkeys(("--new-first", "--cache-clear", "--sw", "--stepwise"), False),
+    **dict.fromkeys(("--sw-skip", "--stepwise-skip", "--sw-reset", "--stepwise-reset"), False),
+    **dict.fromkeys(("--cache-show", "--lfnf", "--last-failed-no-failures"), True),
+    **dict.fromkeys(("--pdb", "--trace", "--collect-only", "--co", "--setup-only"), False),
+    **dict.fromkeys(("--setup-plan", "--setup-show"), False),
+    **dict.fromkeys(("--pdbcls", "--basetemp", "--junitxml", "--junit-xml"), True),
+    **dict.fromkeys(("--junit-prefix", "--report-log", "--result-log"), True),
+    **dict.fromkeys(("--rootdir", "-c", "--config-file", "--confcutdir"), True),
+}
+
+
+def passed_on(given: Sequence[str], positional: Sequence[str] = ()) -> list[str]:
+    """The parent's command line ``given`` as the child repeats it: its options, the user's
+    own included (a conftest's ``--plant`` or ``--model-size`` changes what the test does),
+    without the test paths and node ids it selected (``positional``: pytest's
+    ``file_or_dir``), tprof's own options and :data:`NOT_PASSED_ON`."""
+    paths = list(positional)
+    valued = {**NOT_PASSED_ON, **dict.fromkeys(flags_with_values(), True)}
     out: list[str] = []
     rest = iter(given)
     for arg in rest:
-        if arg in ("-p", "-o", "--override-ini"):
-            out += [arg, next(rest, "")]
-        elif arg.startswith(("-p", "-o", "--override-ini=")):
+        flag, eq, _ = arg.partition("=")
+        if arg in paths:
+            paths.remove(arg)
+        elif flag in valued or flag.startswith(("--tprof", "--no-tprof")):
+            if valued.get(flag) and not eq:
+                next(rest, None)
+        elif flag in ("-n", "-c") or (arg.startswith(("-n", "-c")) and arg[2:3] != "-"):
+            continue  # -n4, -cfile.ini
+        else:
             out.append(arg)
     return out
 

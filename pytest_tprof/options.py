@@ -146,6 +146,11 @@ _PARSE: dict[str, Any] = {"int": int, "float": float, "path": str, "list": str}
 _METAVAR = {"int": "N", "float": "F", "path": "PATH", "list": "LIST"}
 
 
+def flags_with_values() -> frozenset[str]:
+    """This plugin's command-line flags that take a value (``--tprof-rounds 8``)."""
+    return frozenset(o.flag for o in _OPTIONS if o.kind not in ("switch", "action"))
+
+
 def _old_dest(flag: str) -> str:
     return "tprof_old_" + flag.removeprefix("--tprof-").replace("-", "_")
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from tprof_testing import with_quiet_readings
+from tprof_testing import QUIET_READINGS_CONFTEST, with_quiet_readings
 
 pytestmark = [pytest.mark.slow, pytest.mark.serial]
 
@@ -204,4 +204,46 @@ def test_a_setting_an_earlier_test_left_is_named_and_confirmed_under_it(
     assert {"kind": "settings", "text": "settings: cuDNN benchmark off → on", "failing": False} in (
         test["causes"]
     )
+    assert "confirmed in a fresh process" in test["notes"]
+
+
+# The code under test gets slower through the user's own command-line option and through an
+# environment variable, as a benchmark's plant or a model-size switch does: the fresh process
+# must run the test as its parent did, or it measures other code.
+OWN_OPTION = """
+def pytest_addoption(parser):
+    parser.addoption("--size", default="small")
+"""
+SIZED = """
+import os
+
+import torch
+
+
+def test_sized(tprof, request):
+    k = 8 * 128 if request.config.getoption("--size") == "big" else 128
+    k *= int(os.environ.get("TPROF_TEST_WIDEN", "1"))
+    a = torch.randn(128, k)
+    b = torch.randn(k, 128)
+    assert tprof(lambda: a @ b).shape == (128, 128)
+"""
+
+
+@pytest.mark.parametrize(
+    ("args", "env"), [(["--size", "big"], {}), ([], {"TPROF_TEST_WIDEN": "8"})],
+    ids=["own-option", "environment"],
+)  # fmt: skip
+def test_the_fresh_process_runs_the_test_with_its_parents_options_and_environment(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, args: list[str],
+    env: dict[str, str],
+) -> None:  # fmt: skip
+    pytester.makepyfile(test_sized=SIZED)
+    pytester.makeconftest(QUIET_READINGS_CONFTEST + OWN_OPTION)
+    pytester.runpytest_subprocess(*FAST, "--tprof-save").assert_outcomes(passed=1)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    result = pytester.runpytest_subprocess(*FAST, "--tprof", "--tprof-json=report.json", *args)
+    result.assert_outcomes(failed=1)
+    (test,) = json.loads((pytester.path / "report.json").read_text())["tests"]
+    assert test["verdict"] == "regressed", test["reason"]
     assert "confirmed in a fresh process" in test["notes"]

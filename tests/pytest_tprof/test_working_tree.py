@@ -14,11 +14,20 @@ def test_the_fresh_process_loads_the_plugins_and_ini_overrides_its_parent_was_gi
     given = ["tests", "-p", "pytest_tprof.plugin", "-pxdist.plugin", "-q", "--tprof",
              "-p", "no:cacheprovider", "--pdb", "-o", "tprof_window=2", "-oxfail_strict=true",
              "--override-ini=python_files=check_*.py", "--tprof-window", "3"]  # fmt: skip
-    assert passed_on(given) == [
-        "-p", "pytest_tprof.plugin", "-pxdist.plugin", "-p", "no:cacheprovider",
+    assert passed_on(given, ["tests"]) == [
+        "-p", "pytest_tprof.plugin", "-pxdist.plugin", "-q", "-p", "no:cacheprovider",
         "-o", "tprof_window=2", "-oxfail_strict=true", "--override-ini=python_files=check_*.py",
     ]  # fmt: skip
     assert passed_on(["--tprof"]) == []
+
+
+def test_the_fresh_process_gets_the_users_own_options_and_not_what_selected_or_scheduled() -> None:
+    given = ["tests/test_m.py::test_a", "--plant", "3", "--model-size=big", "-k", "a",
+             "-n", "4", "-n2", "--dist=load", "--lf", "--basetemp", "/tmp/b", "-x",
+             "--junitxml=out.xml", "--tprof-rounds", "8", "--tprof-save", "--no-tprof-confirm",
+             "--rootdir", "here", "-c", "pytest.ini", "tests/test_m.py::test_b"]  # fmt: skip
+    positional = ["tests/test_m.py::test_a", "tests/test_m.py::test_b"]
+    assert passed_on(given, positional) == ["--plant", "3", "--model-size=big", "-k", "a", "-x"]
 
 
 @pytest.mark.slow
