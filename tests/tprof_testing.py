@@ -39,7 +39,7 @@ from tprof_engine.decide import busy
 
 @pytest.fixture(autouse=True)
 def _rounds_never_judged_disturbed(monkeypatch):
-    monkeypatch.setattr(busy, "_masks", lambda table, rule: None)
+    monkeypatch.setattr(busy, "_masks", lambda table, rule, reference=None: None)
 """
 
 

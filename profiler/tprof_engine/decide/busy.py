@@ -79,10 +79,13 @@ def slowed_gpu_rounds(table: OpTable) -> BoolArray | None:
     return slowed
 
 
-def disturbed_rounds(table: OpTable, rule: Disturbance) -> BoolArray | None:
-    """Rounds that waited for a CPU, shared the machine, or ran on a slowed GPU; None without
-    readings."""
-    found = _masks(table, rule)
+def disturbed_rounds(
+    table: OpTable, rule: Disturbance, reference: float | None = None
+) -> BoolArray | None:
+    """Rounds that waited for a CPU, ran beside busy processes and slower for it (the drift
+    probe's ``reference``: :func:`slowed_beside_others`), or ran on a slowed GPU; None
+    without readings."""
+    found = _masks(table, rule, reference)
     return None if found is None else found.waited | found.crowded | found.gpu
 
 
@@ -96,12 +99,13 @@ RANK_WAIT_SHARE = 0.25
 
 class _Masks(NamedTuple):
     waited: BoolArray  # waited for a CPU
-    crowded: BoolArray  # shared the machine (none without neighbour readings)
+    crowded: BoolArray  # shared the machine and ran slower for it
     gpu: BoolArray  # ran on a GPU slowed by the machine (none without GPU readings)
+    beside: BoolArray  # shared the machine, slower or not (reported)
 
 
-def _masks(table: OpTable, rule: Disturbance) -> _Masks | None:
-    """The rounds that waited, were crowded, or ran on a slowed GPU.
+def _masks(table: OpTable, rule: Disturbance, reference: float | None = None) -> _Masks | None:
+    """The rounds that waited, were crowded and slowed, or ran on a slowed GPU.
 
     A distributed test's table (one of joined ranks) counts its ranks' own threads, each
     rank's and its backend's worker, as the run's load, not as neighbours."""
@@ -115,7 +119,36 @@ def _masks(table: OpTable, rule: Disturbance) -> _Masks | None:
     crowded = crowded_rounds(table, crowd=rule.crowd_share, siblings=siblings)
     gpu = slowed_gpu_rounds(table)
     none = np.zeros_like(waited)
-    return _Masks(waited, none if crowded is None else crowded, none if gpu is None else gpu)
+    beside = none if crowded is None else crowded
+    slowed = beside & slowed_beside_others(table, rule, waited | beside, reference)
+    return _Masks(waited, slowed, none if gpu is None else gpu, beside)
+
+
+def slowed_beside_others(
+    table: OpTable, rule: Disturbance, shared: BoolArray, reference: float | None
+) -> BoolArray:
+    """Which rounds' drift probe read slower than ``reference`` by more than
+    ``rule.probe_slowed``: this process slowed by a neighbour that took no CPU from it (one
+    sharing its caches or memory bandwidth).  ``reference`` (µs): the probe on a quiet
+    machine, the baseline's (:func:`probe_reference`); without one, this table's own rounds
+    that didn't share the machine.  Without a probe (or with no reference at all) every
+    round that shared the machine counts as slowed, as before readings of the probe."""
+    probe = table.probe_cpu_us
+    if reference is None and probe.size == table.rounds and (~shared).any():
+        reference = probe_reference([table.with_rounds(np.flatnonzero(~shared))])
+    if reference is None or reference <= 0 or probe.size != table.rounds or not probe.any():
+        return np.ones(table.rounds, dtype=bool)
+    slowed: BoolArray = probe > reference * (1.0 + rule.probe_slowed)
+    return slowed
+
+
+def probe_reference(tables: Sequence[OpTable]) -> float | None:
+    """The drift probe's time on the quietest rounds of ``tables`` (their lower quartile, µs);
+    None when they have no probe readings."""
+    probes = [t.probe_cpu_us for t in tables if t.probe_cpu_us.size and t.probe_cpu_us.any()]
+    if not probes:
+        return None
+    return float(np.quantile(np.concatenate(probes), 0.25))
 
 
 class Disturbance(Protocol):
@@ -129,6 +162,8 @@ class Disturbance(Protocol):
     def crowd_share(self) -> float: ...
     @property
     def siblings(self) -> int: ...
+    @property
+    def probe_slowed(self) -> float: ...
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -143,6 +178,7 @@ class Busy:
     cpus: int
     gpu_slowed: int = 0  # rounds on a GPU the machine slowed (thermal, power brake, ...)
     gpu_reasons: int = 0  # the slowing reasons those rounds saw (NVML bits)
+    slowed_beside: int = 0  # of the crowded rounds, those whose probe read slower (no wait)
 
     @property
     def on_gpu(self) -> bool:
@@ -165,6 +201,11 @@ class Busy:
             parts.append(
                 f"{self.crowded} of {self.rounds} ran beside other processes "
                 f"busy on the machine's {self.cpus} CPU(s)"
+                + (
+                    f" ({self.slowed_beside} of them slower for it, by the drift probe)"
+                    if self.slowed_beside
+                    else ""
+                )
             )
         if self.gpu_slowed:
             parts.append(
@@ -174,30 +215,31 @@ class Busy:
         return "; ".join(parts) or f"0 of {self.rounds} rounds disturbed"
 
 
-def busy_of(table: OpTable, rule: Disturbance) -> Busy | None:
+def busy_of(table: OpTable, rule: Disturbance, reference: float | None = None) -> Busy | None:
     """The table's rounds as :class:`Busy`; None without readings."""
-    found = _masks(table, rule)
+    found = _masks(table, rule, reference)
     waited = waited_us(table)
     if found is None or waited is None or table.load is None:
         return None
-    waited_mask, crowded, gpu = found
+    waited_mask, crowded, gpu, beside = found
     wall = float(table.wall_us[waited_mask].sum())
     reasons = table.load.gpu_slowed
     return Busy(
         rounds=table.rounds,
         waited=int(waited_mask.sum()),
         waited_share=float(waited[waited_mask].sum()) / wall if wall > 0 else 0.0,
-        crowded=int(crowded.sum()),
+        crowded=int(beside.sum()),
         disturbed=int((waited_mask | crowded | gpu).sum()),
+        slowed_beside=int((crowded & ~waited_mask).sum()),
         cpus=table.load.cpus,
         gpu_slowed=int(gpu.sum()),
         gpu_reasons=0 if reasons is None else int(np.bitwise_or.reduce(reasons[gpu], initial=0)),
     )
 
 
-def quiet_table(table: OpTable, rule: Disturbance) -> OpTable:
+def quiet_table(table: OpTable, rule: Disturbance, reference: float | None = None) -> OpTable:
     """The table without its disturbed rounds (as it is without readings)."""
-    mask = disturbed_rounds(table, rule)
+    mask = disturbed_rounds(table, rule, reference)
     if mask is None or not mask.any():
         return table
     return table.with_rounds(np.flatnonzero(~mask))

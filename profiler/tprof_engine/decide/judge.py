@@ -139,16 +139,18 @@ def quiet_rounds(
     baseline: Sequence[OpTable], current: OpTable, rule: Rule
 ) -> tuple[list[OpTable], OpTable, str | None]:
     """Both sides without their disturbed rounds (waited for a CPU, or ran beside busy
-    processes), and why timing can't be judged on them (None when it can).
+    processes and slower for it: the drift probe read slower than the baseline's), and why
+    timing can't be judged on them (None when it can).
 
     The current run needs ``rule.quiet_rounds_needed`` undisturbed rounds; a baseline session
     with fewer than two is left out of the timing (its floor would learn a neighbour's load).
     When either is short, both sides keep every round: timing is not compared, and calls
     are read from the same rounds as ever.
     """
-    now = busy.busy_of(current, rule)
-    quiet_now = busy.quiet_table(current, rule)
-    kept = [busy.quiet_table(t, rule) for t in baseline]
+    reference = busy.probe_reference(baseline)
+    now = busy.busy_of(current, rule, reference)
+    quiet_now = busy.quiet_table(current, rule, reference)
+    kept = [busy.quiet_table(t, rule, reference) for t in baseline]
     usable = [t for t in kept if t.rounds >= busy.SESSION_QUIET_ROUNDS]
     if now is not None and now.quiet < rule.quiet_rounds_needed(current.rounds):
         label = GPU_BUSY if now.on_gpu else MACHINE_BUSY

@@ -91,13 +91,18 @@ class Rule:
 
     # A busy machine (docs/design.md, "A busy machine"): a round that waited for a CPU longer
     # than this share of its time (and ``wait_min_us``) holds a neighbour's time inside an op,
-    # and one that ran while other tasks were runnable on ``crowd_share`` of the CPUs shared
-    # their caches and memory bandwidth.  Timing is judged on the other rounds; with fewer
-    # than ``min_quiet_rounds`` of them in the current run, not at all ("machine busy").
+    # and one that ran while other tasks were runnable on ``crowd_share`` of the CPUs may
+    # have shared their caches and memory bandwidth.  Timing is judged on the other rounds;
+    # with fewer than ``min_quiet_rounds`` of them in the current run, not at all ("machine
+    # busy").
     # ``siblings``: the run's own other xdist workers and intra-op threads, not neighbours.
     wait_share: float = 0.01
     wait_min_us: float = 20.0
     crowd_share: float = 0.5
+    # A round beside busy processes counts as disturbed only when this process ran slower for
+    # it: its drift probe above the baseline's quiet probe by this share.  A neighbour on
+    # another core is reported, not a veto (docs/design.md §16).
+    probe_slowed: float = 0.15
     siblings: int = 0
     min_quiet_rounds: int = 10
 

@@ -110,19 +110,32 @@ def test_a_work_change_on_a_busy_machine_does_not_read_as_work_unchanged() -> No
     assert "work unchanged" not in v.reason
 
 
-def test_rounds_beside_busy_processes_are_left_out_and_a_crowded_run_is_not_judged() -> None:
-    # another process on the other CPU: no wait, but it shares caches and memory bandwidth
-    slow = table({**OPS, "aten::addmm": (1200.0, 6)}, seed=1)  # +50 % while crowded
+def test_a_neighbour_that_did_not_slow_this_process_is_reported_and_not_a_veto() -> None:
+    # another process on the other CPU, and this one's rounds neither waited nor read its
+    # drift probe slower: the run is judged (and the +50 % fails it)
+    slow = table({**OPS, "aten::addmm": (1200.0, 6)}, seed=1)
     current = loaded(slow, [], crowded=tuple(range(ROUNDS)))
+    v = verdict_of(current)
+    assert v.verdict == REGRESSED and v.timing_regressed, v.reason
+    said = busy.busy_of(current, Rule(), busy.probe_reference(sessions()))
+    assert said is not None and said.disturbed == 0 and said.crowded == ROUNDS
+    assert said.describe() == "20 of 20 ran beside other processes busy on the machine's 2 CPU(s)"
+
+
+def test_rounds_beside_busy_processes_that_slowed_this_one_are_left_out() -> None:
+    # the neighbour shares caches and memory bandwidth: no wait, but the probe reads +40 %
+    slow = table({**OPS, "aten::addmm": (1200.0, 6)}, seed=1)
+    crowded = loaded(slow, [], crowded=tuple(range(ROUNDS)))
+    current = replace(crowded, probe_cpu_us=crowded.probe_cpu_us * 1.4)
     v = verdict_of(current)
     assert v.verdict == INCONCLUSIVE and not v.timing_regressed
     assert v.reason.endswith(
-        "machine busy: 20 of 20 ran beside other processes busy on the machine's 2 CPU(s)"
+        "machine busy: 20 of 20 ran beside other processes busy on the machine's 2 CPU(s) "
+        "(20 of them slower for it, by the drift probe)"
     )
-    # the run's own xdist workers are not neighbours: their rounds are judged (and it fails)
-    rule = replace(Rule(), siblings=1)
-    v = judge(Recorded(tables=sessions()), Recorded(tables=(current,)), rule)
-    assert v.verdict == REGRESSED and v.timing_regressed
+    # the run's own xdist workers are not neighbours: beside one, no round shared the machine
+    said = busy.busy_of(current, replace(Rule(), siblings=1), busy.probe_reference(sessions()))
+    assert said is not None and said.crowded == 0 and said.disturbed == 0
 
 
 def test_calls_still_gate_on_a_busy_machine() -> None:
@@ -462,7 +475,9 @@ def test_the_summary_line_gives_the_share_of_disturbed_rounds_and_the_worst_test
 
 
 def test_a_baseline_session_saved_on_a_busy_machine_is_named_as_left_out() -> None:
-    base = (*sessions(2), loaded(table(OPS, seed=12), [], crowded=tuple(range(ROUNDS))))
+    crowded = loaded(table(OPS, seed=12), [], crowded=tuple(range(ROUNDS)))
+    slowed = replace(crowded, probe_cpu_us=crowded.probe_cpu_us * 1.4)  # and slower for it
+    base = (*sessions(2), slowed)
     v = verdict_of(loaded(table(OPS, seed=1), []), base)
     assert v.sessions == 2  # the ones the timing learned from
     assert (
