@@ -305,8 +305,9 @@ class Runner:
             current = replace(current, tables=(second.table,), settings=second.settings)
             with watch.stage("judge"):
                 repeat = self.judge(test.nodeid, found, current, rule)
-            if policy.evidence(verdict, repeat)[0] != policy.NO_EVIDENCE:
-                test = replace(test, table=second.table, confirmed=True)
+            said = policy.evidence(verdict, repeat)[0]
+            kept = second.table if policy.second_is_kept(verdict, repeat) else test.table
+            test = replace(test, table=kept, confirmed=said != policy.NO_EVIDENCE)
             verdict = policy.after_remeasurement(verdict, repeat)
         return replace(test, verdict=verdict)
 

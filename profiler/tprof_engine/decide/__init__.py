@@ -4,7 +4,8 @@
 - :mod:`.outcome`: what a verdict does (the pytest test fails or not, its causes typed, the
   next steps), and the words no judgement gives (no baseline, saved, not saved, …);
 - :mod:`.policy`: the confirmation policy as data (:func:`.policy.next_step`) and the merges of
-  each confirmation into the verdict;
+  each confirmation into the verdict, each measurement a block pooled with the others
+  (:mod:`.pooling`);
 - :mod:`.timing` with :mod:`.samples` (per-op statistical tests), :mod:`.structure` (calls and
   ops that came or went), :mod:`.families` (the host and device-idle families) and
   :mod:`.device`: the timing rule;
@@ -27,6 +28,7 @@ __all__ = [  # the stage's modules: its face (tests/test_house.py keeps it whole
     "memory_gate",
     "outcome",
     "policy",
+    "pooling",
     "replacements",
     "rule",
     "samples",

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Final, Literal
 
+from tprof_engine.decide import pooling
 from tprof_engine.decide.busy import busy_of
 from tprof_engine.decide.rule import Rule
 from tprof_engine.model.family_specs import FAMILIES
@@ -20,6 +21,7 @@ from tprof_engine.model.records import OpTable
 from tprof_engine.model.verdicts import (
     INCONCLUSIVE,
     UNCHANGED,
+    FamilyResult,
     TestVerdict,
     worst,
 )
@@ -124,22 +126,34 @@ def slower_families(verdict: TestVerdict) -> list[str]:
     return [f.family for f in verdict.families if f.gates and (f.timing_regressed or f.op_gate)]
 
 
+# The rule's α, which the blocks' significance is read at when the caller names none.
+DEFAULT_ALPHA = Rule().alpha
+
+
 def evidence(
-    first: TestVerdict, again: TestVerdict, other_settings: Sequence[str] = ()
+    first: TestVerdict,
+    again: TestVerdict,
+    other_settings: Sequence[str] = (),
+    *,
+    alpha: float = DEFAULT_ALPHA,
 ) -> tuple[Evidence, str]:
     """What ``again`` (a second measurement, here or in a fresh process) says of ``first``'s
-    timing regression, and, when nothing, why.
+    timing regression, and why.
 
-    It confirms when one of the families that failed fails again; it refutes only when it
-    judged at least one of them (compared, gating, not too noisy) and none failed.  A
-    measurement that ran under other settings, on a busy machine, without comparable timings
-    or without those families judged is no evidence: the first verdict stands.
+    Each measurement is a block of rounds, and the blocks are pooled (:mod:`.pooling`): the
+    regression is confirmed while one of the families that failed fails again (on its time or
+    on a slower kernel path: calls that changed and time that rose), or its change pooled over
+    both blocks is still beyond the floor and ``again`` is not by itself significantly inside
+    it; it is refuted only when ``again`` judged one of those families and the pooled change
+    fell inside the floor, or ``again`` itself ruled it out.  A measurement that ran under
+    other settings, on a busy machine, without comparable timings or without those families
+    judged is no evidence: the first verdict stands.
     """
     if other_settings:
         return NO_EVIDENCE, "it ran under other settings (" + ", ".join(other_settings) + ")"
     slower = slower_families(first)
     judged = {f.family: f for f in again.families if f.family in slower and f.gates}
-    if any(f.timing_regressed or f.op_gate for f in judged.values()):
+    if any(f.fails for f in judged.values()):
         return CONFIRMS, ""
     if again.busy is not None:
         return NO_EVIDENCE, f"the {again.busy.text}"
@@ -149,17 +163,55 @@ def evidence(
     if not [f for f in judged.values() if not f.too_noisy]:
         names = "/".join(FAMILIES[n].label if n in FAMILIES else n for n in slower)
         return NO_EVIDENCE, f"it could not judge {names} time ({again.verdict} there)"
-    return REFUTES, ""
+    pooled = [_pooled(f, judged[f.family], alpha) for f in first.families if f.family in judged]
+    standing = [text for text, still in pooled if still]
+    if standing:
+        return CONFIRMS, "; ".join(standing)
+    return REFUTES, "; ".join(text for text, _ in pooled)
+
+
+def _pooled(first: FamilyResult, again: FamilyResult, alpha: float) -> tuple[str, bool]:
+    """One family's two blocks pooled: what they read, and whether its regression stands."""
+    blocks = [b for f in (first, again) if (b := pooling.block_of(f, alpha)) is not None]
+    label = FAMILIES[first.family].label if first.family in FAMILIES else first.family
+    if len(blocks) < 2:
+        return f"{label}: no change to pool", False
+    together = pooling.pooled(blocks)
+    still = pooling.stands(blocks, first.floor_pct, alpha)
+    text = (
+        f"{label} {blocks[0].pct:+.0f}% then {blocks[1].pct:+.0f}% ({_p(again.p_value)}); "
+        f"pooled {together.pct:+.0f}%, floor {first.floor_pct:.0f}%"
+    )
+    if together.q_p < alpha:
+        text += f"; the two disagree beyond their noise ({_p(together.q_p)})"
+    return text, still
+
+
+def _p(p: float) -> str:
+    return "p<1e-6" if p < 1e-6 else f"p={p:.2g}"
+
+
+def second_is_kept(first: TestVerdict, again: TestVerdict) -> bool:
+    """Whether the second measurement's verdict (and rounds) replace the first's: it refuted
+    the regression, or failed itself; a regression that stands on the pooled blocks keeps the
+    first, which found it."""
+    said, _ = evidence(first, again)
+    return said == REFUTES or (said == CONFIRMS and again.regressed)
 
 
 def after_remeasurement(first: TestVerdict, again: TestVerdict) -> TestVerdict:
     """The verdict once measured a second time in this process: the second measurement's when
-    it confirms or refutes the first, else the first's, with a note saying why."""
+    it fails too or refutes the first; the first's, with the pooled figures, when the pooled
+    blocks keep it standing; else the first's, with a note saying why."""
     said, why = evidence(first, again)
-    if said == CONFIRMS:
+    if said == CONFIRMS and again.regressed:
         return again.with_notes("confirmed by a second measurement")
+    if said == CONFIRMS:
+        return first.with_notes(f"confirmed by a second measurement pooled with it: {why}")
     if said == REFUTES:
-        return again.with_notes("a first measurement looked slower; the re-measurement did not")
+        return again.with_notes(
+            f"a first measurement looked slower; the re-measurement did not: {why}"
+        )
     return first.with_notes(f"a second measurement neither confirmed nor refuted it: {why}")
 
 
@@ -193,13 +245,12 @@ def after_fresh_process(
     """
     if child is None:
         return verdict.with_notes(f"not re-run in a fresh process: {why}")
-    said, none_because = evidence(verdict, child, other_settings)
+    said, figures = evidence(verdict, child, other_settings)
     if said == CONFIRMS:
-        return verdict.with_notes("confirmed in a fresh process")
+        pooled = f" pooled with this one: {figures}" if figures else ""
+        return verdict.with_notes(f"confirmed in a fresh process{pooled}")
     if said == NO_EVIDENCE:
-        return verdict.with_notes(
-            f"a fresh process neither confirmed nor refuted it: {none_because}"
-        )
+        return verdict.with_notes(f"a fresh process neither confirmed nor refuted it: {figures}")
     work_word = UNCHANGED if verdict.work is None else verdict.work.verdict
     return replace(
         verdict,
@@ -207,6 +258,7 @@ def after_fresh_process(
         reason=f"{NOT_CONFIRMED} ({child.verdict} there): {verdict.reason}",
         notes=(
             *verdict.notes,
+            f"process-dependent: {figures}",
             "this test's speed depends on the process; record more sessions "
             "(--tprof-save) so its floor learns that",
         ),

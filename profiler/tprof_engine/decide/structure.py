@@ -146,14 +146,28 @@ def _structure_reason(structure: Structure, base_total: float) -> str:
     changes, added = structure.changes, structure.added_us
     what = ", ".join(f"{o.op} {o.calls_baseline}→{o.calls_current}" for o in changes[:6])
     more = f" (+{len(changes) - 6} more)" if len(changes) > 6 else ""
+    calls = f"calls changed{replaced_path(changes)}"
     if not structure.regressed:
-        return f"calls changed, net {added:+.0f} µs per round: {what}{more}"
+        return f"{calls}, net {added:+.0f} µs per round: {what}{more}"
     if base_total > 0:
         return (
-            f"calls changed, adding {added:+.0f} µs per round "
+            f"{calls}, adding {added:+.0f} µs per round "
             f"({_share_text(structure.share)} of the round): {what}{more}"
         )
-    return f"calls changed: {what}{more}"
+    return f"{calls}: {what}{more}"
+
+
+def replaced_path(changes: Sequence[OpVerdict]) -> str:
+    """The op that took the most time among those gone and the one that takes the most among
+    those new, as `` (aten::mkldnn_convolution → aten::_slow_conv2d_forward)``: the path the
+    work now takes (another kernel, a fallback); empty unless ops both went and came."""
+    gone = [o for o in changes if o.calls_current == 0]
+    came = [o for o in changes if o.calls_baseline == 0]
+    if not gone or not came:
+        return ""
+    old = max(gone, key=lambda o: o.baseline_median_us)
+    new = max(came, key=lambda o: o.current_median_us)
+    return f" ({old.op} → {new.op})"
 
 
 def _share_text(share: float) -> str:

@@ -163,6 +163,29 @@ def test_the_calls_that_changed_are_listed_largest_move_first() -> None:
         ": aten::_slow_conv2d_forward 0→2, aten::mkldnn_convolution 2→0, "
         "aten::_nnpack_available 0→2"
     ), v.reason
+    # the path the work now takes is named: the costliest op gone and the costliest new one
+    assert "calls changed (aten::mkldnn_convolution → aten::_slow_conv2d_forward), adding" in (
+        v.reason
+    )
+
+
+def test_a_replaced_kernel_whose_family_time_rose_beyond_its_floor_is_regressed() -> None:
+    # the replacement itself costs about what the kernel did (its calls' net share is under
+    # the structure gate's 5 %), but the family's time rose +30 %: the slower path regressed
+    base_ops = {**OPS, "aten::mkldnn_convolution": (300.0, 2)}
+    repl = {
+        **OPS, "aten::addmm": (1100.0, 6), "aten::_slow_conv2d_forward": (310.0, 2),
+    }  # fmt: skip
+    v = compare([table(base_ops, seed=i) for i in range(3)], table(repl, seed=9))
+    cpu = v.families[0]
+    assert not cpu.structure_regressed and cpu.delta_pct > cpu.floor_pct
+    assert v.verdict == REGRESSED, v.reason
+    assert "(aten::mkldnn_convolution → aten::_slow_conv2d_forward)" in v.reason
+    # the same calls change without the time: changed, and the test passes
+    same_time = {**OPS, "aten::_slow_conv2d_forward": (310.0, 2)}
+    assert compare(
+        [table(base_ops, seed=i) for i in range(3)], table(same_time, seed=9)
+    ).verdict == (CHANGED)
 
 
 def test_a_cheaper_replacement_is_changed_not_regressed() -> None:

@@ -75,10 +75,16 @@ def test_a_confirmation_confirms_refutes_or_is_no_evidence(slower: TestVerdict) 
     assert policy.evidence(slower, again) == (policy.CONFIRMS, "")
     assert policy.after_fresh_process(slower, again).notes[-1] == "confirmed in a fresh process"
     same = verdict_on(OPS)
-    assert policy.evidence(slower, same) == (policy.REFUTES, "")
+    # the second block by itself rules the slowdown out (its upper bound inside the floor)
+    assert policy.evidence(slower, same) == (
+        policy.REFUTES,
+        "CPU +82% then +0% (p=1); pooled +33%, floor 10%; the two disagree beyond their "
+        "noise (p<1e-6)",
+    )
     refuted = policy.after_fresh_process(slower, same)
     assert refuted.verdict == INCONCLUSIVE
     assert refuted.reason.startswith("slower in this process, not in a fresh one (unchanged there)")
+    assert refuted.notes[-2].startswith("process-dependent: CPU +82% then +0%")
     # the child judged no CPU time: its word ("improved", "changed") says nothing of it
     noisy = replace(
         same,
@@ -135,3 +141,45 @@ def test_the_policy_says_how_often_a_busy_capture_is_taken_again() -> None:
     assert policy.busy_retries(2, recording=False, judged=True, paired=False) == 2
     assert policy.busy_retries(2, recording=False, judged=False, paired=False) == 0
     assert policy.busy_retries(2, recording=False, judged=True, paired=True) == 0
+
+
+def with_cpu(v: TestVerdict, **figures: object) -> TestVerdict:
+    """``v`` with its CPU family's figures replaced."""
+    families = tuple(replace(f, **figures) if f.family == "cpu" else f for f in v.families)  # type: ignore[arg-type]
+    return replace(v, families=families)
+
+
+def test_a_second_look_that_is_only_not_significant_adds_evidence_and_takes_nothing_back(
+    slower: TestVerdict,
+) -> None:
+    # +82 % first; then +30 % in a noisy block that reached no significance on its own: the
+    # two pooled are still beyond the floor, and the second doesn't rule the slowdown out
+    noisy = with_cpu(verdict_on(OPS), delta_pct=30.0, p_value=0.2, mde_pct=60.0)
+    said, why = policy.evidence(slower, noisy)
+    assert said == policy.CONFIRMS
+    assert why.startswith("CPU +82% then +30% (p=0.2); pooled +")
+    assert policy.after_fresh_process(slower, noisy).verdict == REGRESSED
+    merged = policy.after_remeasurement(slower, noisy)
+    assert merged.verdict == REGRESSED and merged.families == slower.families
+    assert merged.notes[-1].startswith("confirmed by a second measurement pooled with it: CPU")
+    assert not policy.second_is_kept(slower, noisy)
+
+
+def test_a_second_look_inside_the_floor_pooled_with_the_first_takes_it_back(
+    slower: TestVerdict,
+) -> None:
+    # a first block barely past its floor, a second one at +2 %: pooled inside the floor
+    barely = with_cpu(slower, delta_pct=14.0, mde_pct=6.0)
+    close = with_cpu(verdict_on(OPS), delta_pct=2.0, p_value=0.4, mde_pct=8.0)
+    said, why = policy.evidence(barely, close)
+    assert said == policy.REFUTES, why
+    assert policy.second_is_kept(barely, close)
+
+
+def test_a_slower_kernel_path_in_the_second_look_confirms_the_first(slower: TestVerdict) -> None:
+    # the fresh pair booked its time rise to the calls that changed (a replaced kernel): its
+    # family failed on the structure, not the timing, and that repeats the regression
+    path = with_cpu(
+        verdict_on(OPS), verdict=REGRESSED, structure_regressed=True, timing_regressed=False
+    )
+    assert policy.evidence(slower, path) == (policy.CONFIRMS, "")

@@ -1,0 +1,113 @@
+"""Measurements of one test pooled: each capture a confirmation takes (a re-measurement in this
+process, a fresh process, a fresh pair, the serial re-run after xdist) is a block of rounds,
+and a family's change is judged on every block it has, not on the last one alone.
+
+A block is read off a family's figures (:class:`~tprof_engine.model.verdicts.FamilyResult`):
+its change as a log ratio and that change's standard error, recovered from the minimum
+detectable effect the family's own test reported (``mde = z · se`` with ``z`` the one-sided
+normal quantiles of the rule's α and 80 % power).  Blocks pool by inverse variance; Cochran's
+Q says whether they disagree by more than their noise (a speed that belongs to one process).
+
+The rule (docs/design.md §5, "Confirmations add evidence"): a regression stands while the
+pooled change is beyond the family's floor, unless the newest block is by itself significantly
+inside the floor (its one-sided upper bound below it).  So a noisy or merely not-significant
+second look no longer takes a clear first one back; a clear second look that contradicts it
+still does, and the verdict says so with both numbers.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from statistics import NormalDist
+
+from tprof_engine.model.verdicts import FamilyResult
+
+POWER = 0.8  # the power the families' minimum detectable effects are stated at
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Block:
+    """One measurement of a family's change: log ratio and its standard error."""
+
+    effect: float  # log(current / baseline)
+    se: float  # its standard error (inf: the block can't say how sure it is)
+    p: float  # the family's one-sided p of a slowdown in this block
+
+    @property
+    def pct(self) -> float:
+        return math.expm1(self.effect) * 100.0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Pooled:
+    """Blocks pooled by inverse variance, with their disagreement."""
+
+    effect: float
+    se: float
+    blocks: int
+    q_p: float  # Cochran's Q test that the blocks measure one change (1.0 for one block)
+
+    @property
+    def pct(self) -> float:
+        return math.expm1(self.effect) * 100.0
+
+
+def block_of(family: FamilyResult, alpha: float) -> Block | None:
+    """The family's change as a block; None when it has no finite change to pool."""
+    if not math.isfinite(family.delta_pct) or family.delta_pct <= -100.0:
+        return None
+    effect = math.log1p(family.delta_pct / 100.0)
+    mde = family.mde_pct / 100.0
+    z = _z(alpha)
+    se = math.log1p(mde) / z if math.isfinite(mde) and mde > 0 else math.inf
+    return Block(effect=effect, se=max(se, 1e-6), p=family.p_value)
+
+
+def pooled(blocks: Sequence[Block]) -> Pooled:
+    """Inverse-variance pooling; blocks without a finite error count only when none has one."""
+    sure = [b for b in blocks if math.isfinite(b.se)]
+    if not sure:
+        mean = sum(b.effect for b in blocks) / len(blocks)
+        return Pooled(effect=mean, se=math.inf, blocks=len(blocks), q_p=1.0)
+    weights = [1.0 / b.se**2 for b in sure]
+    total = sum(weights)
+    mean = sum(w * b.effect for w, b in zip(weights, sure, strict=True)) / total
+    q = sum(w * (b.effect - mean) ** 2 for w, b in zip(weights, sure, strict=True))
+    q_p = _chi2_sf(q, len(sure) - 1) if len(sure) > 1 else 1.0
+    return Pooled(effect=mean, se=math.sqrt(1.0 / total), blocks=len(blocks), q_p=q_p)
+
+
+def inside_floor(block: Block, floor_pct: float, alpha: float) -> bool:
+    """The block by itself rules the regression out: its one-sided (1 − α) upper bound is
+    below the floor."""
+    upper = block.effect + _z_alpha(alpha) * block.se
+    return upper < math.log1p(floor_pct / 100.0)
+
+
+def stands(blocks: Sequence[Block], floor_pct: float, alpha: float) -> bool:
+    """A regression found in ``blocks[0]`` still stands with every later block in: the pooled
+    change beyond the floor, and the newest block not significantly inside it."""
+    if len(blocks) > 1 and inside_floor(blocks[-1], floor_pct, alpha):
+        return False
+    return pooled(blocks).effect > math.log1p(floor_pct / 100.0)
+
+
+def _z_alpha(alpha: float) -> float:
+    return _NORMAL.inv_cdf(min(max(1.0 - alpha, 1e-12), 1.0 - 1e-12))
+
+
+def _z(alpha: float) -> float:
+    return _z_alpha(alpha) + _NORMAL.inv_cdf(POWER)
+
+
+def _chi2_sf(q: float, df: int) -> float:
+    """P(χ²_df ≥ q): exact for one degree of freedom, Wilson-Hilferty's cube root beyond."""
+    if df == 1:
+        return math.erfc(math.sqrt(max(q, 0.0) / 2.0))
+    z = ((max(q, 0.0) / df) ** (1.0 / 3.0) - (1.0 - 2.0 / (9.0 * df))) / math.sqrt(2.0 / (9.0 * df))
+    return 1.0 - _NORMAL.cdf(z)
+
+
+_NORMAL = NormalDist()
