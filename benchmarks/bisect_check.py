@@ -151,6 +151,8 @@ def score(
         culprit = (r or {}).get("culprit") or {}
         row[kind] = {
             "right": culprit.get("sha") == planted[kind],
+            # the broken commit just before the culprit: no bisection can tell the two apart
+            "range": bool(r) and r["candidates"] == [planted["broken"], planted[kind]],
             "steps": r["measured_steps"] if r else None,
             "hunted": r is not None,
         }
@@ -175,11 +177,14 @@ def table(rows: list[dict[str, Any]]) -> list[str]:
             f"| {r['seconds']:.0f} ({c['paired_runs']}× {c['paired_seconds']:.0f} / "
             f"{c['census_runs']}× {c['census_seconds']:.0f}) |"
         )  # fmt: skip
-    right = sum(r["timing"]["right"] and r["work"]["right"] for r in rows)
+    right = sum(all(r[k]["right"] or r[k]["range"] for k in ("timing", "work")) for r in rows)
     within = sum(
         (r["timing"]["steps"] or 99) <= bound and (r["work"]["steps"] or 99) <= bound for r in rows
     )
-    lines.append(f"\nboth culprits right: {right} of {len(rows)}; within {bound} steps: {within}")
+    lines.append(
+        f"\nboth culprits right (or the broken commit beside them): {right} of {len(rows)}; "
+        f"within {bound} steps: {within}"
+    )
     return lines
 
 
@@ -190,6 +195,8 @@ def _skipped(r: dict[str, Any]) -> str:
 def _mark(r: dict[str, Any]) -> str:
     if not r["hunted"]:
         return "not hunted"
+    if r["range"]:
+        return "one of (broken, right)"
     return "right" if r["right"] else "WRONG"
 
 
