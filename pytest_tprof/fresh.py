@@ -55,17 +55,22 @@ def in_child() -> bool:
 
 
 def settings_for_child(
-    settings: Settings, out: Path, torch_in_force: Mapping[str, Any] | None = None
+    settings: Settings,
+    out: Path,
+    torch_in_force: Mapping[str, Any] | None = None,
+    random_state: dict[str, Any] | None = None,
 ) -> Settings:
     """The parent's settings as the child runs under them: comparing, never saving, writing
     only its JSON report and traces under ``out``, and setting the torch settings the parent's
-    capture ran under before the test starts."""
+    capture ran under and the random generators' state its test started from before the test
+    starts."""
     run = replace(settings.run, trace_dir=out, save=False, reset=False, save_trace=False)
     return replace(
         settings,
         enabled=True,
         run=run,
         torch_settings=dict(torch_in_force or {}),
+        random_state=random_state,
         json_path=out / "report.json",
         markdown_path=None,
         html_path=None,
@@ -148,16 +153,18 @@ def verdict_in_fresh_process(
     timeout: float,
     torch_in_force: Mapping[str, Any] | None = None,
     pair: SideConfig | None = None,
+    random_state: dict[str, Any] | None = None,
 ) -> FreshVerdict:
     """``nodeid``'s verdict in a new pytest process set to the torch settings ``torch_in_force``
-    (the parent capture's), or None and why none came back.  On a side of ``tprof ab``
-    (``pair``) both sides run it afresh, paired again."""
+    (the parent capture's) and the generators' ``random_state`` (the parent test's at its
+    start), or None and why none came back.  On a side of ``tprof ab`` (``pair``) both sides
+    run it afresh, paired again."""
     if pair is not None:
         return _verdict_in_fresh_pair(config, settings, nodeid, pair, timeout, torch_in_force)
     with tempfile.TemporaryDirectory(prefix="tprof-fresh-") as tmp:
         out = Path(tmp)
         inherited = out / "settings.pickle"
-        child_settings = settings_for_child(settings, out, torch_in_force)
+        child_settings = settings_for_child(settings, out, torch_in_force, random_state)
         inherited.write_bytes(pickle.dumps(child_settings))
         env = {**os.environ, INHERITED_SETTINGS: str(inherited)}
         try:

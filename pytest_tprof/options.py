@@ -170,8 +170,10 @@ class Settings:
     record_args: tuple[str, ...] = ()  # what a command recording this run's baselines repeats
     invocation_dir: Path | None = None  # where pytest was started: a pasted command runs there
     # A fresh process confirming a regression: the torch settings (model.settings) its parent's
-    # capture ran under, set before the test starts.
+    # capture ran under, and the random generators' state as the parent's test started, both
+    # set before the test starts.
     torch_settings: Mapping[str, Any] = field(default_factory=dict)
+    random_state: dict[str, Any] | None = None
 
 
 # A fresh process confirming a regression (pytest_tprof.fresh) judges under its parent's

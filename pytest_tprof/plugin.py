@@ -41,6 +41,8 @@ from tprof_engine.api import (
     machine_now,
     next_step,
     not_profiled,
+    random_state,
+    restore_random_state,
     under_xdist,
     with_written,
 )
@@ -50,6 +52,9 @@ from tprof_engine.runner import Runner
 from tprof_engine.torch_support import torch_problem
 
 PLUGIN_KEY = pytest.StashKey["TprofPlugin"]()
+# The random generators' state as a profiled test started: a fresh process confirming its
+# regression starts the test from it.
+RANDOM_STATE_KEY = pytest.StashKey[dict[str, Any]]()
 PROPERTY = VERDICT_PROPERTY
 
 
@@ -218,6 +223,7 @@ class TprofPlugin(SharesState):
                 timeout=60.0 + 5.0 * (time.monotonic() - started),
                 torch_in_force=result.settings,
                 pair=None if self.ab is None else self.ab.config,  # tprof ab: a fresh pair
+                random_state=item.stash.get(RANDOM_STATE_KEY, None),
             )
             verdict = after_fresh_process(verdict, *child)
         return replace(result, verdict=under_xdist(verdict, self.workers), pending=pending)
@@ -262,14 +268,20 @@ class TprofPlugin(SharesState):
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_setup(self, item: pytest.Item) -> None:
         """In a fresh process confirming a regression: the torch settings the parent's capture
-        ran under, set before the test's own code runs (see pytest_tprof.fresh)."""
-        wanted = self.settings.torch_settings
-        if wanted:
-            refused = apply_torch_settings(wanted)
-            if refused:
-                self.messages.append(
-                    "tprof: could not set the parent's torch settings " + ", ".join(refused)
-                )
+        ran under and the random state its test started from, set before the test's own code
+        runs (see pytest_tprof.fresh).  In a run that may confirm one: that random state."""
+        wanted, state = self.settings.torch_settings, self.settings.random_state
+        refused = apply_torch_settings(wanted) if wanted else []
+        refused += restore_random_state(state) if state is not None else []
+        if refused:
+            self.messages.append(
+                "tprof: could not set the parent's torch settings or random state "
+                + ", ".join(refused)
+            )
+        run = self.settings.run
+        confirms = run.confirm and not run.save and not fresh.in_child()
+        if confirms and "tprof" in getattr(item, "fixturenames", ()):
+            item.stash[RANDOM_STATE_KEY] = random_state()
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_call(self, item: pytest.Item) -> None:

@@ -116,7 +116,9 @@ __all__ = [
     "nvml_gpu_count",
     "outcome_of",
     "paired_rule",
+    "random_state",
     "read_nodeid",
+    "restore_random_state",
     "run_summary",
     "settings_differences",
     "sharing_warning",
@@ -137,6 +139,21 @@ def apply_torch_settings(wanted: Mapping[str, Any]) -> list[str]:
     from tprof_engine.capture import settings
 
     return settings.apply(wanted)
+
+
+def random_state() -> dict[str, Any]:
+    """The random generators' state now (Python's, numpy's, torch's): what a fresh process
+    confirming a regression starts its test from."""
+    from tprof_engine.capture import random_state as state
+
+    return state.read()
+
+
+def restore_random_state(state: dict[str, Any]) -> list[str]:
+    """Set the generators to a :func:`random_state`; the ones that could not be set, named."""
+    from tprof_engine.capture import random_state as generators
+
+    return generators.restore(state)
 
 
 def html_report(doc: Mapping[str, Any], *, link_base: Path) -> str:

@@ -247,3 +247,42 @@ def test_the_fresh_process_runs_the_test_with_its_parents_options_and_environmen
     (test,) = json.loads((pytester.path / "report.json").read_text())["tests"]
     assert test["verdict"] == "regressed", test["reason"]
     assert "confirmed in a fresh process" in test["notes"]
+
+
+# The code's speed depends on its random input, and an earlier test advanced the generator: the
+# fresh process runs the later test alone, so it must start from the generator's state the
+# parent's test started from, or it measures other data.
+DRAWN = """
+from pathlib import Path
+
+import torch
+
+HERE = Path(__file__).parent
+torch.manual_seed(0)  # the first draw is 0.50, the second 0.77
+
+
+def test_a_draws():
+    if (HERE / "draw.txt").exists():
+        torch.rand(1)
+
+
+def test_b_runs(tprof):
+    k = 8 * 128 if float(torch.rand(1)) > 0.6 else 128
+    a = torch.randn(128, k)
+    b = torch.randn(k, 128)
+    assert tprof(lambda: a @ b).shape == (128, 128)
+"""
+
+
+def test_the_fresh_process_starts_the_test_from_the_random_state_its_parent_did(
+    pytester: pytest.Pytester,
+) -> None:
+    with_quiet_readings(pytester).makepyfile(test_drawn=DRAWN)
+    pytester.runpytest_subprocess(*FAST, "--tprof-save").assert_outcomes(passed=2)
+    (pytester.path / "draw.txt").write_text("")
+    result = pytester.runpytest_subprocess(*FAST, "--tprof", "--tprof-json=report.json")
+    result.assert_outcomes(passed=1, failed=1)
+    (test,) = json.loads((pytester.path / "report.json").read_text())["tests"]
+    assert test["nodeid"] == "test_drawn.py::test_b_runs"
+    assert test["verdict"] == "regressed", test["reason"]
+    assert "confirmed in a fresh process" in test["notes"]

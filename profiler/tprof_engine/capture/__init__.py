@@ -1,13 +1,13 @@
 """Capture: the only stage that imports torch.
 
 Runs a test body's rounds under one ``torch.profiler`` session (:mod:`.session`, with the
-per-round load readings of :mod:`.load`, the GPU's of :mod:`.gpu_state`, the numeric settings
-of :mod:`.settings` and the instruction counts of :mod:`.counters`), turns
-kineto's events into plain arrays (:mod:`.kineto`), writes the Chrome trace (:mod:`.export`),
-borrows pytest-benchmark's rounds (:mod:`.borrowed`), takes the work census under a dispatch
-mode (:mod:`.census`, placing ops in modules with :mod:`.modules`), and reads torch's own facts
-(:mod:`.facts`; every private or version-dependent call through :mod:`.torch_api`).  What
-leaves it is plain records of :mod:`tprof_engine.model`.
+per-round load readings of :mod:`.load`, the GPU's of :mod:`.gpu_state`, the numeric settings of
+:mod:`.settings`, the random generators' state of :mod:`.random_state` and the instruction
+counts of :mod:`.counters`), turns kineto's events into plain arrays (:mod:`.kineto`), writes
+the Chrome trace (:mod:`.export`), borrows pytest-benchmark's rounds (:mod:`.borrowed`), takes
+the work census under a dispatch mode (:mod:`.census`, placing ops in modules with
+:mod:`.modules`), and reads torch's own facts (:mod:`.facts`; every private or version-dependent
+call through :mod:`.torch_api`). What leaves it is plain records of :mod:`tprof_engine.model`.
 
 Importing this package loads nothing; :mod:`.session`, :mod:`.census`, :mod:`.borrowed`,
 :mod:`.kineto`, :mod:`.export` and :mod:`.facts` load torch, so the runner imports them only
@@ -26,6 +26,7 @@ __all__ = [  # the stage's modules: its face (tests/test_house.py keeps it whole
     "kineto",
     "load",
     "modules",
+    "random_state",
     "session",
     "settings",
     "torch_api",
