@@ -160,7 +160,8 @@ def verdict_in_fresh_process(
     start), or None and why none came back.  On a side of ``tprof ab`` (``pair``) both sides
     run it afresh, paired again."""
     if pair is not None:
-        return _verdict_in_fresh_pair(config, settings, nodeid, pair, timeout, torch_in_force)
+        with_state = replace(settings, random_state=random_state)
+        return _verdict_in_fresh_pair(config, with_state, nodeid, pair, timeout, torch_in_force)
     with tempfile.TemporaryDirectory(prefix="tprof-fresh-") as tmp:
         out = Path(tmp)
         inherited = out / "settings.pickle"
@@ -193,7 +194,8 @@ def _verdict_in_fresh_pair(
     timeout: float,
     torch_in_force: Mapping[str, Any] | None,
 ) -> FreshVerdict:
-    """Both sides of ``tprof ab`` run ``nodeid`` afresh, paired; the head child's verdict."""
+    """Both sides of ``tprof ab`` run ``nodeid`` afresh, paired, each from the random state
+    the head's test started from; the head child's verdict."""
     head_root, base_root = pair.head_root, pair.base_root
     with tempfile.TemporaryDirectory(prefix="tprof-fresh-pair-") as tmp:
         out = Path(tmp)
@@ -202,7 +204,9 @@ def _verdict_in_fresh_pair(
             (out / side).mkdir()
             inherited = out / side / "settings.pickle"
             inherited.write_bytes(
-                pickle.dumps(settings_for_child(settings, out / side, torch_in_force))
+                pickle.dumps(
+                    settings_for_child(settings, out / side, torch_in_force, settings.random_state)
+                )
             )
             args = [a.replace(head_root, root) for a in child_args(config, nodeid)]
             env = {
