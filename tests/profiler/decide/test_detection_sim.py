@@ -160,3 +160,19 @@ def test_the_target_check_names_a_missed_target() -> None:
         sim.check_targets([replace(CENTRE, sessions=1), replace(CENTRE, heavy=True)], [counts] * 2)
         == []
     )
+
+
+def test_the_confirmation_sequence_pools_without_new_false_failures_and_keeps_its_catches(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.syspath_prepend(str(SIMULATE.parents[2]))
+    from benchmarks.detection import sequence
+
+    scen = sequence.GRID[0]
+    op = sim.Layout.for_ops(scen.ops).target("largest")
+    pooled, alone = (p.name for p in sequence.PROCEDURES)
+    false = [sequence.final_verdicts(scen, t, 1.0, 0, sim.SEED) for t in range(40)]
+    assert not any(v[pooled] or v[alone] for v in false)
+    caught = [sequence.final_verdicts(scen, t, 1.25, op, sim.SEED) for t in range(20)]
+    assert sum(v[pooled] for v in caught) == 20
+    assert all(v[pooled] >= v[alone] for v in caught)

@@ -1,0 +1,219 @@
+"""Seeded simulation of the whole confirmation sequence: false failures and power of a test's
+final verdict, with each confirmation's measurement pooled with the others (the rule now,
+``decide.pooling``) against each one judged on its own (the rule before).
+
+One trial: three baseline sessions, each a process of its own; then the run's process captures
+the test and the project's own ``compare`` judges it; a timing regression is captured again in
+the same process and merged (``policy.after_remeasurement``), and one still standing is run in
+a fresh process and merged again (``policy.after_fresh_process``).  A process is the model of
+``simulate.py`` (``draw_session``) with its machine drift and memory-bound mode drawn once and
+kept by every capture the process takes; each capture draws its own rounds.  A trial fails
+when the final verdict is regressed.
+
+    python -m benchmarks.detection.sequence [--trials 1000] [--power-trials 200]
+
+README.md in this folder has the last run's table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from benchmarks.detection.simulate import (
+    HEAVY_FACTOR,
+    HEAVY_PROB,
+    HEAVY_PROBE_SHARE,
+    OUTLIER_FACTOR,
+    OUTLIER_RATE,
+    PROBE_NOISE,
+    PROBE_ROUND_SHARE,
+    PROBE_TRACKING,
+    PROBE_US,
+    ROUND_SIGMA,
+    SEED,
+    Layout,
+    Scenario,
+    Session,
+    slowed,
+    to_table,
+    trial_rng,
+)
+from tprof_engine.decide import policy
+from tprof_engine.decide.rule import Rule
+from tprof_engine.decide.timing import compare
+from tprof_engine.model.verdicts import REGRESSED, TestVerdict
+
+
+@dataclass(frozen=True, slots=True)
+class Process:
+    """What a pytest process keeps for every capture it takes: the machine's drift as it ran,
+    how closely the probe tracked it, and whether it ran in the slow memory-bound mode."""
+
+    machine: float
+    tracking: float
+    heavy: float
+
+
+def draw_process(rng: np.random.Generator, scen: Scenario) -> Process:
+    heavy = math.log(HEAVY_FACTOR) if scen.heavy and rng.random() < HEAVY_PROB else 0.0
+    return Process(
+        machine=rng.normal(0.0, scen.drift),
+        tracking=rng.normal(0.0, scen.drift * PROBE_TRACKING),
+        heavy=heavy,
+    )
+
+
+def capture(rng: np.random.Generator, scen: Scenario, layout: Layout, proc: Process) -> Session:
+    """One capture's rounds in ``proc`` (simulate.draw_session's model, its process parts
+    fixed)."""
+    k, n = scen.ops, scen.rounds
+    per_round = rng.normal(0.0, ROUND_SIGMA, n)
+    sigma = math.sqrt(math.log1p(scen.cv**2))
+    log_ops = proc.machine + proc.heavy + per_round[None, :] + rng.normal(0.0, sigma, (k, n))
+    op_us = layout.base_us[:, None] * np.exp(log_ops)
+    op_us[rng.random((k, n)) < OUTLIER_RATE] *= OUTLIER_FACTOR
+    log_probe = (
+        proc.machine
+        + proc.tracking
+        + HEAVY_PROBE_SHARE * proc.heavy
+        + PROBE_ROUND_SHARE * per_round
+        + rng.normal(0.0, PROBE_NOISE, n)
+    )
+    return Session(op_us=op_us, probe_us=PROBE_US * np.exp(log_probe))
+
+
+# A merge: the standing verdict and the new measurement's → the verdict after it.
+Merge = Callable[[TestVerdict, TestVerdict], TestVerdict]
+
+
+def separate_remeasure(first: TestVerdict, again: TestVerdict) -> TestVerdict:
+    """The rule before pooling: the second measurement's verdict whenever it judged the
+    families that failed (repeated or not), the first's otherwise."""
+    slower = policy.slower_families(first)
+    judged = [f for f in again.families if f.family in slower and f.gates and not f.too_noisy]
+    return again if judged else first
+
+
+def separate_fresh(verdict: TestVerdict, child: TestVerdict) -> TestVerdict:
+    """The rule before pooling: a fresh process that judged the families and didn't find them
+    failing on their time took the regression back."""
+    slower = policy.slower_families(verdict)
+    judged = [f for f in child.families if f.family in slower and f.gates]
+    if any(f.timing_regressed or f.op_gate for f in judged):
+        return verdict
+    if [f for f in judged if not f.too_noisy]:
+        return replace(verdict, verdict="inconclusive")
+    return verdict
+
+
+@dataclass(frozen=True, slots=True)
+class Procedure:
+    name: str
+    remeasure: Merge
+    fresh: Merge
+
+
+PROCEDURES = (
+    Procedure("pooled (now)", policy.after_remeasurement, policy.after_fresh_process),
+    Procedure("each on its own (before)", separate_remeasure, separate_fresh),
+)
+
+
+def final_verdicts(
+    scen: Scenario, trial: int, factor: float, op: int, seed: int
+) -> dict[str, bool]:
+    """Whether each procedure's final verdict of one trial is regressed."""
+    rng = trial_rng(seed, scen, trial)
+    layout = Layout.for_ops(scen.ops)
+    rule = Rule()
+    base = [to_table(capture(rng, scen, layout, draw_process(rng, scen)), layout)]
+    base += [
+        to_table(capture(rng, scen, layout, draw_process(rng, scen)), layout)
+        for _ in range(scen.sessions - 1)
+    ]
+
+    def measured(proc: Process) -> TestVerdict:
+        s = capture(rng, scen, layout, proc)
+        return compare(base, to_table(slowed(s, op, factor) if factor != 1.0 else s, layout), rule)
+
+    here = draw_process(rng, scen)
+    first = measured(here)
+    if policy.next_step(first) != policy.REMEASURE:
+        return {p.name: first.verdict == REGRESSED for p in PROCEDURES}
+    again = measured(here)
+    fresh = measured(draw_process(rng, scen))  # drawn for every trial: both procedures see it
+    out = {}
+    for p in PROCEDURES:
+        v = p.remeasure(first, again)
+        if policy.next_step(v, in_process=False) == policy.FRESH_PROCESS:
+            v = p.fresh(v, fresh)
+        out[p.name] = v.verdict == REGRESSED
+    return out
+
+
+GRID = (
+    Scenario(ops=8, cv=0.05, drift=0.02),
+    Scenario(ops=8, cv=0.10, drift=0.05),
+    Scenario(ops=8, cv=0.05, drift=0.02, heavy=True),
+    Scenario(ops=8, cv=0.05, drift=0.02, op_drift=0.05),
+    Scenario(ops=16, cv=0.20, drift=0.05, rounds=12),
+)
+SLOWDOWNS = (0.10, 0.25)
+
+
+def run(trials: int, power_trials: int, seed: int) -> list[dict[str, object]]:
+    rows: list[dict[str, object]] = []
+    for scen in GRID:
+        layout = Layout.for_ops(scen.ops)
+        row: dict[str, object] = {"scenario": scen.label}
+        false = dict.fromkeys((p.name for p in PROCEDURES), 0)
+        for t in range(trials):
+            for name, failed in final_verdicts(scen, t, 1.0, 0, seed).items():
+                false[name] += failed
+        row["false"] = false
+        for slowdown in SLOWDOWNS:
+            op = layout.target("largest")
+            hits = dict.fromkeys((p.name for p in PROCEDURES), 0)
+            for t in range(power_trials):
+                for name, caught in final_verdicts(scen, t, 1.0 + slowdown, op, seed).items():
+                    hits[name] += caught
+            row[f"+{slowdown:.0%}"] = hits
+        rows.append(row)
+        print_row(row, trials, power_trials)
+    return rows
+
+
+def print_row(row: dict[str, object], trials: int, power_trials: int) -> None:
+    for p in PROCEDURES:
+        false = row["false"][p.name]  # type: ignore[index]
+        cells = [f"{false / trials:7.2%}"]
+        for slowdown in SLOWDOWNS:
+            hits = row[f"+{slowdown:.0%}"][p.name]  # type: ignore[index]
+            cells.append(f"{hits / power_trials:7.1%}")
+        print(f"{row['scenario']:<38} {p.name:<25} " + "  ".join(cells), flush=True)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--trials", type=int, default=1000, help="unchanged trials per cell")
+    parser.add_argument("--power-trials", type=int, default=200, help="per slowdown")
+    parser.add_argument("--seed", type=int, default=SEED)
+    args = parser.parse_args(argv)
+    started = time.monotonic()
+    heads = "  ".join(f"{'+' + format(s, '.0%'):>7}" for s in SLOWDOWNS)
+    print(f"{'scenario':<38} {'procedure':<25} {'false':>7}  {heads}   (largest op slowed)")
+    run(args.trials, args.power_trials, args.seed)
+    print(f"\n{time.monotonic() - started:.0f} s; final verdict after re-measurement and a "
+          "fresh process; false: unchanged trials whose final verdict is regressed")  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
