@@ -5,7 +5,8 @@ Writes the seven-model suite of ``busy_reruns.py`` (models written with ``torch.
 commit is the base.  ``--sessions`` baseline sessions are saved there on a quiet machine
 (``pytest --tprof --tprof-save``).  Then, under each load of ``--conditions`` (started as in
 ``busy_reruns.py``: ``busy`` a spin loop per core, ``membw`` a memory-bandwidth hog per core,
-``torch`` another torch training job per core), each run does both, one after the other:
+``torch`` another torch training job per core; ``busy1``, ``membw1``, ``torch1``: one such
+process alone), each run does both, one after the other:
 
 - **ab**: ``tprof ab HEAD`` on the repository (the base commit beside the working tree);
 - **duet** (``--modes``): ``tprof ab --mode duet HEAD``, both sides' rounds at once;
@@ -26,6 +27,8 @@ Plants (each only in the head's working tree):
 - ``mkldnn_off``: the conv block's forward under ``torch.backends.mkldnn.flags(enabled=False)``;
 - ``strided``: the matmul test's right operand a transposed view instead of a contiguous
   matrix (the same op, shapes and FLOPs; another memory order);
+- ``shuffled``: the embedding test's lookups in random order (the same ops, calls, shapes and
+  work; the data decides how often ``aten::embedding_bag`` misses the cache);
 - ``spin10``, ``spin25``: a custom op (``torch.library.custom_op``) whose body is a fixed
   amount of pure-Python work, 10 % and 25 % more of it (one op slower, nothing else moved).
 """
@@ -83,6 +86,7 @@ PLANTS = {
     "pyloop": "test_lstm_train",
     "mkldnn_off": "test_conv_inference",
     "strided": "test_strided_matmul",
+    "shuffled": "test_embedding_topk",
     "spin10": "test_custom_op",
     "spin25": "test_custom_op",
 }

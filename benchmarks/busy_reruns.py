@@ -416,7 +416,7 @@ HF_PROBE = (
     "from transformers import T5ForConditionalGeneration\n"
     "print(transformers.__version__)\n"
 )
-LOADS = ("none", "busy", "membw", "torch")
+LOADS = ("none", "busy", "membw", "torch", "busy1", "membw1", "torch1")
 FAILED = ("regressed", "error")
 BUSY_WORDS = "machine busy"
 HOST_WORD = "host"
@@ -482,16 +482,18 @@ atexit.register(stop_load)
 
 @contextmanager
 def load(kind: str, lifetime: float) -> Iterator[int]:
-    """``kind``'s processes, one per core, running while the block runs; yields their count."""
+    """``kind``'s processes, one per core (``busy1``, ``membw1``: one process alone), running
+    while the block runs; yields their count."""
     if kind == "none":
         yield 0
         return
-    n = os.cpu_count() or 1
+    code = LOAD_CODE[kind.removesuffix("1")]
+    n = 1 if kind.endswith("1") else os.cpu_count() or 1
     try:
         for _ in range(n):
             _LOAD.append(
                 subprocess.Popen(
-                    [sys.executable, "-c", LOAD_CODE[kind], str(os.getpid()), str(lifetime)],
+                    [sys.executable, "-c", code, str(os.getpid()), str(lifetime)],
                     stdin=subprocess.DEVNULL,
                 )
             )
@@ -882,8 +884,9 @@ def parse() -> argparse.Namespace:
         "--conditions",
         metavar="LIST",
         type=lambda s: csv(s, LOADS, "load"),
-        default=list(LOADS),
-        help="loads of the unchanged runs (default none,busy,membw,torch)",
+        default=list(LOADS[:4]),
+        help="loads of the unchanged runs (default none,busy,membw,torch; busy1, membw1 and "
+        "torch1 are one such process alone)",
     )
     add(
         "--load",
