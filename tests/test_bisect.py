@@ -202,7 +202,7 @@ def _op(op: str, verdict: str, share: float, calls: tuple[int, int] = (5, 5)) ->
 def test_the_suspects_are_regressed_or_material_ops_whose_work_did_not_move() -> None:
     import argparse
 
-    from tprof_engine.bisect import _suspects
+    from tprof_engine.bisection import _suspects
 
     test = {
         "ops": [

@@ -22,7 +22,7 @@ calls a harness needs; :mod:`.cli` is the
 :mod:`.window` says when a save restarts a baseline's window and when ``tprof accept`` may
 drop its older sessions;
 :mod:`.ab`, :mod:`.pairing` and :mod:`.paired_run` are ``tprof ab`` (the base commit measured
-beside the working tree, docs/design.md §18); :mod:`.bisect` and its ``bisect_*`` modules are
+beside the working tree, docs/design.md §18); :mod:`.bisection` and its ``bisect_*`` modules are
 ``tprof bisect``, a front over the same machinery (docs/bisect.md).  Nothing here imports
 pytest.
 """
@@ -34,10 +34,10 @@ __version__ = "0.1.0"
 __all__ = [  # the stages and the front's modules
     "ab",
     "api",
-    "bisect",
     "bisect_measure",
     "bisect_report",
     "bisect_search",
+    "bisection",
     "capture",
     "cli",
     "config",

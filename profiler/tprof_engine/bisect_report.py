@@ -15,7 +15,7 @@ from tprof_engine.decide.work_gate import judge_work
 from tprof_engine.store.files import write_atomic
 
 if TYPE_CHECKING:
-    from tprof_engine.bisect import Hunt, Run, Step
+    from tprof_engine.bisection import Hunt, Run, Step
 
 
 def step_line(n: int, step: Step) -> str:

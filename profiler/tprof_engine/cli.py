@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TextIO
 
-from tprof_engine import ab, bisect, window
+from tprof_engine import ab, bisection, window
 from tprof_engine.decide import busy
 from tprof_engine.decide import judge as judging
 from tprof_engine.decide.outcome import outcome_of
@@ -283,7 +283,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_accept(sub)
     _add_merge(sub)
     ab.add_parser(sub)
-    bisect.add_parser(sub)
+    bisection.add_parser(sub)
     return parser
 
 
