@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from action_harness import ACTION, doc_workflows, evaluate, fill, load
+from action_harness import ACTION, doc_workflows, evaluate, fill, load, load_text
 
 from tprof_engine.cli import build_parser
 
@@ -42,8 +42,12 @@ def workflows(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
     return sorted(folder.iterdir())
 
 
-def test_the_docs_show_the_stored_and_the_paired_workflow(workflows: list[Path]) -> None:
-    assert [p.name.rsplit("-", 1)[0] for p in workflows] == ["ab", "ci"]
+def test_the_docs_show_the_stored_the_paired_and_the_nightly_workflow(
+    workflows: list[Path],
+) -> None:
+    assert [p.name.rsplit("-", 1)[0] for p in workflows] == ["ab", "ci", "ci"]
+    names = sorted(str(load_text(p.read_text())["name"]) for p in workflows)
+    assert "nightly-perf" in names
 
 
 def steps() -> list[dict[str, Any]]:
