@@ -67,7 +67,10 @@ only this suite takes (and the plants above only ``--suite models``):
   batch 2.  Plant ``hf_wider``: ``intermediate_size`` 25 % larger (128 -> 160), more work in
   the MLP's matmuls of other shapes, which the op census must catch;
 - ``test_t5_inference``: ``T5ForConditionalGeneration`` (encoder-decoder) forward under
-  ``torch.no_grad()`` with ``decoder_input_ids``, batch 4, 16 decoder positions.
+  ``torch.no_grad()`` with ``decoder_input_ids``, batch 4, 16 decoder positions;
+- ``test_llama_generate``: ``LlamaForCausalLM.generate``, greedy, 8 prompt tokens and 8 new
+  ones.  Plant ``hf_generate_loop``: a forward hook on the model running a pure-Python loop
+  of about 0.3 ms in every decoding step: host time, no op slower.
 
 ``--pythonpath DIR`` puts DIR first on the ``PYTHONPATH`` of the pytest processes, so the same
 benchmark runs another checkout of the project (a git worktree of an older commit): the plugin
@@ -367,6 +370,34 @@ def test_t5_inference(tprof):
 
     out = tprof(body)
     assert out.shape == (4, SEQ // 2, VOCAB)
+
+
+def _generate_loop(module, args, output):
+    s = 0
+    for i in range(12_000):  # about 0.3 ms of pure Python
+        s += i
+
+
+def test_llama_generate(tprof):
+    config = LlamaConfig(
+        vocab_size=VOCAB, hidden_size=HIDDEN, intermediate_size=2 * HIDDEN,
+        num_hidden_layers=LAYERS, num_attention_heads=HEADS, num_key_value_heads=HEADS,
+        max_position_embeddings=2 * SEQ, bos_token_id=1, eos_token_id=2, pad_token_id=0,
+    )
+    model = LlamaForCausalLM(config).eval()
+    if PLANT == "hf_generate_loop":
+        # host time in every decoding step: the model's forward, then the hook's loop
+        model.register_forward_hook(_generate_loop)
+    ids = torch.randint(3, VOCAB, (1, 8))
+
+    def body():
+        with torch.no_grad():
+            return model.generate(
+                ids, max_new_tokens=8, min_new_tokens=8, do_sample=False, pad_token_id=0
+            )
+
+    out = tprof(body)
+    assert out.shape == (1, 16)
 '''
 
 HF_TESTS = (
@@ -374,6 +405,7 @@ HF_TESTS = (
     "test_bert_inference_masked",
     "test_llama_fwd_bwd",
     "test_t5_inference",
+    "test_llama_generate",
 )
 
 
@@ -395,7 +427,7 @@ SUITES = {
         ("pyloop", "mkldnn_off", "shuffled"),
     ),
     "hf": SuiteSpec(
-        "hf", "test_busy_hf.py", HF_SUITE, HF_TESTS, ("hf_pyloop", "hf_wider"),
+        "hf", "test_busy_hf.py", HF_SUITE, HF_TESTS, ("hf_pyloop", "hf_wider", "hf_generate_loop"),
         env=(("HF_HUB_OFFLINE", "1"),),
     ),
 }  # fmt: skip
@@ -407,8 +439,13 @@ PLANTS = {
     "denormal": "test_mlp_inference",
     "hf_pyloop": "test_gpt2_train_step",
     "hf_wider": "test_llama_fwd_bwd",
+    "hf_generate_loop": "test_llama_generate",
 }
-HOST_PLANTS = ("pyloop", "hf_pyloop")  # host time, no op slower: the table counts "host" reasons
+HOST_PLANTS = (
+    "pyloop",
+    "hf_pyloop",
+    "hf_generate_loop",
+)  # host time, no op slower: the table counts "host" reasons
 # what --suite hf's tests import, the version printed
 HF_PROBE = (
     "import transformers\n"
