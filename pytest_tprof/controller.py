@@ -161,6 +161,9 @@ class Controller(SharesState):
             paired_rule(rule) if paired else rule,
             saving=self.settings.run.save,
             paired=paired,
+            unjudged=None
+            if self.settings.run.save
+            else [r.nodeid for r in results if r.verdict.busy is not None],
         )
         terminal.summary(
             terminalreporter,

@@ -279,24 +279,21 @@ def run_summary(
     worst: int = 3,
     saving: bool = False,
     paired: bool = False,
+    unjudged: Sequence[str] | None = None,
 ) -> list[str]:
     """How busy the machine was over a run: the share of measured rounds disturbed (waited
     for a CPU, or ran beside busy processes) and the tests most disturbed; saving, which
     tests' sessions keep no timing; ``paired`` (tprof ab), that every round was kept.
-    Nothing when no table has readings."""
+    ``unjudged``: in a run that judged, the tests whose timing the machine kept from being
+    judged (the judge reads rounds beside other processes against the baseline's probe,
+    which the run's tables alone can't).  Nothing when no table has readings."""
     found = [(name, b) for name, t in tables if (b := busy_of(t, rule)) is not None]
     if not found:
         return []
     rounds = sum(b.rounds for _, b in found)
     disturbed = sum(b.disturbed for _, b in found)
     waited = sum(b.waited for _, b in found)
-    judged = (
-        "each kept: a pair's two rounds share the machine"
-        if paired
-        else "no round was undisturbed, so no timing could be judged"
-        if disturbed == rounds
-        else "timing is judged on the others"
-    )
+    judged = _judged_words(paired, disturbed == rounds, unjudged)
     line = (
         f"machine: {disturbed} of {rounds} measured rounds ({disturbed / rounds:.0%}) disturbed "
         f"({waited} waited for a CPU); {judged}"
@@ -315,6 +312,18 @@ def run_summary(
         *([shared] if shared else []),
         *([_untimed_sessions(untimed, worst)] if saving and untimed else []),
     ]
+
+
+def _judged_words(paired: bool, all_disturbed: bool, unjudged: Sequence[str] | None) -> str:
+    if paired:
+        return "each kept: a pair's two rounds share the machine"
+    if unjudged is not None:
+        if unjudged:
+            return f"the timing of {len(unjudged)} test(s) was not judged (machine busy)"
+        return "timing is judged on the rounds this process ran undisturbed"
+    if all_disturbed:
+        return "no round was undisturbed, so no timing could be judged"
+    return "timing is judged on the others"
 
 
 def _gpu_shared(tables: Sequence[OpTable]) -> str | None:

@@ -472,6 +472,12 @@ def test_the_summary_line_gives_the_share_of_disturbed_rounds_and_the_worst_test
         "disturbed (0 waited for a CPU); no round was undisturbed, so no timing could be "
         "judged; most: t.py::crowded (20 of 20)"
     )
+    # a run that judged says what its verdicts found: the judge reads rounds beside other
+    # processes against the baseline's probe, which the tables alone can't
+    (judged,) = busy.run_summary(tables[2:], Rule(), unjudged=[])
+    assert "; timing is judged on the rounds this process ran undisturbed; most:" in judged
+    (busy_one,) = busy.run_summary(tables[2:], Rule(), unjudged=["t.py::crowded"])
+    assert "; the timing of 1 test(s) was not judged (machine busy); most:" in busy_one
 
 
 def test_a_baseline_session_saved_on_a_busy_machine_is_named_as_left_out() -> None:
