@@ -183,3 +183,20 @@ def test_a_slower_kernel_path_in_the_second_look_confirms_the_first(slower: Test
         verdict_on(OPS), verdict=REGRESSED, structure_regressed=True, timing_regressed=False
     )
     assert policy.evidence(slower, path) == (policy.CONFIRMS, "")
+
+
+def test_a_fresh_process_that_reads_the_slower_family_faster_than_every_baseline_is_no_evidence(
+    slower: TestVerdict,
+) -> None:
+    # HF Llama generate run alone read -23 % against baselines recorded in its suite: a child
+    # that reads the family the parent found slower as significantly faster than the baseline
+    # measured another context, and can't take the slowdown back
+    alone = with_cpu(verdict_on(OPS), verdict=IMPROVED, delta_pct=-20.0, p_value=1.0, mde_pct=5.0)
+    said, why = policy.evidence(slower, alone)
+    assert said == policy.NO_EVIDENCE
+    assert why == (
+        "it read CPU time -20% against the baseline where this process read +82%: it ran in "
+        "another context (alone, a test can run faster than in the suite its baseline was "
+        "recorded in)"
+    )
+    assert policy.after_fresh_process(slower, alone).verdict == REGRESSED
