@@ -100,7 +100,9 @@ def test_a_hanging_rank_is_stopped_at_the_timeout_and_named() -> None:
 
 
 def test_a_make_step_that_returns_no_step_is_named() -> None:
-    with pytest.raises(CaptureError, match=r"rank 0 failed: make_step\(0\) returned int"):
+    # every rank fails the same way; whichever failed first is named (on a loaded machine,
+    # not always rank 0)
+    with pytest.raises(CaptureError, match=r"rank (\d) failed: make_step\(\1\) returned int"):
         distributed.launch(plan(rank_steps.make_nothing, census=False))
 
 
