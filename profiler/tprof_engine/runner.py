@@ -16,7 +16,7 @@ from tprof_engine import paired_run, window
 from tprof_engine.capture import counters  # ctypes only; the rest of capture loads torch
 from tprof_engine.config import Body, RunConfig
 from tprof_engine.decide import compile_gate, judge, outcome, policy
-from tprof_engine.decide.busy import busy_of, quietest
+from tprof_engine.decide.busy import busy_of, probe_reference, quietest
 from tprof_engine.decide.rule import Rule
 from tprof_engine.found import Found, verdict_on, without_baseline
 from tprof_engine.in_process import InProcess
@@ -208,7 +208,8 @@ class Runner:
             return result
 
         judged_by = rule or cfg.rule  # a pair is paced, never captured again
-        result = self._captured(run, judged_by, spec.rounds, judged=bool(baseline), pairing=pairing)
+        ref = probe_reference(baseline.tables) if baseline else None
+        result = self._captured(run, judged_by, spec.rounds, ref, bool(baseline), pairing)
         protocol = self.protocol(
             rounds=spec.rounds, warmup=spec.warmup, iterations=result.iterations
         )
@@ -223,7 +224,7 @@ class Runner:
             settings=test.settings,
         )  # fmt: skip
         found = self._found(Found(baseline=baseline, error=error), pairing)
-        again = functools.partial(self._quiet_enough, run, judged_by, cfg.busy_retries)
+        again = functools.partial(self._quiet_enough, run, judged_by, cfg.busy_retries, ref)
         test = self._confirmed(test, found, current, judged_by, again, watch)
         test = paired_run.labelled(test, self.pairing, found)
         return result.value, self._finished(test, notes, latest[0], watch)
@@ -306,34 +307,33 @@ class Runner:
             with watch.stage("judge"):
                 repeat = self.judge(test.nodeid, found, current, rule)
             said = policy.evidence(verdict, repeat)[0]
-            kept = second.table if policy.second_is_kept(verdict, repeat) else test.table
+            kept = second.table if policy.second_is_kept(said, repeat) else test.table
             test = replace(test, table=kept, confirmed=said != policy.NO_EVIDENCE)
             verdict = policy.after_remeasurement(verdict, repeat)
         return replace(test, verdict=verdict)
 
     def _captured(
-        self, run: Callable[[], Any], rule: Rule, rounds: int, *, judged: bool, pairing: Any
-    ) -> Any:
-        """The test's capture, taken again on a busy machine as many times as the policy
-        allows (``policy.busy_retries``).  A recording keeps ``rounds`` of the rounds,
-        undisturbed ones first, so that a session later runs are judged against holds enough
-        rounds for the rule."""
+        self, run: Callable[[], Any], rule: Rule, rounds: int, ref: float | None, judged: bool,
+        pairing: Any,
+    ) -> Any:  # fmt: skip
+        """:meth:`_quiet_enough`, as often as ``policy.busy_retries`` allows; a recording keeps
+        ``rounds`` of the rounds, undisturbed ones first, so later runs can judge against it."""
         cfg = self.config
         retries = policy.busy_retries(
             cfg.busy_retries, recording=cfg.save, judged=judged, paired=pairing is not None
         )
-        result = self._quiet_enough(run, rule, retries)
+        result = self._quiet_enough(run, rule, retries, ref)
         if self.config.save:
             return replace(result, table=quietest(result.table, rule, rounds))
         return result
 
-    def _quiet_enough(self, run: Callable[[], Any], rule: Rule, retries: int) -> Any:
-        """A capture with enough undisturbed rounds to judge timing: on a busy machine the
-        rounds are captured again while the policy asks (``policy.capture_again``), and all of
-        them kept in one table (the judge leaves out the disturbed ones)."""
+    def _quiet_enough(self, run: Callable[[], Any], rule: Rule, retries: int, ref: Any) -> Any:
+        """A capture with enough undisturbed rounds to judge timing: captured again while
+        ``policy.capture_again`` asks (``ref``: the baseline's quiet probe, which the judge
+        reads rounds beside other processes against), all rounds joined in one table."""
         result = run()
         tables = [result.table]
-        while policy.capture_again(tables, rule, retries=retries):
+        while policy.capture_again(tables, rule, retries=retries, reference=ref):
             tables.append(run().table)
         if len(tables) == 1:
             return result

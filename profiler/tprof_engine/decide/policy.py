@@ -45,21 +45,25 @@ def busy_retries(retries: int, *, recording: bool, judged: bool, paired: bool) -
     return retries
 
 
-def capture_again(tables: Sequence[OpTable], rule: Rule, *, retries: int) -> bool:
+def capture_again(
+    tables: Sequence[OpTable], rule: Rule, *, retries: int, reference: float | None = None
+) -> bool:
     """Whether a busy machine's capture is taken again: while too few of the rounds so far
-    were undisturbed to judge timing, up to ``retries`` more times.  Device and memory
-    captures are not (their device and memory tables aren't joined across captures)."""
+    were undisturbed to judge timing, up to ``retries`` more times; ``reference``: the
+    baseline's quiet probe, which the judge reads rounds beside other processes against
+    (``busy.probe_reference``).  Device and memory captures are not (their device and
+    memory tables aren't joined across captures)."""
     first = tables[0]
     if len(tables) > retries or first.device is not None or first.memory is not None:
         return False
-    return _quiet(tables, rule) < rule.quiet_rounds_needed(first.rounds)
+    return _quiet(tables, rule, reference) < rule.quiet_rounds_needed(first.rounds)
 
 
-def _quiet(tables: Sequence[OpTable], rule: Rule) -> int:
+def _quiet(tables: Sequence[OpTable], rule: Rule, reference: float | None) -> int:
     """Rounds of ``tables`` that weren't disturbed (all of them, without readings)."""
     found = 0
     for t in tables:
-        disturbed = busy_of(t, rule)
+        disturbed = busy_of(t, rule, reference)
         found += t.rounds if disturbed is None else disturbed.quiet
     return found
 
@@ -199,7 +203,7 @@ def _pooled(first: FamilyResult, again: FamilyResult, alpha: float) -> tuple[str
     if len(blocks) < 2:
         return f"{label}: no change to pool", False
     together = pooling.pooled(blocks)
-    still = pooling.stands(blocks, first.floor_pct, alpha)
+    still = pooling.stands(together, blocks[-1], first.floor_pct, alpha)
     text = (
         f"{label} {blocks[0].pct:+.0f}% then {blocks[1].pct:+.0f}% ({_p(again.p_value)}); "
         f"pooled {together.pct:+.0f}%, floor {first.floor_pct:.0f}%"
@@ -213,11 +217,10 @@ def _p(p: float) -> str:
     return "p<1e-6" if p < 1e-6 else f"p={p:.2g}"
 
 
-def second_is_kept(first: TestVerdict, again: TestVerdict) -> bool:
-    """Whether the second measurement's verdict (and rounds) replace the first's: it refuted
-    the regression, or failed itself; a regression that stands on the pooled blocks keeps the
-    first, which found it."""
-    said, _ = evidence(first, again)
+def second_is_kept(said: Evidence, again: TestVerdict) -> bool:
+    """Whether the second measurement's verdict (and rounds) replace the first's, given what
+    it ``said`` (:func:`evidence`): it refuted the regression, or failed itself; a regression
+    that stands on the pooled blocks keeps the first, which found it."""
     return said == REFUTES or (said == CONFIRMS and again.regressed)
 
 

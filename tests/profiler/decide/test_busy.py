@@ -406,11 +406,11 @@ def test_a_busy_capture_is_taken_again_up_to_twice_and_its_rounds_joined() -> No
         runs.append(1)
         return _Captured(loaded(table(OPS, seed=len(runs)), list(range(15))))  # 5 quiet each
 
-    result = runner._quiet_enough(run, Rule(), 2)  # type: ignore[attr-defined]
+    result = runner._quiet_enough(run, Rule(), 2, None)  # type: ignore[attr-defined]
     assert len(runs) == 2  # 5 + 5 undisturbed rounds reach the 10 needed
     assert result.table.rounds == 2 * ROUNDS
     stays_busy = _runner()._quiet_enough(  # type: ignore[attr-defined]
-        lambda: _Captured(loaded(table(OPS, seed=1), list(range(ROUNDS)))), Rule(), 2
+        lambda: _Captured(loaded(table(OPS, seed=1), list(range(ROUNDS)))), Rule(), 2, None
     )
     assert stays_busy.table.rounds == 3 * ROUNDS  # at most 3x the rounds
 
@@ -436,8 +436,24 @@ def test_a_quiet_run_of_few_rounds_is_not_captured_again() -> None:
         runs.append(1)
         return _Captured(loaded(table(OPS, seed=1, rounds=5), []))
 
-    _runner()._quiet_enough(run, Rule(), 2)  # type: ignore[attr-defined]
+    _runner()._quiet_enough(run, Rule(), 2, None)  # type: ignore[attr-defined]
     assert len(runs) == 1
+
+
+def test_a_run_beside_a_neighbour_that_did_not_slow_it_is_not_captured_again() -> None:
+    # every round beside another busy process, the probe as fast as the baseline's: read
+    # against the baseline's quiet probe, as the judge reads it, the rounds are undisturbed
+    runs = []
+
+    def run() -> _Captured:
+        runs.append(1)
+        return _Captured(loaded(table(OPS, seed=1), [], crowded=tuple(range(ROUNDS))))
+
+    reference = busy.probe_reference(sessions())
+    _runner()._quiet_enough(run, Rule(), 2, reference)  # type: ignore[attr-defined]
+    assert len(runs) == 1
+    _runner()._quiet_enough(run, Rule(), 2, None)  # type: ignore[attr-defined]
+    assert len(runs) == 1 + 3  # without a baseline to read them against: taken again twice
 
 
 def test_the_runs_own_workers_and_threads_are_not_neighbours() -> None:
