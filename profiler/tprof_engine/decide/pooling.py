@@ -33,7 +33,6 @@ class Block:
 
     effect: float  # log(current / baseline)
     se: float  # its standard error (inf: the block can't say how sure it is)
-    p: float  # the family's one-sided p of a slowdown in this block
 
     @property
     def pct(self) -> float:
@@ -45,8 +44,6 @@ class Pooled:
     """Blocks pooled by inverse variance, with their disagreement."""
 
     effect: float
-    se: float
-    blocks: int
     q_p: float  # Cochran's Q test that the blocks measure one change (1.0 for one block)
 
     @property
@@ -62,7 +59,7 @@ def block_of(family: FamilyResult, alpha: float) -> Block | None:
     mde = family.mde_pct / 100.0
     z = _z(alpha)
     se = math.log1p(mde) / z if math.isfinite(mde) and mde > 0 else math.inf
-    return Block(effect=effect, se=max(se, 1e-6), p=family.p_value)
+    return Block(effect=effect, se=max(se, 1e-6))
 
 
 def pooled(blocks: Sequence[Block]) -> Pooled:
@@ -70,13 +67,13 @@ def pooled(blocks: Sequence[Block]) -> Pooled:
     sure = [b for b in blocks if math.isfinite(b.se)]
     if not sure:
         mean = sum(b.effect for b in blocks) / len(blocks)
-        return Pooled(effect=mean, se=math.inf, blocks=len(blocks), q_p=1.0)
+        return Pooled(effect=mean, q_p=1.0)
     weights = [1.0 / b.se**2 for b in sure]
     total = sum(weights)
     mean = sum(w * b.effect for w, b in zip(weights, sure, strict=True)) / total
     q = sum(w * (b.effect - mean) ** 2 for w, b in zip(weights, sure, strict=True))
     q_p = _chi2_sf(q, len(sure) - 1) if len(sure) > 1 else 1.0
-    return Pooled(effect=mean, se=math.sqrt(1.0 / total), blocks=len(blocks), q_p=q_p)
+    return Pooled(effect=mean, q_p=q_p)
 
 
 def inside_floor(block: Block, floor_pct: float, alpha: float) -> bool:
@@ -86,12 +83,12 @@ def inside_floor(block: Block, floor_pct: float, alpha: float) -> bool:
     return upper < math.log1p(floor_pct / 100.0)
 
 
-def stands(blocks: Sequence[Block], floor_pct: float, alpha: float) -> bool:
-    """A regression found in ``blocks[0]`` still stands with every later block in: the pooled
-    change beyond the floor, and the newest block not significantly inside it."""
-    if len(blocks) > 1 and inside_floor(blocks[-1], floor_pct, alpha):
+def stands(together: Pooled, newest: Block, floor_pct: float, alpha: float) -> bool:
+    """A regression found in the first block still stands with ``newest`` in: the blocks'
+    pooled change (``together``) beyond the floor, and ``newest`` not significantly inside it."""
+    if inside_floor(newest, floor_pct, alpha):
         return False
-    return pooled(blocks).effect > math.log1p(floor_pct / 100.0)
+    return together.effect > math.log1p(floor_pct / 100.0)
 
 
 def _z_alpha(alpha: float) -> float:
