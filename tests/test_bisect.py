@@ -230,3 +230,16 @@ def test_the_suspects_are_regressed_or_material_ops_whose_work_did_not_move() ->
     quiet = {"ops": [_op("aten::t", "unchanged", 0.01)], "families": test["families"]}
     args = argparse.Namespace(op=None, family=None)
     assert _suspects(quiet, set(), args) == [("cpu", None, 0.0)]  # the family's total
+
+
+def test_a_work_culprits_rows_are_the_json_reports_work_rows_in_words() -> None:
+    from tprof_engine.model.work_verdict import WorkDelta
+
+    row = WorkDelta(
+        op="aten::mm", module="", phase="forward", status="added", gated=True, base_calls=0,
+        cur_calls=1, base_flops=0, cur_flops=4_194_304, base_bytes=0, cur_bytes=196_608,
+        base_signature="", cur_signature="self f32[128, 128]",
+    ).to_dict()  # fmt: skip
+    assert bisect_report._row_text(row) == (
+        "aten::mm in the body (forward): added, calls 0 → 1, FLOPs 0 → 4194304, bytes 0 → 196608"
+    )

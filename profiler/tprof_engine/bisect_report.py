@@ -118,7 +118,7 @@ def _rows(run: Run, hunt: Hunt, culprit: str) -> tuple[list[dict[str, Any]], Any
         before = run.censuses[hunt.search.last_good or run.setup.good_sha].work[t.nodeid]
         verdict = judge_work(before, run.censuses[culprit].work[t.nodeid])
         moved = [r for r in verdict.rows if r.status not in ("unchanged", "varies")]
-        return [_work_row(r) for r in moved], None
+        return [r.to_dict() for r in moved], None  # the JSON report's work rows
     pair = max((p for (s, _), p in run.pairs.items() if s == culprit), key=lambda p: p.rounds)
     effect = next((s.effect for s in reversed(hunt.steps) if s.sha == culprit and s.effect), None)
     effect = effect or t.bad
@@ -137,18 +137,6 @@ def _rows(run: Run, hunt: Hunt, culprit: str) -> tuple[list[dict[str, Any]], Any
     ]  # fmt: skip
     kept = measure.keep_traces(pair, t.nodeid, run.setup.top / ".tprof" / "bisect" / "traces")
     return [row, *extra], kept
-
-
-def _work_row(r: Any) -> dict[str, Any]:
-    return {
-        "op": r.op,
-        "module": r.module,
-        "phase": r.phase,
-        "status": r.status,
-        "calls": [r.base_calls, r.cur_calls],
-        "flops": [r.base_flops, r.cur_flops],
-        "bytes": [r.base_bytes, r.cur_bytes],
-    }
 
 
 def text(doc: Mapping[str, Any]) -> list[str]:
@@ -191,8 +179,8 @@ def _row_text(row: Mapping[str, Any]) -> str:
     if "status" in row:
         return (
             f"{row['op']} in {row['module'] or 'the body'} ({row['phase']}): {row['status']}, "
-            f"calls {row['calls'][0]} → {row['calls'][1]}, FLOPs {row['flops'][0]} → "
-            f"{row['flops'][1]}, bytes {row['bytes'][0]} → {row['bytes'][1]}"
+            f"calls {row['base_calls']} → {row['cur_calls']}, FLOPs {row['base_flops']} → "
+            f"{row['cur_flops']}, bytes {row['base_bytes']} → {row['cur_bytes']}"
         )
     good, cur = row["good_us"], row["culprit_us"]
     us = f"{good:.1f} µs → {cur:.1f} µs " if good is not None and cur is not None else ""
