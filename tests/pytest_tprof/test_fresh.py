@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 from tprof_testing import QUIET_READINGS_CONFTEST, with_quiet_readings
@@ -190,15 +191,25 @@ def test_b_runs(tprof):
 """
 
 
+def _second_test_after_the_first_changed_state(
+    pytester: pytest.Pytester, flag: str
+) -> dict[str, Any]:
+    """Two tests saved as they are; then, with ``flag`` in the folder (the first test changes
+    the process's state, and the second runs slower under it), compared in processes of their
+    own: the second fails, and its JSON row is returned."""
+    pytester.runpytest_subprocess(*FAST, "--tprof-save").assert_outcomes(passed=2)
+    (pytester.path / flag).write_text("")
+    result = pytester.runpytest_subprocess(*FAST, "--tprof", "--tprof-json=report.json")
+    result.assert_outcomes(passed=1, failed=1)
+    (test,) = json.loads((pytester.path / "report.json").read_text())["tests"]
+    return dict(test)
+
+
 def test_a_setting_an_earlier_test_left_is_named_and_confirmed_under_it(
     pytester: pytest.Pytester,
 ) -> None:
     with_quiet_readings(pytester).makepyfile(test_leak=LEAK)
-    pytester.runpytest_subprocess(*FAST, "--tprof-save").assert_outcomes(passed=2)
-    (pytester.path / "leak.txt").write_text("")
-    result = pytester.runpytest_subprocess(*FAST, "--tprof", "--tprof-json=report.json")
-    result.assert_outcomes(passed=1, failed=1)
-    (test,) = json.loads((pytester.path / "report.json").read_text())["tests"]
+    test = _second_test_after_the_first_changed_state(pytester, "leak.txt")
     assert test["verdict"] == "regressed" and test["timing_compared"]
     assert test["settings"]["cudnn_benchmark"] is True
     assert {"kind": "settings", "text": "settings: cuDNN benchmark off → on", "failing": False} in (
@@ -278,11 +289,7 @@ def test_the_fresh_process_starts_the_test_from_the_random_state_its_parent_did(
     pytester: pytest.Pytester,
 ) -> None:
     with_quiet_readings(pytester).makepyfile(test_drawn=DRAWN)
-    pytester.runpytest_subprocess(*FAST, "--tprof-save").assert_outcomes(passed=2)
-    (pytester.path / "draw.txt").write_text("")
-    result = pytester.runpytest_subprocess(*FAST, "--tprof", "--tprof-json=report.json")
-    result.assert_outcomes(passed=1, failed=1)
-    (test,) = json.loads((pytester.path / "report.json").read_text())["tests"]
+    test = _second_test_after_the_first_changed_state(pytester, "draw.txt")
     assert test["nodeid"] == "test_drawn.py::test_b_runs"
     assert test["verdict"] == "regressed", test["reason"]
     assert "confirmed in a fresh process" in test["notes"]
