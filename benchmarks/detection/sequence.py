@@ -6,9 +6,9 @@ One trial: three baseline sessions, each a process of its own; then the run's pr
 the test and the project's own ``compare`` judges it; a timing regression is captured again in
 the same process and merged (``policy.after_remeasurement``), and one still standing is run in
 a fresh process and merged again (``policy.after_fresh_process``).  A process is the model of
-``simulate.py`` (``draw_session``) with its machine drift and memory-bound mode drawn once and
-kept by every capture the process takes; each capture draws its own rounds.  A trial fails
-when the final verdict is regressed.
+``simulate.py`` (``draw_process``, ``capture``): its machine drift, memory-bound mode and
+per-op drift drawn once and kept by every capture it takes; each capture draws its own
+rounds.  A trial fails when the final verdict is regressed.
 
     python -m benchmarks.detection.sequence [--trials 1000] [--power-trials 200]
 
@@ -18,7 +18,6 @@ README.md in this folder has the last run's table.
 from __future__ import annotations
 
 import argparse
-import math
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -27,66 +26,42 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from benchmarks.detection.simulate import (
-    HEAVY_FACTOR,
-    HEAVY_PROB,
-    HEAVY_PROBE_SHARE,
-    OUTLIER_FACTOR,
-    OUTLIER_RATE,
-    PROBE_NOISE,
-    PROBE_ROUND_SHARE,
-    PROBE_TRACKING,
-    PROBE_US,
-    ROUND_SIGMA,
     SEED,
     Layout,
+    Process,
     Scenario,
     Session,
+    capture,
+    draw_process,
+    op_drift,
     slowed,
     to_table,
     trial_rng,
+    with_op_drift,
 )
 from tprof_engine.decide import policy
 from tprof_engine.decide.rule import Rule
 from tprof_engine.decide.timing import compare
+from tprof_engine.model.arrays import FloatArray
 from tprof_engine.model.verdicts import REGRESSED, TestVerdict
 
 
 @dataclass(frozen=True, slots=True)
-class Process:
-    """What a pytest process keeps for every capture it takes: the machine's drift as it ran,
-    how closely the probe tracked it, and whether it ran in the slow memory-bound mode."""
+class Run:
+    """One pytest process of a trial: its parts (``simulate.Process``) and its ops' own
+    factors (the per-op drift), kept by every capture it takes."""
 
-    machine: float
-    tracking: float
-    heavy: float
-
-
-def draw_process(rng: np.random.Generator, scen: Scenario) -> Process:
-    heavy = math.log(HEAVY_FACTOR) if scen.heavy and rng.random() < HEAVY_PROB else 0.0
-    return Process(
-        machine=rng.normal(0.0, scen.drift),
-        tracking=rng.normal(0.0, scen.drift * PROBE_TRACKING),
-        heavy=heavy,
-    )
+    process: Process
+    ops: FloatArray
 
 
-def capture(rng: np.random.Generator, scen: Scenario, layout: Layout, proc: Process) -> Session:
-    """One capture's rounds in ``proc`` (simulate.draw_session's model, its process parts
-    fixed)."""
-    k, n = scen.ops, scen.rounds
-    per_round = rng.normal(0.0, ROUND_SIGMA, n)
-    sigma = math.sqrt(math.log1p(scen.cv**2))
-    log_ops = proc.machine + proc.heavy + per_round[None, :] + rng.normal(0.0, sigma, (k, n))
-    op_us = layout.base_us[:, None] * np.exp(log_ops)
-    op_us[rng.random((k, n)) < OUTLIER_RATE] *= OUTLIER_FACTOR
-    log_probe = (
-        proc.machine
-        + proc.tracking
-        + HEAVY_PROBE_SHARE * proc.heavy
-        + PROBE_ROUND_SHARE * per_round
-        + rng.normal(0.0, PROBE_NOISE, n)
-    )
-    return Session(op_us=op_us, probe_us=PROBE_US * np.exp(log_probe))
+def draw_run(rng: np.random.Generator, scen: Scenario) -> Run:
+    return Run(process=draw_process(rng, scen), ops=op_drift(rng, scen))
+
+
+def captured(rng: np.random.Generator, scen: Scenario, layout: Layout, run: Run) -> Session:
+    """One capture's rounds in ``run``'s process."""
+    return with_op_drift(capture(rng, scen, layout, run.process), run.ops)
 
 
 # A merge: the standing verdict and the new measurement's → the verdict after it.
@@ -133,22 +108,21 @@ def final_verdicts(
     rng = trial_rng(seed, scen, trial)
     layout = Layout.for_ops(scen.ops)
     rule = Rule()
-    base = [to_table(capture(rng, scen, layout, draw_process(rng, scen)), layout)]
-    base += [
-        to_table(capture(rng, scen, layout, draw_process(rng, scen)), layout)
-        for _ in range(scen.sessions - 1)
+    base = [
+        to_table(captured(rng, scen, layout, draw_run(rng, scen)), layout)
+        for _ in range(scen.sessions)
     ]
 
-    def measured(proc: Process) -> TestVerdict:
-        s = capture(rng, scen, layout, proc)
+    def measured(run: Run) -> TestVerdict:
+        s = captured(rng, scen, layout, run)
         return compare(base, to_table(slowed(s, op, factor) if factor != 1.0 else s, layout), rule)
 
-    here = draw_process(rng, scen)
+    here = draw_run(rng, scen)
     first = measured(here)
     if policy.next_step(first) != policy.REMEASURE:
         return {p.name: first.verdict == REGRESSED for p in PROCEDURES}
     again = measured(here)
-    fresh = measured(draw_process(rng, scen))  # drawn for every trial: both procedures see it
+    fresh = measured(draw_run(rng, scen))  # drawn for every trial: both procedures see it
     out = {}
     for p in PROCEDURES:
         v = p.remeasure(first, again)

@@ -121,27 +121,59 @@ class Session:
     probe_us: FloatArray
 
 
-def draw_session(rng: np.random.Generator, scen: Scenario, layout: Layout) -> Session:
-    """Samples of one session under the model (see the module constants and README.md)."""
-    k, n = scen.ops, scen.rounds
+@dataclass(frozen=True, slots=True)
+class Process:
+    """What one pytest process keeps for every capture it takes: the machine's drift as it
+    ran, how closely the probe tracked it, and whether it ran in the slow memory-bound mode."""
+
+    machine: float
+    tracking: float
+    heavy: float
+
+
+def draw_process(rng: np.random.Generator, scen: Scenario) -> Process:
     machine = rng.normal(0.0, scen.drift)
     tracking = rng.normal(0.0, scen.drift * PROBE_TRACKING)
     heavy = math.log(HEAVY_FACTOR) if scen.heavy and rng.random() < HEAVY_PROB else 0.0
+    return Process(machine=machine, tracking=tracking, heavy=heavy)
+
+
+def capture(rng: np.random.Generator, scen: Scenario, layout: Layout, proc: Process) -> Session:
+    """One capture's rounds in ``proc``: its own per-round noise over the process's parts."""
+    k, n = scen.ops, scen.rounds
     per_round = rng.normal(0.0, ROUND_SIGMA, n)
     sigma = math.sqrt(math.log1p(scen.cv**2))
-    log_ops = machine + heavy + per_round[None, :] + rng.normal(0.0, sigma, (k, n))
+    log_ops = proc.machine + proc.heavy + per_round[None, :] + rng.normal(0.0, sigma, (k, n))
     op_us = layout.base_us[:, None] * np.exp(log_ops)
     op_us[rng.random((k, n)) < OUTLIER_RATE] *= OUTLIER_FACTOR
     log_probe = (
-        machine
-        + tracking
-        + HEAVY_PROBE_SHARE * heavy
+        proc.machine
+        + proc.tracking
+        + HEAVY_PROBE_SHARE * proc.heavy
         + PROBE_ROUND_SHARE * per_round
         + rng.normal(0.0, PROBE_NOISE, n)
     )
-    if scen.op_drift:  # drawn last, so the other parts of a trial's stream stay the same
-        op_us *= np.exp(rng.normal(0.0, scen.op_drift, k))[:, None]
     return Session(op_us=op_us, probe_us=PROBE_US * np.exp(log_probe))
+
+
+def op_drift(rng: np.random.Generator, scen: Scenario) -> FloatArray:
+    """Each op's own session factor (1.0 each without per-op drift)."""
+    if not scen.op_drift:
+        return np.ones(scen.ops)
+    drift: FloatArray = np.exp(rng.normal(0.0, scen.op_drift, scen.ops))
+    return drift
+
+
+def with_op_drift(session: Session, factors: FloatArray) -> Session:
+    return Session(op_us=session.op_us * factors[:, None], probe_us=session.probe_us)
+
+
+def draw_session(rng: np.random.Generator, scen: Scenario, layout: Layout) -> Session:
+    """Samples of one session under the model (see the module constants and README.md): a
+    process and its one capture; the per-op drift drawn last, so the other parts of a trial's
+    stream stay the same."""
+    session = capture(rng, scen, layout, draw_process(rng, scen))
+    return with_op_drift(session, op_drift(rng, scen)) if scen.op_drift else session
 
 
 def to_table(session: Session, layout: Layout) -> OpTable:
