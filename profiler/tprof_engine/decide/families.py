@@ -75,6 +75,7 @@ def _host_side(tables: Sequence[OpTable], reference: float, rule: Rule) -> Side:
         session_total_medians=[rule.center(r) for r in rounds],
         raw_op_medians={},
         sessions=[],
+        gain=scale(tables[0], "probe_cpu_us", reference, rule) if len(tables) == 1 else 1.0,
     )
 
 

@@ -23,6 +23,7 @@ from tprof_engine.decide.samples import (
     Total,
     VsRest,
     op_tests,
+    raw_follows,
     side_of,
     sides_of,
     total_test,
@@ -99,7 +100,12 @@ def _classify_timed(
     o: OpStats, vs_rest: VsRest | None, total: Total, rule: Rule, n_tested: int
 ) -> _Call:
     assert o.p is not None and o.low_base is not None and o.low_cur is not None  # tested ops
-    sig_up = o.p < rule.alpha and o.pct > o.floor and (o.cur_us - o.base_us) >= rule.abs_floor_us
+    sig_up = (
+        o.p < rule.alpha
+        and o.pct > o.floor
+        and (o.cur_us - o.base_us) >= rule.abs_floor_us
+        and raw_follows(o.pct, o.floor, total.gain, rule)
+    )
     rest_up = vs_rest is not None and vs_rest.regressed
     if (sig_up or rest_up) and o.share >= rule.material_share:
         if rest_up and not sig_up:
@@ -302,6 +308,7 @@ def compare(
         notes=(
             *device_note(baseline, current),
             *(_judged_on(results) if on_device else ()),
+            *_probe_ran_faster(results, probe_shift, rule),
         ),
         timing_compared=same_hardware,
         round_samples=tuple(s for o in outcomes for s in o.samples),
@@ -410,6 +417,32 @@ def _combine(results: Sequence[FamilyResult]) -> tuple[TestWord, str]:
     if word == UNCHANGED and all(not r.gates for r in results if r.reasons):
         reasons = [NOTHING_CHANGED, *reasons]
     return word, " | ".join(reasons)
+
+
+def _probe_ran_faster(
+    results: Sequence[FamilyResult], probe_shift: float | None, rule: Rule
+) -> list[str]:
+    """A note for each family beyond its floor in probe units that :func:`raw_follows` held
+    back: the probe ran faster than the baseline's and the raw times did not follow it."""
+    if probe_shift is None or probe_shift >= 0:
+        return []
+    gain = 1.0 / (1.0 + probe_shift / 100.0)
+    held = [
+        r
+        for r in results
+        if family_specs.spec(r.family).probe is not None
+        and not r.timing_regressed
+        and r.p_value < rule.alpha
+        and r.delta_pct > r.floor_pct
+        and not raw_follows(r.delta_pct / 100.0, r.floor_pct / 100.0, gain, rule)
+    ]
+    return [
+        f"{family_specs.spec(r.family).label} {r.delta_pct:+.0f}% in probe units is "
+        f"{((1 + r.delta_pct / 100.0) / gain - 1):+.0%} in raw µs: the drift probe ran "
+        f"{-probe_shift:.0f}% faster than the baseline's and these times did not, so it is "
+        "not read as a slowdown"
+        for r in held
+    ]
 
 
 def _shifts(

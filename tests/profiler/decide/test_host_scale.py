@@ -88,3 +88,25 @@ def test_paired_rounds_keep_the_host_times_own_floor() -> None:
     )
     assert v.verdict == REGRESSED, v.reason
     assert host(v).floor_source == "paired with the base's rounds"
+
+
+def faster_probe(t: OpTable, by: float) -> OpTable:
+    """``t`` with a drift probe that ran ``by`` faster (the ops' raw µs as they were)."""
+    return replace(t, probe_cpu_us=t.probe_cpu_us * (1.0 - by))
+
+
+def test_a_probe_that_ran_faster_cannot_make_unchanged_raw_times_a_slowdown() -> None:
+    """The probe 18 % faster, the ops and the host time as they were: +22 % in probe units
+    for every family, under 1 % in raw µs."""
+    v = stored(faster_probe(table(seed=7), 0.18))
+    assert v.verdict == UNCHANGED, v.reason
+    assert v.probe_shift_pct == pytest.approx(-18, abs=3)
+    assert any(n.startswith("CPU +2") and "in raw µs: the drift probe ran" in n for n in v.notes)
+    assert not any(o.verdict == REGRESSED for o in v.ops)
+
+
+def test_a_slowdown_in_raw_us_beside_a_faster_probe_still_fails() -> None:
+    slower = op_table({k: (us * 1.3, c) for k, (us, c) in OPS.items()}, seed=7, cv=0.03, probe=500)
+    v = stored(faster_probe(slower, 0.18))
+    assert v.verdict == REGRESSED, v.reason
+    assert not any("in raw µs: the drift probe ran" in n for n in v.notes)
