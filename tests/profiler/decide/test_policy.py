@@ -9,7 +9,7 @@ from tprof_testing import table
 
 from tprof_engine.decide import judge, policy
 from tprof_engine.decide.judge import Recorded
-from tprof_engine.decide.rule import Rule
+from tprof_engine.decide.timing.rule import Rule
 from tprof_engine.model.verdicts import (
     BUSY,
     IMPROVED,

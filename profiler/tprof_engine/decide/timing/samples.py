@@ -11,8 +11,8 @@ from fnmatch import fnmatchcase
 
 import numpy as np
 
-from tprof_engine.decide import stats
-from tprof_engine.decide.rule import SYNC_OPS, Rule
+from tprof_engine.decide.timing import stats
+from tprof_engine.decide.timing.rule import SYNC_OPS, Rule
 from tprof_engine.model.arrays import FloatArray
 from tprof_engine.model.family_specs import spec
 from tprof_engine.model.records import OpTable
