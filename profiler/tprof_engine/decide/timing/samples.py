@@ -122,9 +122,15 @@ class Total:
 
 
 def _beyond_floor(
-    rule: Rule, timed: bool, base_us: float, cur_us: float, delta_pct: float, floor: float,
-    p_greater: float, p_less: float,
-) -> tuple[bool, bool]:  # fmt: skip
+    rule: Rule,
+    timed: bool,
+    base_us: float,
+    cur_us: float,
+    delta_pct: float,
+    floor: float,
+    p_greater: float,
+    p_less: float,
+) -> tuple[bool, bool]:
     """Whether a family's total regressed, and whether it improved: timed, significant,
     beyond the floor and by at least ``rule.abs_floor_us`` (one rule for stored and paired
     rounds)."""
