@@ -157,6 +157,11 @@ class Rule:
         bound = math.expm1(self.floor_z * sigma * math.sqrt(1.0 + 1.0 / n))
         return max(self.min_rel_floor if minimum is None else minimum, bound)
 
+    def round_floor(self) -> float:
+        """The least share of a whole round a change must move in stored mode to count: the
+        configured floor, else the rule's minimum (what the test's op total is held to)."""
+        return self.rel_floor if self.rel_floor is not None else self.min_rel_floor
+
     def floor_source(self, sessions: int) -> str:
         """How the test-level floor was set, in words for the failure."""
         if self.rel_floor is not None:

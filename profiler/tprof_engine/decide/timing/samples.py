@@ -143,16 +143,24 @@ def _beyond_floor(
 
 
 def total_test(
-    base: Side, cur: Side, sessions: int, rule: Rule, *, timed: bool, family: str = "cpu"
+    base: Side,
+    cur: Side,
+    sessions: int,
+    rule: Rule,
+    *,
+    timed: bool,
+    family: str = "cpu",
+    least_floor: float = 0.0,
 ) -> Total:
     """Significantly beyond the floor: current rounds against baseline rounds shifted by part
     of the floor, so sampling noise alone can't carry a change past it.  The floor's minimum
-    is the family's (:mod:`tprof_engine.model.family_specs`).  Paired rounds (tprof ab) are
-    tested pair by pair (:func:`paired_total`)."""
+    is the family's (:mod:`tprof_engine.model.family_specs`), or ``least_floor`` where that is
+    more.  Paired rounds (tprof ab) are tested pair by pair (:func:`paired_total`)."""
     if rule.paired:
         return paired_total(base, cur, rule, timed=timed)
     base_us, cur_us = rule.center(base.totals), rule.center(cur.totals)
-    floor = rule.floor_for(base.session_total_medians, minimum=spec(family).min_floor)
+    learned = rule.floor_for(base.session_total_medians, minimum=spec(family).min_floor)
+    floor = max(learned, least_floor)
     low_b, low_c = rule.lower(base.totals), rule.lower(cur.totals)
     shift = rule.shift_share * floor
     p_greater = stats.mwu_greater(low_c, low_b * (1.0 + shift))
