@@ -12,8 +12,7 @@ from torch.profiler import ProfilerActivity, profile, record_function
 from tprof_engine.capture.kineto import events_from_kineto
 from tprof_engine.capture.session import capture
 from tprof_engine.decide.gates.finding import applied
-from tprof_engine.decide.gates.memory import memory_finding
-from tprof_engine.decide.gates.memory import judge_memory
+from tprof_engine.decide.gates.memory import judge_memory, memory_finding
 from tprof_engine.decide.timing.compare import compare
 from tprof_engine.decide.timing.rule import Rule
 from tprof_engine.model.device_tables import MemoryTable
