@@ -575,7 +575,7 @@ def overhead(folder: Path, iterations: dict[str, int], repeat: int) -> list[Cost
     from torch import nn
 
     from tprof_engine.capture import facts, kineto, session
-    from tprof_engine.decide import compile_gate
+    from tprof_engine.decide.gates import compiled as compile_gate
     from tprof_engine.reduce import ops as red
 
     print(f"\noverhead: reduce_events and its compile handling, median of {repeat}", flush=True)

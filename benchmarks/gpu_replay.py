@@ -25,7 +25,7 @@ import sys
 from pathlib import Path
 
 from tprof_engine.decide import judge
-from tprof_engine.decide.rule import Rule
+from tprof_engine.decide.timing.rule import Rule
 from tprof_engine.model.verdicts import UNCHANGED, TestVerdict
 from tprof_engine.sources import load_source, recorded_in
 from tprof_engine.store import baselines

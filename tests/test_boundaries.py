@@ -24,6 +24,9 @@ BELOW = {
     "render": {"model"},  # render lays out what decide found, handed to it; it decides nothing
     "capture": {"model", "reduce"},  # the trace writer is handed in (store.trace_gzip)
 }
+# decide's rooms and the rooms each may import besides itself: the timing, then the gates;
+# the verdict (judge, policy, outcome) at the stage's top reads both.
+ROOMS = {"timing": set(), "gates": {"timing"}}
 
 
 def _module_of(path: Path) -> str:
@@ -132,6 +135,26 @@ def test_each_stage_imports_only_the_stages_below_it() -> None:
             if used != stage and used not in BELOW[stage] and used != "__version__":
                 offending.append(f"{path.relative_to(ROOT)}:{line} imports {name}")
     assert offending == []
+
+
+def test_decides_rooms_import_only_the_rooms_before_them() -> None:
+    """A test's floor crosses each room once: the timing imports nothing of the gates or the
+    verdict, a gate nothing of the verdict (docs/design.md §2, "decide/ is three rooms")."""
+    offending, seen = [], set()
+    for path, tree in _sources():
+        parts = path.relative_to(PACKAGE).parts
+        if parts[0] != "decide" or len(parts) < 3:
+            continue
+        room = parts[1]
+        seen.add(room)
+        for line, name in _imports(tree):
+            if name != f"{NAME}.decide" and not name.startswith(f"{NAME}.decide."):
+                continue
+            other = name.split(".")[2] if name.count(".") >= 2 else "decide"
+            if other != room and other not in ROOMS[room]:
+                offending.append(f"{path.relative_to(ROOT).as_posix()}:{line} imports {name}")
+    assert offending == []
+    assert seen == set(ROOMS)
 
 
 def test_nothing_installed_imports_scipy() -> None:

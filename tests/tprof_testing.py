@@ -34,7 +34,7 @@ from tprof_engine.store import paths
 QUIET_READINGS_CONFTEST = """
 import pytest
 
-from tprof_engine.decide import busy
+from tprof_engine.decide.timing import busy
 
 
 @pytest.fixture(autouse=True)

@@ -1,6 +1,6 @@
 """Seeded simulation of the whole confirmation sequence: false failures and power of a test's
 final verdict, with each confirmation's measurement pooled with the others (the rule now,
-``decide.pooling``) against each one judged on its own (the rule before).
+``decide.timing.pooling``) against each one judged on its own (the rule before).
 
 One trial: three baseline sessions, each a process of its own; then the run's process captures
 the test and the project's own ``compare`` judges it; a timing regression is captured again in
@@ -40,8 +40,8 @@ from benchmarks.detection.simulate import (
     with_op_drift,
 )
 from tprof_engine.decide import policy
-from tprof_engine.decide.rule import Rule
-from tprof_engine.decide.timing import compare
+from tprof_engine.decide.timing.compare import compare
+from tprof_engine.decide.timing.rule import Rule
 from tprof_engine.model.arrays import FloatArray
 from tprof_engine.model.verdicts import REGRESSED, TestVerdict
 

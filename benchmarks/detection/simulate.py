@@ -26,10 +26,11 @@ from pathlib import Path
 import numpy as np
 from scipy import stats as _st
 
-from tprof_engine.decide import families, samples, structure, timing
-from tprof_engine.decide import rule as _rule_module
-from tprof_engine.decide.rule import Rule
-from tprof_engine.decide.timing import compare
+from tprof_engine.decide.timing import compare as timing
+from tprof_engine.decide.timing import families, samples, structure
+from tprof_engine.decide.timing import rule as _rule_module
+from tprof_engine.decide.timing.compare import compare
+from tprof_engine.decide.timing.rule import Rule
 from tprof_engine.model.arrays import FloatArray
 from tprof_engine.model.records import OpTable
 from tprof_engine.model.verdicts import REGRESSED
@@ -452,7 +453,7 @@ def rule_version() -> str:
             return f"{module.__name__} (source not found)"
         digest.update(Path(path).read_bytes())
     names = " + ".join(m.__name__.rpartition(".")[2] for m in RULE_MODULES)
-    return f"decide/{{{names}}}.py sha256 {digest.hexdigest()[:12]}; {Rule()!r}"
+    return f"decide/timing/{{{names}}}.py sha256 {digest.hexdigest()[:12]}; {Rule()!r}"
 
 
 def measure_cost(ops: int, sessions: int = 3, calls: int = 20) -> float:

@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 from tprof_engine.capture.load import machine_now
-from tprof_engine.decide.busy import run_summary
 from tprof_engine.decide.outcome import (
     Outcome,
     found_none,
@@ -32,7 +31,8 @@ from tprof_engine.decide.policy import (
     next_step,
     under_xdist,
 )
-from tprof_engine.decide.rule import Rule, paired_rule
+from tprof_engine.decide.timing.busy import run_summary
+from tprof_engine.decide.timing.rule import Rule, paired_rule
 from tprof_engine.model.environment import (
     VISIBLE_DEVICES,
     device_for_worker,

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from tprof_engine import bisect_measure as measure
-from tprof_engine.decide.work_gate import judge_work
+from tprof_engine.decide.gates.work import judge_work
 from tprof_engine.store.files import write_atomic
 
 if TYPE_CHECKING:

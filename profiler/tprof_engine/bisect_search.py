@@ -18,7 +18,7 @@ from typing import Final, Literal
 
 import numpy as np
 
-from tprof_engine.decide import stats
+from tprof_engine.decide.timing import stats
 
 Word = Literal["good", "bad", "unsure", "skip"]
 GOOD: Final = "good"

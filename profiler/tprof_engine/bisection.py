@@ -33,7 +33,7 @@ from tprof_engine.bisect_search import (
     classify,
     paired_effect,
 )
-from tprof_engine.decide.work_gate import judge_work
+from tprof_engine.decide.gates.work import judge_work
 from tprof_engine.model.errors import TprofError
 from tprof_engine.pairing import ALTERNATE, MODES
 

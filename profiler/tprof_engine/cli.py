@@ -18,10 +18,10 @@ from pathlib import Path
 from typing import TextIO
 
 from tprof_engine import ab, bisection, window
-from tprof_engine.decide import busy
 from tprof_engine.decide import judge as judging
 from tprof_engine.decide.outcome import outcome_of
-from tprof_engine.decide.rule import Rule
+from tprof_engine.decide.timing import busy
+from tprof_engine.decide.timing.rule import Rule
 from tprof_engine.diff_sides import Unjudged, diff_report, diff_steps, diff_summary, pair_folders
 from tprof_engine.model.errors import ConfigError, TprofError
 from tprof_engine.model.limits import FLOOR_LIMIT

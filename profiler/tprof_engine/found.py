@@ -11,7 +11,7 @@ from pathlib import Path
 from tprof_engine import paired_run
 from tprof_engine.config import RunConfig
 from tprof_engine.decide import judge, outcome
-from tprof_engine.decide.rule import Rule
+from tprof_engine.decide.timing.rule import Rule
 from tprof_engine.model.environment import STRUCTURE_KEYS, differences
 from tprof_engine.model.errors import BaselineError
 from tprof_engine.model.verdicts import TestVerdict

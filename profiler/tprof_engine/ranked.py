@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from tprof_engine.config import RunConfig
-from tprof_engine.decide.comm_gate import diverged
+from tprof_engine.decide.gates.communication import diverged
 from tprof_engine.decide.judge import iterations_of
 from tprof_engine.model.costs import Costs
 from tprof_engine.model.errors import CaptureError

@@ -15,9 +15,10 @@ from typing import Any, Protocol
 from tprof_engine import paired_run, window
 from tprof_engine.capture import counters  # ctypes only; the rest of capture loads torch
 from tprof_engine.config import Body, RunConfig
-from tprof_engine.decide import compile_gate, judge, outcome, policy
-from tprof_engine.decide.busy import busy_of, probe_reference, quietest
-from tprof_engine.decide.rule import Rule
+from tprof_engine.decide import judge, outcome, policy
+from tprof_engine.decide.gates import compiled as compile_gate
+from tprof_engine.decide.timing.busy import busy_of, probe_reference, quietest
+from tprof_engine.decide.timing.rule import Rule
 from tprof_engine.found import Found, verdict_on, without_baseline
 from tprof_engine.in_process import InProcess
 from tprof_engine.model.costs import Stopwatch

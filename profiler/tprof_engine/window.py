@@ -15,8 +15,8 @@ from typing import Any
 import numpy as np
 
 from tprof_engine.decide import judge
-from tprof_engine.decide.rule import Rule
-from tprof_engine.decide.work_gate import judge_work
+from tprof_engine.decide.gates.work import judge_work
+from tprof_engine.decide.timing.rule import Rule
 from tprof_engine.model import settings
 from tprof_engine.model.environment import Fingerprint, differences
 from tprof_engine.model.records import OpTable

@@ -60,7 +60,7 @@ def test_an_extra_all_reduce_fails_naming_the_collective_its_phase_and_ranks(
     assert "INTERNALERROR" not in run.stdout.str()
     (test,) = json.loads((project.path / "out.json").read_text())["tests"]
     assert test["verdict"] == "regressed"
-    assert {"kind": "communication", "text": line, "failing": True} in test["causes"]
+    assert {"kind": "communication", "text": line, "failing": True, "exact": True} in test["causes"]
     monkeypatch.setenv("PLANT", "")
     again = project.runpytest_subprocess("--tprof", *FAST, node)
     assert again.ret == 0, again.stdout.str()

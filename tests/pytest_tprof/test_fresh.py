@@ -212,9 +212,8 @@ def test_a_setting_an_earlier_test_left_is_named_and_confirmed_under_it(
     test = _second_test_after_the_first_changed_state(pytester, "leak.txt")
     assert test["verdict"] == "regressed" and test["timing_compared"]
     assert test["settings"]["cudnn_benchmark"] is True
-    assert {"kind": "settings", "text": "settings: cuDNN benchmark off → on", "failing": False} in (
-        test["causes"]
-    )
+    said = "settings: cuDNN benchmark off → on"
+    assert {"kind": "settings", "text": said, "failing": False, "exact": False} in test["causes"]
     assert "confirmed in a fresh process" in test["notes"]
 
 

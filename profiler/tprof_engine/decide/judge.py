@@ -13,24 +13,23 @@ from typing import Any
 
 import numpy as np
 
-from tprof_engine.decide import busy, gates
-from tprof_engine.decide.rule import Rule, paired_rule
-from tprof_engine.decide.sides import Recorded as Recorded  # the judge's input: its face too
-from tprof_engine.decide.sides import Sides
-from tprof_engine.decide.timing import NOTHING_CHANGED, compare_across
+from tprof_engine.decide.gates import finding, registry
+from tprof_engine.decide.timing import busy
+from tprof_engine.decide.timing.compare import compare_across, says_nothing
+from tprof_engine.decide.timing.rule import Rule, paired_rule
+from tprof_engine.decide.timing.sides import Recorded as Recorded  # the judge's input: its face too
+from tprof_engine.decide.timing.sides import Sides
 from tprof_engine.model import family_specs
 from tprof_engine.model.environment import comparability
 from tprof_engine.model.family_specs import family_total
 from tprof_engine.model.limits import is_count
 from tprof_engine.model.records import OpTable
 from tprof_engine.model.verdicts import (
-    BUSY,
     IMPROVED,
     INCOMPARABLE,
     INCONCLUSIVE,
     REGRESSED,
     UNCHANGED,
-    Cause,
     FamilyResult,
     TestVerdict,
 )
@@ -52,8 +51,25 @@ def judge(
     Different structure keys (torch, device) make the pair incomparable; other differing hard
     keys or protocol keys leave only calls compared.  Sides recorded with different iterations
     per round (folders recorded apart calibrate their own) are compared per iteration.
-    ``notes`` from the caller go after the judgement's own.
+    ``notes`` from the caller go after the judgement's own.  The timing's verdict, then each
+    gate's finding (:data:`~tprof_engine.decide.gates.registry.GATES`) joined to it.
     """
+    verdict, sides = _timed(baseline, current, rule, notes=notes, paired=paired)
+    if verdict.verdict == INCOMPARABLE:
+        return verdict
+    found_by_gates = registry.findings(sides)
+    verdict = with_noise_check(verdict, sides.rule, work_moved=finding.work_moved(found_by_gates))
+    for found_by_gate in found_by_gates:
+        verdict = finding.applied(verdict, found_by_gate)
+    holders = {**baseline.holders, **sides.current_table.meta.get("parents", {})}  # newer first
+    return with_enclosing_ops(verdict, holders, current.work or baseline.work)
+
+
+def _timed(
+    baseline: Recorded, current: Recorded, rule: Rule, *, notes: Sequence[str], paired: bool
+) -> tuple[TestVerdict, Sides]:
+    """The timing's verdict on the rounds it may judge, and the sides the gates read (the
+    machine that kept the timing from being judged among them)."""
     found: list[str] = []
     structure, diffs = _differences(baseline, current, found)
     base_tables, current_table, per_call = _comparable_rounds(baseline, current, diffs, found)
@@ -67,23 +83,23 @@ def judge(
     if machine_busy is not None and not diffs:
         diffs.append(machine_busy)
     verdict = compare_across(
-        base_tables, current_table, rule, structure_diffs=structure, timing_diffs=diffs,
+        base_tables,
+        current_table,
+        rule,
+        structure_diffs=structure,
+        timing_diffs=diffs,
         notes=[*found, *notes],
-    )  # fmt: skip
-    if verdict.verdict == INCOMPARABLE:
-        return verdict
-    if machine_busy is not None:
-        verdict = verdict.with_cause(Cause(kind=BUSY, text=machine_busy))
+    )
     sides = Sides(
-        baseline=baseline, current=current, base_tables=tuple(base_tables),
-        current_table=current_table, per_call=per_call, rule=rule,
-    )  # fmt: skip
-    found_by_gates = gates.findings(sides)
-    verdict = with_noise_check(verdict, rule, work_moved=gates.work_moved(found_by_gates))
-    for finding in found_by_gates:
-        verdict = gates.applied(verdict, finding)
-    holders = {**baseline.holders, **current_table.meta.get("parents", {})}  # the newer's first
-    return with_enclosing_ops(verdict, holders, current.work or baseline.work)
+        baseline=baseline,
+        current=current,
+        base_tables=tuple(base_tables),
+        current_table=current_table,
+        per_call=per_call,
+        rule=rule,
+        busy=machine_busy,
+    )
+    return verdict, sides
 
 
 def _comparable_rounds(
@@ -237,7 +253,7 @@ def with_noise_check(verdict: TestVerdict, rule: Rule, *, work_moved: bool = Fal
     why = too_noisy(verdict, rule, work_moved=work_moved)
     if why is None:
         return verdict
-    reason = why if verdict.reason == NOTHING_CHANGED else f"{why} | {verdict.reason}"
+    reason = why if says_nothing(verdict) else f"{why} | {verdict.reason}"
     return replace(verdict, verdict=INCONCLUSIVE, reason=reason)
 
 

@@ -13,9 +13,9 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Final, Literal
 
-from tprof_engine.decide import pooling
-from tprof_engine.decide.busy import busy_of
-from tprof_engine.decide.rule import Rule
+from tprof_engine.decide.timing import pooling
+from tprof_engine.decide.timing.busy import busy_of
+from tprof_engine.decide.timing.rule import Rule
 from tprof_engine.model.family_specs import FAMILIES
 from tprof_engine.model.records import OpTable
 from tprof_engine.model.verdicts import (

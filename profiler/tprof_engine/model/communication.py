@@ -1,7 +1,7 @@
 """The communication census: a work census's collectives per rank, op, phase and process group
 size, counted per step (a call of the body), with the bytes each sends, their dtypes and the
 modules they ran in (docs/design.md §17).  What the communication gate
-(:mod:`tprof_engine.decide.comm_gate`) judges and the reports show."""
+(:mod:`tprof_engine.decide.gates.communication`) judges and the reports show."""
 
 from __future__ import annotations
 

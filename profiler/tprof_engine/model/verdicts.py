@@ -249,10 +249,10 @@ class RoundSamples:
         )
 
 
-# What decided a verdict beyond the families' op and total figures, each a cause of its own.
-CauseKind = Literal[
-    "timing", "calls", "work", "compile", "memory", "busy", "communication", "settings"
-]
+# What decided a verdict beyond the families' op and total figures, each a cause of its own:
+# the kinds the verdict itself names, and those of the gates (decide.gates: a new gate names
+# its own kind, so a kind is any word).
+CauseKind = str
 TIMING: Final = "timing"  # a family's timing: its total or ops beyond their floors
 CALLS: Final = "calls"  # ops that came, went or changed calls; new host waits
 WORK: Final = "work"  # the work census (FLOPs, bytes, calls per op, module and phase)
@@ -263,32 +263,11 @@ COMMUNICATION: Final = "communication"  # the collectives' exact gate (distribut
 SETTINGS: Final = "settings"  # the numeric settings the test's code chose (model.settings)
 
 
-@dataclass(frozen=True, slots=True)
-class CauseSpec:
-    """What a kind of cause is: ``exact`` when counted exactly (counts that don't drift), so
-    that one failing a test needs no second look (no re-measurement, no fresh process)."""
-
-    exact: bool
-
-
-# Every cause kind, and what it is: the gates (decide.gates) find them, the confirmation
-# policy reads their exactness, the reports name them.
-CAUSE_SPECS: Final[Mapping[CauseKind, CauseSpec]] = {
-    TIMING: CauseSpec(exact=False),  # statistical: confirmed before it fails a test
-    CALLS: CauseSpec(exact=True),
-    WORK: CauseSpec(exact=True),
-    COMPILE: CauseSpec(exact=True),
-    MEMORY: CauseSpec(exact=True),
-    COMMUNICATION: CauseSpec(exact=True),
-    SETTINGS: CauseSpec(exact=False),  # named; the timing still decides
-    BUSY: CauseSpec(exact=False),  # no change at all: timing not judged
-}
-EXACT_CAUSES: Final = frozenset(k for k, s in CAUSE_SPECS.items() if s.exact)
-
-
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Cause:
-    """One thing that decided a verdict, as reports name it; ``failing`` when it fails the test.
+    """One thing that decided a verdict, as reports name it; ``failing`` when it fails the test,
+    ``exact`` when counted exactly (counts that don't drift), so that one failing a test needs
+    no second look (no re-measurement, no fresh process).
 
     The families' ops and totals and the work verdict are causes too, read from their own
     records; these are the rest.  Reports render causes from this list, never from the
@@ -298,13 +277,19 @@ class Cause:
     kind: CauseKind
     text: str
     failing: bool = False
+    exact: bool = False
 
     def to_dict(self) -> dict[str, Any]:
-        return {"kind": self.kind, "text": self.text, "failing": self.failing}
+        return {"kind": self.kind, "text": self.text, "failing": self.failing, "exact": self.exact}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Cause:
-        return cls(kind=d["kind"], text=str(d["text"]), failing=bool(d.get("failing", False)))
+        return cls(
+            kind=str(d["kind"]),
+            text=str(d["text"]),
+            failing=bool(d.get("failing", False)),
+            exact=bool(d.get("exact", False)),
+        )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -354,7 +339,7 @@ class TestVerdict:
     def exact_regressed(self) -> bool:
         """An exact cause (calls, work, compiled graphs, memory, collectives: counts that
         don't drift) fails the test, so the failure needs no second look."""
-        return any(c.failing and c.kind in EXACT_CAUSES for c in self.all_causes())
+        return any(c.failing and c.exact for c in self.all_causes())
 
     def all_causes(self) -> tuple[Cause, ...]:
         """Everything that decided the verdict, typed: each family's timing and calls (from
@@ -368,12 +353,16 @@ class TestVerdict:
                 found.append(Cause(kind=TIMING, text=text, failing=timed and f.gates))
             if f.structure_regressed:
                 found.append(
-                    Cause(kind=CALLS, text=f"{label}: calls or host waits grew", failing=True)
+                    Cause(
+                        kind=CALLS,
+                        text=f"{label}: calls or host waits grew",
+                        failing=True,
+                        exact=True,
+                    )
                 )
         if self.work is not None and self.work.verdict != UNCHANGED:
-            found.append(
-                Cause(kind=WORK, text=f"work: {self.work.headline()}", failing=self.work.regressed)
-            )
+            text = f"work: {self.work.headline()}"
+            found.append(Cause(kind=WORK, text=text, failing=self.work.regressed, exact=True))
         return (*found, *self.causes)
 
     def flagged_ops(self) -> list[OpVerdict]:

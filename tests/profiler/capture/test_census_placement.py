@@ -11,9 +11,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from tprof_engine.capture.census import take_census
-from tprof_engine.decide.gates import applied, work_finding
-from tprof_engine.decide.rule import Rule
-from tprof_engine.decide.work_gate import judge_work
+from tprof_engine.decide.gates.finding import applied
+from tprof_engine.decide.gates.work import judge_work, work_finding
+from tprof_engine.decide.timing.rule import Rule
 from tprof_engine.model.verdicts import UNCHANGED, TestVerdict
 from tprof_engine.model.work import (
     WorkRow,

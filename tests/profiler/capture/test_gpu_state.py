@@ -12,9 +12,9 @@ from tprof_testing import ROUNDS, table
 
 from tprof_engine.capture.gpu_state import GpuMeter, nvml_uuid
 from tprof_engine.capture.load import LoadMeter
-from tprof_engine.decide import busy
 from tprof_engine.decide.judge import Recorded, judge
-from tprof_engine.decide.rule import Rule
+from tprof_engine.decide.timing import busy
+from tprof_engine.decide.timing.rule import Rule
 from tprof_engine.model.records import OpTable, RoundLoad
 from tprof_engine.model.verdicts import INCONCLUSIVE, UNCHANGED
 

@@ -11,10 +11,10 @@ from torch.profiler import ProfilerActivity, profile, record_function
 
 from tprof_engine.capture.kineto import events_from_kineto
 from tprof_engine.capture.session import capture
-from tprof_engine.decide.gates import applied, memory_finding
-from tprof_engine.decide.memory_gate import judge_memory
-from tprof_engine.decide.rule import Rule
-from tprof_engine.decide.timing import compare
+from tprof_engine.decide.gates.finding import applied
+from tprof_engine.decide.gates.memory import judge_memory, memory_finding
+from tprof_engine.decide.timing.compare import compare
+from tprof_engine.decide.timing.rule import Rule
 from tprof_engine.model.device_tables import MemoryTable
 from tprof_engine.model.records import OpTable
 from tprof_engine.model.verdicts import TestVerdict

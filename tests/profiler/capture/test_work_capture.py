@@ -12,7 +12,7 @@ import torch
 from torch import nn
 
 from tprof_engine.capture.census import take_census
-from tprof_engine.decide.work_gate import judge_work
+from tprof_engine.decide.gates.work import judge_work
 from tprof_engine.model.errors import CaptureError, ConfigError
 from tprof_engine.model.work import HostSync, WorkRow, WorkTable
 

@@ -19,9 +19,9 @@ from tprof_testing import ROUNDS, table
 
 from tprof_engine import window
 from tprof_engine.capture import load
-from tprof_engine.decide import busy
 from tprof_engine.decide.judge import Recorded, judge, quiet_rounds
-from tprof_engine.decide.rule import Rule
+from tprof_engine.decide.timing import busy
+from tprof_engine.decide.timing.rule import Rule
 from tprof_engine.model.errors import BaselineError
 from tprof_engine.model.records import OpTable, RoundLoad, concat_rounds
 from tprof_engine.model.verdicts import CHANGED, INCONCLUSIVE, REGRESSED, UNCHANGED
@@ -576,7 +576,7 @@ def test_the_policy_captures_a_busy_test_again_while_too_few_rounds_were_quiet()
 def test_a_pairs_own_turn_taking_is_not_counted_as_disturbance() -> None:
     """tprof ab's first round of each turn begins beside the other side, still runnable for
     a moment after passing the turn, and waits tens of µs in the run queue for it."""
-    from tprof_engine.decide.rule import paired_rule
+    from tprof_engine.decide.timing.rule import paired_rule
 
     turns = list(range(0, ROUNDS, 2))
     handed = loaded(table({"aten::mm": (800.0, 4)}, seed=1), turns, wait_us=60.0, crowded=turns)

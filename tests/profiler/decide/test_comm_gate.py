@@ -6,10 +6,10 @@ from dataclasses import replace
 
 from tprof_testing import table
 
-from tprof_engine.decide.comm_gate import judge_communication
+from tprof_engine.decide.gates.communication import judge_communication
 from tprof_engine.decide.judge import Recorded, judge
 from tprof_engine.decide.policy import REMEASURE, next_step
-from tprof_engine.decide.rule import Rule
+from tprof_engine.decide.timing.rule import Rule
 from tprof_engine.model.communication import communication
 from tprof_engine.model.ranks import tagged
 from tprof_engine.model.verdicts import COMMUNICATION, IMPROVED, REGRESSED, UNCHANGED

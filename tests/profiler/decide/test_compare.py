@@ -10,9 +10,9 @@ import pytest
 from scipy import stats as st
 from tprof_testing import ROUNDS, table
 
-from tprof_engine.decide import stats
-from tprof_engine.decide.rule import Rule
-from tprof_engine.decide.timing import compare
+from tprof_engine.decide.timing import stats
+from tprof_engine.decide.timing.compare import compare
+from tprof_engine.decide.timing.rule import Rule
 from tprof_engine.model.records import OpTable
 from tprof_engine.model.verdicts import (
     CHANGED,

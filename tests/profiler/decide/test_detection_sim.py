@@ -17,8 +17,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from tprof_engine.decide.rule import Rule
-from tprof_engine.decide.timing import compare
+from tprof_engine.decide.timing.compare import compare
+from tprof_engine.decide.timing.rule import Rule
 from tprof_engine.model.records import OpTable
 
 SIMULATE = Path(__file__).parents[3] / "benchmarks" / "detection" / "simulate.py"

@@ -12,8 +12,8 @@ import pytest
 from tprof_testing import table as op_table
 
 from tprof_engine.decide.judge import with_noise_check
-from tprof_engine.decide.rule import Rule
-from tprof_engine.decide.timing import compare
+from tprof_engine.decide.timing.compare import compare
+from tprof_engine.decide.timing.rule import Rule
 from tprof_engine.model import family_specs
 from tprof_engine.model.records import OpTable
 from tprof_engine.model.verdicts import INCONCLUSIVE, REGRESSED, UNCHANGED, TestVerdict

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from tprof_engine import window
-from tprof_engine.decide.timing import compare
+from tprof_engine.decide.timing.compare import compare
 from tprof_engine.model.environment import Fingerprint
 from tprof_engine.model.errors import BaselineError
 from tprof_engine.model.limits import ROUNDS_LIMIT, number_problem

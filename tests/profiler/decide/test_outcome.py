@@ -12,7 +12,7 @@ from tprof_testing import table
 from tprof_engine.decide import outcome
 from tprof_engine.decide.judge import Recorded, judge
 from tprof_engine.decide.outcome import next_steps, outcome_of
-from tprof_engine.decide.rule import Rule
+from tprof_engine.decide.timing.rule import Rule
 from tprof_engine.model.results import ProfiledTest
 from tprof_engine.model.verdicts import (
     ERROR,
@@ -142,7 +142,7 @@ def test_a_new_op_is_no_top_op_and_time_outside_ops_alone_offers_no_stack_option
         op="aten::convolution", module="conv1", phase="forward", calls=1, flops=1000,
         bytes_read=100, bytes_written=100,
     ),))  # fmt: skip
-    from tprof_engine.decide.work_gate import judge_work
+    from tprof_engine.decide.gates.work import judge_work
 
     v = TestVerdict(
         verdict=REGRESSED, reason="HOST: …", ops=(new,), families=(host,),

@@ -7,8 +7,9 @@ import numpy as np
 import pytest
 import scipy.stats
 
-from tprof_engine.decide import judge, policy, stats
-from tprof_engine.decide.rule import Rule
+from tprof_engine.decide import judge, policy
+from tprof_engine.decide.timing import stats
+from tprof_engine.decide.timing.rule import Rule
 from tprof_engine.model.environment import Fingerprint
 from tprof_engine.model.records import OpTable
 from tprof_engine.model.verdicts import CHANGED, REGRESSED, UNCHANGED, TestVerdict

@@ -8,8 +8,9 @@ import pytest
 from tprof_testing import table
 
 from tprof_engine.decide import judge, policy
+from tprof_engine.decide.gates.registry import GATES
 from tprof_engine.decide.judge import Recorded
-from tprof_engine.decide.rule import Rule
+from tprof_engine.decide.timing.rule import Rule
 from tprof_engine.model.verdicts import (
     BUSY,
     IMPROVED,
@@ -125,12 +126,14 @@ def test_causes_survive_the_json_round_trip(slower: TestVerdict) -> None:
 def test_an_exact_cause_that_fails_the_test_needs_no_second_look(
     slower: TestVerdict, kind: str
 ) -> None:
-    failing = replace(slower, causes=(Cause(kind=kind, text=f"{kind}: more", failing=True),))  # type: ignore[arg-type]
+    """The gate's cause carries its exactness (its ``GATE.exact``)."""
+    (gate,) = [g for g in GATES if g.kind == kind]
+    failing = replace(slower, causes=(gate.cause(f"{kind}: more", failing=True),))
     assert failing.exact_regressed
     assert policy.next_step(failing) == policy.DONE
     assert not policy.needs_fresh_process(failing)
     assert policy.with_exact_note(failing).notes[-1].startswith("timing not re-measured: ")
-    said = replace(slower, causes=(Cause(kind=kind, text=f"{kind}: less"),))  # type: ignore[arg-type]
+    said = replace(slower, causes=(gate.cause(f"{kind}: less"),))
     assert not said.exact_regressed and policy.next_step(said) == policy.REMEASURE
 
 

@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 from tprof_testing import table
 
-from tprof_engine.decide import busy
-from tprof_engine.decide.comm_gate import diverged
-from tprof_engine.decide.rule import Rule
+from tprof_engine.decide.gates.communication import diverged
+from tprof_engine.decide.timing import busy
+from tprof_engine.decide.timing.rule import Rule
 from tprof_engine.model.errors import CaptureError
 from tprof_engine.model.ranks import bare, ranks_in, ranks_text, split, tagged
 from tprof_engine.model.records import RoundLoad
@@ -160,7 +160,7 @@ def test_a_distributed_runs_traces_share_a_folder_that_goes_when_the_test_passes
 
 
 def test_a_work_change_that_reads_the_same_on_every_rank_is_said_once() -> None:
-    from tprof_engine.decide.work_gate import judge_work
+    from tprof_engine.decide.gates.work import judge_work
 
     def rows(*, extra: bool) -> WorkTable:
         found = []

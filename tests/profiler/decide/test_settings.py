@@ -14,7 +14,7 @@ from tprof_testing import table
 from tprof_engine import window
 from tprof_engine.decide import judge
 from tprof_engine.decide.judge import Recorded
-from tprof_engine.decide.rule import Rule
+from tprof_engine.decide.timing.rule import Rule
 from tprof_engine.model import settings
 from tprof_engine.model.environment import Fingerprint
 from tprof_engine.model.errors import BaselineError

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tprof_engine.decide import stats
+from tprof_engine.decide.timing import stats
 
 
 @pytest.mark.parametrize("seed", range(6))

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from tprof_engine.decide import judge
-from tprof_engine.decide.rule import Rule
+from tprof_engine.decide.timing.rule import Rule
 from tprof_engine.model.environment import Fingerprint, line_tracer
 from tprof_engine.model.records import OpTable
 from tprof_engine.model.results import ProfiledTest

@@ -12,7 +12,7 @@ import pytest
 
 from tprof_engine import cli, window
 from tprof_engine.decide import judge
-from tprof_engine.decide.rule import Rule
+from tprof_engine.decide.timing.rule import Rule
 from tprof_engine.model.environment import Fingerprint, host_id
 from tprof_engine.model.records import OpTable
 from tprof_engine.model.verdicts import INCONCLUSIVE, REGRESSED, UNCHANGED

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from tprof_engine.decide.work_gate import judge_work
+from tprof_engine.decide.gates.work import judge_work
 from tprof_engine.model.errors import BaselineError, ConfigError
 from tprof_engine.model.tensors import (
     copy_direction,

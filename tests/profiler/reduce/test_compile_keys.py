@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 from test_reduce_synthetic import Ev, arrays, step
 
-from tprof_engine.decide.compile_gate import compile_notes, compiled_graphs
-from tprof_engine.decide.gates import applied, compile_finding
+from tprof_engine.decide.gates.compiled import compile_finding, compile_notes, compiled_graphs
+from tprof_engine.decide.gates.finding import applied
 from tprof_engine.model.verdicts import IMPROVED, REGRESSED, UNCHANGED, TestVerdict
 from tprof_engine.reduce.compiled import COMPILE_OP
 from tprof_engine.reduce.ops import reduce_events

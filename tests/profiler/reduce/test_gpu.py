@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 from tprof_testing import CPU, STREAM2, Row, dev, event_arrays, gpu_trace, op, step, sync
 
-from tprof_engine.decide.device import row_deltas
-from tprof_engine.decide.families import IDLE_FAMILY
 from tprof_engine.decide.judge import per_iteration
-from tprof_engine.decide.timing import compare
+from tprof_engine.decide.timing.compare import compare
+from tprof_engine.decide.timing.device import row_deltas
+from tprof_engine.decide.timing.families import IDLE_FAMILY
 from tprof_engine.model.device_tables import DeviceTable
 from tprof_engine.model.environment import Fingerprint
 from tprof_engine.model.errors import BaselineError

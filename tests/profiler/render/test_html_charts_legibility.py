@@ -10,7 +10,7 @@ from typing import Any, get_args
 
 import pytest
 
-from tprof_engine.decide.work_gate import judge_work
+from tprof_engine.decide.gates.work import judge_work
 from tprof_engine.model.results import ProfiledTest
 from tprof_engine.model.verdicts import FLAGGED_OPS, REGRESSED, OpVerdict, OpWord, TestVerdict
 from tprof_engine.model.work import WorkRow, WorkTable

@@ -16,9 +16,10 @@ import numpy as np
 import pytest
 
 from tprof_engine.cli import main
-from tprof_engine.decide.gates import applied, work_finding
-from tprof_engine.decide.rule import Rule
-from tprof_engine.decide.timing import compare
+from tprof_engine.decide.gates.finding import applied
+from tprof_engine.decide.gates.work import work_finding
+from tprof_engine.decide.timing.compare import compare
+from tprof_engine.decide.timing.rule import Rule
 from tprof_engine.model.records import OpTable
 from tprof_engine.model.results import ProfiledTest
 from tprof_engine.model.work import WorkRow, WorkTable

@@ -12,8 +12,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from tprof_engine.decide.rule import Rule
-from tprof_engine.decide.timing import compare
+from tprof_engine.decide.timing.compare import compare
+from tprof_engine.decide.timing.rule import Rule
 from tprof_engine.model import verdicts as cmp
 from tprof_engine.model.records import OpTable
 from tprof_engine.model.results import ProfiledTest

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from tprof_engine.decide.gates.work import judge_work
 from tprof_engine.decide.judge import with_enclosing_ops
-from tprof_engine.decide.work_gate import judge_work
 from tprof_engine.model.results import ProfiledTest
 from tprof_engine.model.verdicts import REGRESSED, OpVerdict, TestVerdict
 from tprof_engine.model.work import WorkRow, WorkTable
@@ -193,7 +193,7 @@ def test_an_op_the_current_run_no_longer_calls_is_placed_by_the_baselines_holder
     from tprof_testing import table
 
     from tprof_engine.decide.judge import Recorded, census_holders, judge
-    from tprof_engine.decide.rule import Rule
+    from tprof_engine.decide.timing.rule import Rule
 
     conv = WorkRow(
         op="aten::convolution", module="conv1", phase="forward", calls=1, flops=9000,

@@ -8,9 +8,9 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from tprof_engine.decide import device as gpu
-from tprof_engine.decide.rule import Rule
-from tprof_engine.decide.samples import OpStats, Total, VsRest
+from tprof_engine.decide.timing import device as gpu
+from tprof_engine.decide.timing.rule import Rule
+from tprof_engine.decide.timing.samples import OpStats, Total, VsRest
 from tprof_engine.model.records import OpTable
 from tprof_engine.model.verdicts import (
     STRUCTURAL_OPS,

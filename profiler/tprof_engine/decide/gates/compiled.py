@@ -6,14 +6,17 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
+from typing import Final
 
 import numpy as np
 
+from tprof_engine.decide.gates.finding import NOTHING, Finding, Gate
+from tprof_engine.decide.timing.sides import Sides
 from tprof_engine.model.records import OpTable
-from tprof_engine.model.verdicts import IMPROVED, REGRESSED, TestWord
+from tprof_engine.model.verdicts import COMPILE, IMPROVED, REGRESSED, TestWord
 from tprof_engine.reduce.compiled import COMPILE_OP, GRAPH_KEY
 
-__all__ = ["compile_notes", "compiled_graphs", "graph_change"]
+__all__ = ["GATE", "compile_finding", "compile_notes", "compiled_graphs", "graph_change"]
 GRAPH_PREFIX = GRAPH_KEY.split("{")[0]  # a compiled graph's op name, without its number
 
 
@@ -64,3 +67,17 @@ def compile_notes(
         first = guards[0].strip().splitlines()[0] if guards[0].strip() else "no reason given"
         notes.append(f"guard failures while profiling: {len(guards)} (first: {first})")
     return notes
+
+
+def compile_finding(baseline: OpTable, current: OpTable, *, per_call: int = 1) -> Finding:
+    """torch.compile's structure (a new graph break or a recompilation fails the test; fewer
+    graph breaks read improved)."""
+    change = graph_change(baseline, current, per_call=per_call)
+    return NOTHING if change is None else GATE.said(*change)
+
+
+def _compile(sides: Sides) -> Finding:
+    return compile_finding(sides.base_tables[-1], sides.current_table, per_call=sides.per_call)
+
+
+GATE: Final = Gate(kind=COMPILE, exact=True, find=_compile)

@@ -14,6 +14,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Final
 
+from tprof_engine.decide.gates.finding import NOTHING, Finding, Gate
+from tprof_engine.decide.timing.sides import Sides
 from tprof_engine.model.communication import (
     CommKey,
     CommRow,
@@ -23,6 +25,7 @@ from tprof_engine.model.communication import (
     place,
 )
 from tprof_engine.model.ranks import said_once
+from tprof_engine.model.verdicts import COMMUNICATION, UNCHANGED
 from tprof_engine.model.work import WorkTable, WorkWord, is_collective
 
 
@@ -126,3 +129,31 @@ def _calls(calls: float) -> str:
 
 def _size(nbytes: float) -> str:
     return f"{round(nbytes):,} B"
+
+
+def comparable_work(sides: Sides) -> tuple[WorkTable, WorkTable] | None:
+    """Both sides' work censuses when they can be compared (the work gate's notes say when
+    not)."""
+    b, c = sides.baseline.work, sides.current.work
+    return None if b is None or c is None or b.census != c.census else (b, c)
+
+
+def communication_finding(sides: Sides) -> Finding:
+    """The collectives gated exactly: failing when any collective is new, called more often
+    or sends more per step."""
+    pair = comparable_work(sides)
+    if pair is None:
+        return NOTHING
+    comm = judge_communication(*pair)
+    notes: tuple[str, ...] = ()
+    if comm.not_gated:
+        notes = (
+            "collectives not gated (their counts differ between census rounds): "
+            + ", ".join(comm.not_gated),
+        )
+    if comm.verdict == UNCHANGED:
+        return Finding(notes=notes)
+    return GATE.said(comm.verdict, "communication: " + "; ".join(comm.lines), notes)
+
+
+GATE: Final = Gate(kind=COMMUNICATION, exact=True, find=communication_finding)

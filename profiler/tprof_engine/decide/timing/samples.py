@@ -11,8 +11,8 @@ from fnmatch import fnmatchcase
 
 import numpy as np
 
-from tprof_engine.decide import stats
-from tprof_engine.decide.rule import SYNC_OPS, Rule
+from tprof_engine.decide.timing import stats
+from tprof_engine.decide.timing.rule import SYNC_OPS, Rule
 from tprof_engine.model.arrays import FloatArray
 from tprof_engine.model.family_specs import spec
 from tprof_engine.model.records import OpTable
@@ -136,9 +136,15 @@ def raw_follows(delta_pct: float, floor: float, gain: float, rule: Rule) -> bool
 
 
 def _beyond_floor(
-    rule: Rule, timed: bool, base_us: float, cur_us: float, delta_pct: float, floor: float,
-    p_greater: float, p_less: float,
-) -> tuple[bool, bool]:  # fmt: skip
+    rule: Rule,
+    timed: bool,
+    base_us: float,
+    cur_us: float,
+    delta_pct: float,
+    floor: float,
+    p_greater: float,
+    p_less: float,
+) -> tuple[bool, bool]:
     """Whether a family's total regressed, and whether it improved: timed, significant,
     beyond the floor and by at least ``rule.abs_floor_us`` (one rule for stored and paired
     rounds)."""

@@ -1,14 +1,20 @@
-"""The exact memory gate: allocations per op and the round's peak, which don't drift."""
+"""The exact memory gate: allocations per op and the round's peak, which don't drift
+(``--tprof-collect=memory``)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Final
 
 import numpy as np
 
+from tprof_engine.decide.gates.finding import NOTHING, Finding, Gate
+from tprof_engine.decide.timing.rule import Rule
 from tprof_engine.model.arrays import IntArray
 from tprof_engine.model.device_tables import MemoryTable
 from tprof_engine.model.memory_verdict import MemoryVerdict
+from tprof_engine.model.records import OpTable
+from tprof_engine.model.verdicts import IMPROVED, MEMORY, REGRESSED, UNCHANGED, TestWord
 
 
 def judge_memory(
@@ -60,3 +66,31 @@ def _sort(
         return
     line = f"{what} {base:,} → {now:,} B per round ({now - base:+,} B)"
     (worse if now > base else better).append(line)
+
+
+def memory_finding(baseline: Sequence[OpTable], current: OpTable, rule: Rule) -> Finding:
+    """The memory gate (allocations per op and the round's peak, exactly) when the current
+    run collected memory."""
+    if current.memory is None:
+        return NOTHING
+    tables = [b.memory for b in baseline if b.memory is not None]
+    if len(tables) < len(baseline):
+        return Finding(notes=("no memory baseline: re-record with --tprof-save",))
+    gate = judge_memory(tables, current.memory, floor=rule.work_floor)
+    notes: tuple[str, ...] = ()
+    if gate.varying_ops:
+        notes = (
+            f"memory: {gate.varying_ops} ops allocate differently from round to round "
+            "(reported, not gated)",
+        )
+    if gate.verdict == UNCHANGED:
+        return Finding(notes=notes)
+    word: TestWord = REGRESSED if gate.verdict == REGRESSED else IMPROVED
+    return GATE.said(word, "MEMORY: " + "; ".join(gate.reasons), notes)
+
+
+GATE: Final = Gate(
+    kind=MEMORY,
+    exact=True,
+    find=lambda s: memory_finding(s.base_tables, s.current_table, s.rule),
+)

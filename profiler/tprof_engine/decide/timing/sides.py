@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from tprof_engine.decide.rule import Rule
+from tprof_engine.decide.timing.rule import Rule
 from tprof_engine.model.environment import Fingerprint
 from tprof_engine.model.records import OpTable
 from tprof_engine.model.work import WorkTable
@@ -50,3 +50,4 @@ class Sides:
     current_table: OpTable
     per_call: int
     rule: Rule
+    busy: str | None = None  # why the machine kept the timing from being judged (timing.busy)

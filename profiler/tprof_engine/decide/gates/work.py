@@ -4,10 +4,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+from typing import Final
 
-from tprof_engine.decide.replacements import Replacements, subtree_work
+from tprof_engine.decide.gates.communication import without_collectives
+from tprof_engine.decide.gates.finding import NOTHING, Finding, Gate
+from tprof_engine.decide.gates.replacements import Replacements, subtree_work
+from tprof_engine.decide.timing.rule import Rule
 from tprof_engine.model.errors import ConfigError
 from tprof_engine.model.ranks import bare, said_once, split
+from tprof_engine.model.verdicts import UNCHANGED, WORK
 from tprof_engine.model.work import (
     DEFAULT_WORK_FLOOR,
     EMPTY,
@@ -424,3 +429,34 @@ def _note_lines(rows: Sequence[WorkDelta], sides: _Sides) -> list[str]:
             "eager ops and can't see inside compiled regions (fused kernels, generated code)"
         )
     return notes
+
+
+def work_finding(baseline: WorkTable | None, current: WorkTable | None, rule: Rule) -> Finding:
+    """The work census against the baseline's (FLOPs, bytes and calls per op, module and
+    phase, exactly; collectives are the communication gate's).  Work needs only what calls
+    need (the same torch and device type): it gates even when timings were not compared."""
+    if current is None:
+        return NOTHING
+    if baseline is None:
+        return Finding(notes=("no work baseline: re-record with --tprof-save",))
+    if baseline.census != current.census:
+        return Finding(
+            notes=(
+                f"work not compared: the baseline's census counted by older rules (census "
+                f"{baseline.census}, now {current.census}: attention and RNN FLOPs, hook and "
+                "optimizer phases); record a session with --tprof-save to gate work again",
+            )
+        )
+    work = judge_work(
+        without_collectives(baseline), without_collectives(current), floor=rule.work_floor
+    )
+    text = "" if work.verdict == UNCHANGED else f"work: {work.headline()}"
+    return Finding(word=work.verdict, text=text, work=work)
+
+
+# The work verdict is the verdict's ``work`` record; the model names its cause from it.
+GATE: Final = Gate(
+    kind=WORK,
+    exact=True,
+    find=lambda s: work_finding(s.baseline.work, s.current.work, s.rule),
+)

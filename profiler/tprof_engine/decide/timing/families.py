@@ -9,9 +9,9 @@ from dataclasses import replace
 
 import numpy as np
 
-from tprof_engine.decide import device as gpu
-from tprof_engine.decide.rule import Rule
-from tprof_engine.decide.samples import Side, Total, scale, total_test
+from tprof_engine.decide.timing import device as gpu
+from tprof_engine.decide.timing.rule import Rule
+from tprof_engine.decide.timing.samples import Side, Total, scale, total_test
 from tprof_engine.model.arrays import FloatArray
 from tprof_engine.model.device_tables import DeviceTable
 from tprof_engine.model.records import OpTable

@@ -8,16 +8,16 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from tprof_engine.decide import device, stats
-from tprof_engine.decide.families import (
+from tprof_engine.decide.timing import device, stats
+from tprof_engine.decide.timing.families import (
     device_note,
     families,
     family_result,
     host_family,
     idle_family,
 )
-from tprof_engine.decide.rule import Rule
-from tprof_engine.decide.samples import (
+from tprof_engine.decide.timing.rule import Rule
+from tprof_engine.decide.timing.samples import (
     OpStats,
     Side,
     Total,
@@ -29,7 +29,7 @@ from tprof_engine.decide.samples import (
     total_test,
     vs_rest_tests,
 )
-from tprof_engine.decide.structure import (
+from tprof_engine.decide.timing.structure import (
     Structure,
     host_wait_reasons,
     structure_of,
@@ -61,7 +61,7 @@ from tprof_engine.model.verdicts import (
     verdict_rank,
 )
 
-__all__ = ["Rule", "compare", "compare_across"]
+__all__ = ["NOTHING_CHANGED", "Rule", "compare", "compare_across", "says_nothing"]
 SAMPLED_OPS = 5  # flagged ops per family whose per-round samples go into reports
 NOTHING_CHANGED = "no op changed beyond its floor"
 
@@ -443,6 +443,13 @@ def _probe_ran_faster(
         "not read as a slowdown"
         for r in held
     ]
+
+
+def says_nothing(verdict: TestVerdict) -> bool:
+    """Whether a verdict's reason is :data:`NOTHING_CHANGED` alone, read from its fields: its
+    word unchanged and no family with a reason to give (what :func:`_combine` writes then), so
+    what joins it replaces the reason rather than follows it."""
+    return verdict.verdict == UNCHANGED and not any(f.reasons for f in verdict.families)
 
 
 def _shifts(

@@ -12,7 +12,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from tprof_engine.decide import stats
+from tprof_engine.decide.timing import stats
 from tprof_engine.model.arrays import FloatArray
 from tprof_engine.model.work import DEFAULT_WORK_FLOOR
 
