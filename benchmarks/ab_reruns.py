@@ -49,7 +49,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from busy_reruns import LOADS, MODELS_SUITE, MODELS_TESTS, load
+from busy_suites import MODELS_SUITE, MODELS_TESTS
+from harness.loads import LOADS, load
 
 EXTRA = """
 

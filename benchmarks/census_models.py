@@ -46,7 +46,8 @@ import tempfile
 from collections import Counter
 from pathlib import Path
 
-from suite_runs import prepare, run_pytest
+from harness.runs import run_pytest
+from harness.workspace import prepare
 
 SUITE = """
 import os

@@ -49,8 +49,9 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from busy_reruns import load
-from suite_runs import prepare, run_pytest, short
+from harness.loads import load
+from harness.runs import run_pytest, short
+from harness.workspace import prepare
 
 STEPS = '''
 """2-rank training steps for tprof.distributed; DIST_PLANT changes their communication."""

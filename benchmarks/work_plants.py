@@ -68,7 +68,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from suite_runs import prepare, run_pytest, sessions_held, short
+from harness.runs import run_pytest, sessions_held, short
+from harness.workspace import prepare
 
 SUITE = '''
 """A new user's model tests, profiled with pytest-tprof's ``tprof`` fixture."""
