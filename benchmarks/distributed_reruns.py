@@ -5,7 +5,7 @@ over gloo with ``tprof.distributed`` (the plugin spawns the ranks), records a ba
 ``--sessions`` sessions with ``--tprof-save``, then runs ``pytest --tprof`` on it:
 
 1. unchanged, ``--runs`` times, quiet: a verdict ``regressed`` or ``error`` is a false failure;
-2. unchanged, ``--busy-runs`` times, with a busy loop on every core (``busy_reruns.load``):
+2. unchanged, ``--busy-runs`` times, with a busy loop on every core (``harness.loads.load``):
    false failures again, and how many test-runs timing left out (inconclusive, machine busy);
 3. each plant, ``--plant-runs`` times, on its test alone.  A communication plant is caught
    when the verdict is ``regressed`` and a failing ``communication`` cause names the
