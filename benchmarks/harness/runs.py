@@ -57,9 +57,12 @@ def run(
     """``cmd`` in ``cwd``, timed spawn to exit; the JSON ``report`` it writes, read back.
 
     A run whose exit code is not in ``ok`` (``None``: any), or that wrote no ``report``, stops
-    the benchmark naming ``what`` (the command when empty).
+    the benchmark naming ``what`` (the command when empty).  A report left by an earlier run is
+    removed first, so the one read back is this run's.
     """
-    start = time.perf_counter()
+    if report is not None:
+        report.unlink(missing_ok=True)
+    start = time.perf_counter()  # the whole process, interpreter start included
     done = subprocess.run(
         list(cmd),
         cwd=cwd,
@@ -67,7 +70,7 @@ def run(
         capture_output=True,
         text=True,
         check=False,
-    )  # the whole process, interpreter start included
+    )
     wall = time.perf_counter() - start
     doc = json.loads(report.read_text()) if report is not None and report.exists() else None
     out = Done(list(cmd), done.returncode, done.stdout, done.stderr, wall, doc)
