@@ -133,7 +133,10 @@ _WHERE = (
     "except ImportError:  # a checkout from before the engine's own name\n"
     "    engine = importlib.import_module('profiler')\n"
     "for m in (pytest_tprof, engine):\n"
-    "    print(os.path.dirname(os.path.dirname(os.path.abspath(m.__file__))))\n"
+    "    root = os.path.dirname(os.path.dirname(os.path.abspath(m.__file__)))\n"
+    "    if m is not pytest_tprof and os.path.basename(root) == 'profiler':\n"
+    "        root = os.path.dirname(root)  # profiler/tprof_engine/, the engine's own folder\n"
+    "    print(root)\n"
 )
 
 
