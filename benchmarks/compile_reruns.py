@@ -26,7 +26,8 @@ three-session baseline (``--tprof-save`` in three fresh pytest processes), then 
    runs, with an inductor cache of its own): real profiles of the suite's two compiled bodies,
    made as ``tprof_engine.capture.capture`` makes them (``session._profile_rounds``: warm-up +
    measured rounds, ``ProfilerStep#N`` rounds with the drift probe, the baseline's iterations
-   per round), in three states: ``cold`` (compiled inside round 0 with an empty cache: what a
+   per round; every warm-up round profiled, where ``capture`` profiles its last), in three
+   states: ``cold`` (compiled inside round 0 with an empty cache: what a
    cold run's warm-up holds), ``warm`` (``torch._dynamo.reset()`` first, compiled inside round 0
    from the cache: a warm run's warm-up) and ``steady`` (compiled before the profile, as in a
    first save after calibration).  On each it times, in µs per call (``timeit`` with the GC
