@@ -6,7 +6,8 @@
   back with its wall time, and which checkout the runs import;
 - :mod:`harness.loads`: other processes keeping the cores busy while a block runs (a spin loop,
   a memory-bandwidth hog or a torch training job per core);
-- :mod:`harness.tables`: medians, percentages and the columns of the printed tables.
+- :mod:`harness.tables`: medians, percentages and spreads as the tables print them, and list
+  options.
 
 The scripts run as ``python benchmarks/SCRIPT.py``, so ``benchmarks/`` is first on their path
 and they import this package as ``harness``.

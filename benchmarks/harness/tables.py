@@ -1,4 +1,5 @@
-"""The figures and columns the benchmarks print: medians, percentages, spreads, list options."""
+"""The figures the benchmarks print (medians, percentages, spreads, the tables' rule) and their
+comma-separated list options."""
 
 from __future__ import annotations
 
@@ -24,13 +25,6 @@ def spread(values: Iterable[float]) -> str:
     if not v:
         return "-"
     return f"median {statistics.median(v):.0f} (min {min(v):.0f}, max {max(v):.0f})"
-
-
-def row(cells: Sequence[object], widths: Sequence[int], indent: str = "  ") -> str:
-    """One table line: the first cell left-aligned in its width, the others right-aligned."""
-    first, *rest = cells
-    line = f"{indent}{first!s:<{widths[0]}}"
-    return line + "".join(f"{c!s:>{w}}" for c, w in zip(rest, widths[1:], strict=True))
 
 
 def rule(width: int = 100) -> str:
