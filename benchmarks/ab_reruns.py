@@ -37,20 +37,20 @@ Plants (each only in the head's working tree):
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
-import subprocess
-import sys
-import tempfile
-import time
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from busy_reruns import LOADS, MODELS_SUITE, MODELS_TESTS, load
+from busy_suites import MODELS_SUITE, MODELS_TESTS
+from harness.loads import LOADS, load
+from harness.runs import PYTEST, TPROF
+from harness.runs import run as run_command
+from harness.workspace import make_repo as make_repo_of
+from harness.workspace import workspace
 
 EXTRA = """
 
@@ -97,21 +97,12 @@ PLANT_LINE = 'PLANT = os.environ.get("TPROF_PLANT", "")'
 PYLOOP_LINE = "PYLOOP_N = 20_000"
 MODES = ("ab", "duet", "stored")  # tprof ab alternating, tprof ab --mode duet, stored baselines
 DEFAULT_MODES = "ab,stored"
-TPROF = str(Path(sys.executable).with_name("tprof"))
-
-
-def git(folder: Path, *args: str) -> None:
-    subprocess.run(["git", "-C", str(folder), *args], check=True, capture_output=True)
+FAILED = ("regressed", "error")
 
 
 def make_repo(folder: Path) -> Path:
-    (folder / "pytest.ini").write_text("[pytest]\n")
-    (folder / "conftest.py").write_text("")
-    (folder / "test_ab_suite.py").write_text(SUITE)
-    (folder / ".gitignore").write_text("baselines/\n.tprof/\nreports/\n")
-    git(folder, "init", "-q")
-    git(folder, "add", "-A")
-    git(folder, "-c", "user.email=ab@example.com", "-c", "user.name=ab", "commit", "-qm", "base")
+    files = {"pytest.ini": "[pytest]\n", "conftest.py": "", "test_ab_suite.py": SUITE}
+    make_repo_of(folder, files, "baselines/\n.tprof/\nreports/\n")
     return folder / "test_ab_suite.py"
 
 
@@ -130,17 +121,9 @@ def run(folder: Path, mode: str, tag: str) -> tuple[dict[str, dict[str, Any]], f
         alternate = "alternate" if mode == "ab" else "duet"
         cmd = [TPROF, "ab", f"--mode={alternate}", f"--json={report}", "HEAD", "--", *common]
     else:
-        cmd = [sys.executable, "-m", "pytest", *common, "--tprof", f"--tprof-json={report}"]
-    t0 = time.perf_counter()
-    done = subprocess.run(cmd, cwd=folder, capture_output=True, text=True, check=False)
-    wall = time.perf_counter() - t0
-    if done.returncode not in (0, 1) or not report.exists():
-        sys.exit(
-            f"{mode} run {tag} failed ({done.returncode}):\n"
-            f"{done.stdout[-3000:]}{done.stderr[-2000:]}"
-        )
-    tests = {t["nodeid"].split("::")[-1]: t for t in json.loads(report.read_text())["tests"]}
-    return tests, wall
+        cmd = [*PYTEST, *common, "--tprof", f"--tprof-json={report}"]
+    done = run_command(cmd, folder, report=report, what=f"{mode} run {tag}")
+    return done.tests, done.wall_s
 
 
 def judged(t: dict[str, Any]) -> bool:
@@ -165,10 +148,26 @@ class Tally:
     flagged: dict[str, list[float]] = field(default_factory=dict)
 
 
+def tally_run(tally: Tally, tests: dict[str, dict[str, Any]], mode: str) -> None:
+    """One unchanged run's tests added to its mode's tally; a false failure printed."""
+    for name, t in tests.items():
+        tally.test_runs += 1
+        tally.verdicts[t["verdict"]] += 1
+        tally.judged += judged(t)
+        if (flag := smallest_flagged(t)) is not None:
+            tally.flagged.setdefault(name, []).append(flag)
+        if t["verdict"] in FAILED:
+            tally.false.append(f"{name}: {t['reason'][:240]}")
+            print(f"    FALSE FAILURE ({mode}) {name}: {t['reason'][:240]}", flush=True)
+
+
 def unchanged(
-    folder: Path, condition: str, runs: int, tallies: dict[tuple[str, str], Tally],
+    folder: Path,
+    condition: str,
+    runs: int,
+    tallies: dict[tuple[str, str], Tally],
     modes: Sequence[str],
-) -> None:  # fmt: skip
+) -> None:
     with load(condition, lifetime=7200) as n:
         print(f"\n{condition}: {runs} unchanged runs per mode ({n} load processes)", flush=True)
         for i in range(1, runs + 1):
@@ -176,23 +175,37 @@ def unchanged(
                 tests, wall = run(folder, mode, f"{condition}-unchanged{i}")
                 tally = tallies.setdefault((mode, condition), Tally())
                 tally.walls.append(wall)
-                for name, t in tests.items():
-                    tally.test_runs += 1
-                    tally.verdicts[t["verdict"]] += 1
-                    tally.judged += judged(t)
-                    if (flag := smallest_flagged(t)) is not None:
-                        tally.flagged.setdefault(name, []).append(flag)
-                    if t["verdict"] in ("regressed", "error"):
-                        tally.false.append(f"{name}: {t['reason'][:240]}")
-                        print(f"    FALSE FAILURE ({mode}) {name}: {t['reason'][:240]}", flush=True)
+                tally_run(tally, tests, mode)
                 words = Counter(t["verdict"] for t in tests.values())
                 print(f"  {mode:<6} run {i}: {dict(words)} ({wall:.0f} s)", flush=True)
 
 
+Caught = dict[tuple[str, str, str], list[str]]  # (plant, load, mode) → each run's verdict
+
+
+def plant_run(folder: Path, plant: str, where: tuple[str, int, str], caught: Caught) -> None:
+    """Run ``i`` of a plant under a load in ``mode`` (``where``): the plant's verdict kept, any
+    collateral failure printed."""
+    condition, i, mode = where
+    tests, _ = run(folder, mode, f"{condition}-{plant}{i}")
+    t = tests[PLANTS[plant]]
+    caught.setdefault((plant, condition, mode), []).append(t["verdict"])
+    others = [k for k, o in tests.items() if k != PLANTS[plant] and o["verdict"] in FAILED]
+    print(
+        f"  {plant} {mode} run {i}: {t['verdict']} {t['reason'][:160]!r} collateral {others}",
+        flush=True,
+    )
+
+
 def plants(
-    folder: Path, suite: Path, condition: str, names: Sequence[str], runs: int,
-    caught: dict[tuple[str, str, str], list[str]], modes: Sequence[str],
-) -> None:  # fmt: skip
+    folder: Path,
+    suite: Path,
+    condition: str,
+    names: Sequence[str],
+    runs: int,
+    caught: Caught,
+    modes: Sequence[str],
+) -> None:
     with load(condition, lifetime=7200) as n:
         print(f"\nplants under {condition} ({n} load processes)", flush=True)
         try:
@@ -200,13 +213,7 @@ def plants(
                 suite.write_text(planted_source(plant))
                 for i in range(1, runs + 1):
                     for mode in modes:
-                        tests, _ = run(folder, mode, f"{condition}-{plant}{i}")
-                        t = tests[PLANTS[plant]]
-                        caught.setdefault((plant, condition, mode), []).append(t["verdict"])
-                        others = [k for k, o in tests.items() if k != PLANTS[plant]
-                                  and o["verdict"] in ("regressed", "error")]  # fmt: skip
-                        print(f"  {plant} {mode} run {i}: {t['verdict']} "
-                              f"{t['reason'][:160]!r} collateral {others}", flush=True)  # fmt: skip
+                        plant_run(folder, plant, (condition, i, mode), caught)
         finally:
             suite.write_text(SUITE)
 
@@ -270,14 +277,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     for c in {*args.conditions.split(","), *args.plant_conditions.split(",")} - {""}:
         if c not in LOADS:
             parser.error(f"unknown load {c!r}; one of {LOADS}")
-    with tempfile.TemporaryDirectory(prefix="tprof-ab-bench-") as tmp:
-        folder = Path(args.keep or tmp)
-        folder.mkdir(parents=True, exist_ok=True)
+    with workspace("tprof-ab-bench-", args.keep) as folder:
         suite = make_repo(folder)
         print(f"suite: {folder} ({len(TESTS)} tests); {args.sessions} quiet saves", flush=True)
         for _ in range(args.sessions):
-            save = [sys.executable, "-m", "pytest", "-q", "-p", "no:randomly", "--tprof-save"]
-            subprocess.run(save, cwd=folder, check=True, capture_output=True)
+            save = [*PYTEST, "-q", "-p", "no:randomly", "--tprof-save"]
+            run_command(save, folder, ok=(0,), what="a quiet save")
         tallies: dict[tuple[str, str], Tally] = {}
         caught: dict[tuple[str, str, str], list[str]] = {}
         for cond in filter(None, args.conditions.split(",")):

@@ -27,12 +27,12 @@ Exits non-zero when that fails.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
-import subprocess
 import sys
-import tempfile
 from pathlib import Path
+
+from harness.runs import PYTEST, QUIET, run
+from harness.workspace import workspace
 
 TESTS = """
 import torch
@@ -64,15 +64,10 @@ MOSTLY_UNPROFILED = ("test_relu16", "test_mm128")
 def run_once(folder: Path, tprof: bool) -> dict[str, dict[str, object]]:
     out = folder / ("tprof.json" if tprof else "plain.json")
     extra = ["--tprof", f"--tprof-baseline-dir={folder / 'b'}"] if tprof else []
-    done = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:randomly",
-         "--benchmark-max-time=0.5", "--benchmark-save-data", f"--benchmark-json={out}",
-         *extra, "test_bench.py"],
-        cwd=folder, capture_output=True, text=True, check=False,
-    )  # fmt: skip
-    if done.returncode != 0:
-        raise SystemExit(done.stdout[-3000:] + done.stderr[-2000:])
-    return {b["name"]: b for b in json.loads(out.read_text())["benchmarks"]}
+    bench = ["--benchmark-max-time=0.5", "--benchmark-save-data", f"--benchmark-json={out}"]
+    cmd = [*PYTEST, *QUIET, "-p", "no:randomly", *bench, *extra, "test_bench.py"]
+    done = run(cmd, folder, report=out, ok=(0,), what="pytest-benchmark's run")
+    return {b["name"]: b for b in (done.report or {})["benchmarks"]}
 
 
 def per_call_us(bench: dict[str, object]) -> tuple[float, float, float, int, int]:
@@ -99,22 +94,27 @@ def profiled_problem(name: str, bench: dict[str, object]) -> str | None:
     return None
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeat", type=int, default=3)
-    args = parser.parse_args()
-    rows: dict[str, list[tuple[tuple[float, ...], tuple[float, ...]]]] = {}
+Rows = dict[str, list[tuple[tuple[float, ...], tuple[float, ...]]]]
+
+
+def measure(repeat: int) -> tuple[Rows, list[str]]:
+    """Each benchmark's figures without and with ``--tprof``, alternating, ``repeat`` times;
+    and why any profiled run's figures could carry the profiler."""
+    rows: Rows = {}
     problems: list[str] = []
-    with tempfile.TemporaryDirectory() as tmp:
-        folder = Path(tmp)
+    with workspace("tprof-benchmark-contract-") as folder:
         (folder / "test_bench.py").write_text(TESTS)
-        for _ in range(args.repeat):
+        for _ in range(repeat):
             plain, profiled = run_once(folder, False), run_once(folder, True)
             problems += filter(None, (profiled_problem(n, b) for n, b in profiled.items()))
             for name in plain:
                 rows.setdefault(name, []).append(
                     (per_call_us(plain[name]), per_call_us(profiled[name]))
                 )
+    return rows, problems
+
+
+def print_rows(rows: Rows) -> None:
     head = (
         f"{'test':<18} {'rounds×iter plain/tprof':>24} {'mean µs':>17} {'median µs':>17} "
         f"{'median ×':>9} {'first 23 rounds µs':>20} {'×':>6}"
@@ -136,6 +136,14 @@ def main() -> int:
             f"{name:<18} median over {len(reps)} repetitions: median ×{ratio:.2f}, "
             f"first {PROFILED} rounds ×{head_ratio:.2f}"
         )
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args()
+    rows, problems = measure(args.repeat)
+    print_rows(rows)
     for problem in problems:
         print(f"FAILED {problem}")
     if not problems:

@@ -11,8 +11,8 @@ commits the seed draws:
 The other commits change a file the test never reads.  ``tprof bisect HEAD~63 HEAD`` runs on
 it, and the table says, per seed, whether it named both culprits, its measured steps for each
 (the bound is ⌈log2 64⌉ + 2 = 8), the commits it skipped, and its seconds (with the paired
-runs' and census runs' share).  ``--busy`` runs a spin loop beside it
-(``python -c 'while True: pass'``).
+runs' and census runs' share).  ``--busy`` runs a spin loop beside it (one pure-Python
+process, ``harness.loads``' ``busy1``).
 
     python benchmarks/bisect_check.py --seeds 10
     python benchmarks/bisect_check.py --seeds 10 --busy
@@ -24,12 +24,12 @@ import argparse
 import json
 import math
 import random
-import subprocess
-import sys
-import tempfile
-import time
 from pathlib import Path
 from typing import Any
+
+from harness.loads import load
+from harness.runs import TPROF, run
+from harness.workspace import commit, git, workspace, write_files
 
 COMMITS = 64
 TEST = "test_perf.py::test_step"
@@ -82,11 +82,6 @@ def test_step(tprof):
 SPIN_GOOD, SPIN_BAD = 40_000, 50_000  # 25 % more Python in the op's body (about 1 ms)
 
 
-def git(folder: Path, *args: str) -> str:
-    done = subprocess.run(["git", "-C", str(folder), *args], check=True, capture_output=True)
-    return done.stdout.decode().strip()
-
-
 def draw(seed: int) -> tuple[int, int, int]:
     """The commits (1-based, 2..64) of the timing regression, the work regression and the
     broken import: distinct, the broken one not the last (its fix follows it)."""
@@ -100,43 +95,34 @@ def make_repo(folder: Path, seed: int, commits: int = COMMITS) -> dict[str, str]
     """The repository of ``seed``; the sha of each planted commit by name."""
     timing, work, broken = draw(seed) if commits == COMMITS else (commits - 1, 2, 3)
     git(folder, "init", "-q")
-    (folder / "pytest.ini").write_text("[pytest]\n")
-    (folder / ".gitignore").write_text("baselines/\n.tprof/\n__pycache__/\n")
+    ignore = "baselines/\n.tprof/\n__pycache__/\n"
+    write_files(folder, {"pytest.ini": "[pytest]\n", ".gitignore": ignore})
+    what = {timing: "spin more", work: "add a matmul", broken: "break the import"}
     shas: dict[str, str] = {}
     for n in range(1, commits + 1):
         spin = SPIN_BAD if n >= timing else SPIN_GOOD
         bad_import = "import no_such_module  # broken" if n == broken else ""
-        (folder / "model.py").write_text(MODEL.format(spin=spin, broken=bad_import))
-        (folder / "test_perf.py").write_text(TESTS.format(extra=n >= work))
-        (folder / "notes.txt").write_text(f"commit {n}\n")
-        git(folder, "add", "-A")
-        what = {timing: "spin more", work: "add a matmul", broken: "break the import"}
-        subject = what.get(n, f"commit {n}")
-        git(folder, "-c", "user.email=b@example.com", "-c", "user.name=bisect",
-            "commit", "-qm", subject)  # fmt: skip
-        sha = git(folder, "rev-parse", "HEAD")
+        files = {
+            "model.py": MODEL.format(spin=spin, broken=bad_import),
+            "test_perf.py": TESTS.format(extra=n >= work),
+            "notes.txt": f"commit {n}\n",
+        }
+        write_files(folder, files)
+        sha = commit(folder, what.get(n, f"commit {n}"))
         for name, at in (("timing", timing), ("work", work), ("broken", broken)):
             if n == at:
                 shas[name] = sha
     return shas
 
 
-def run_seed(seed: int, tprof: str) -> dict[str, Any]:
-    with tempfile.TemporaryDirectory(prefix="bisect-check-") as tmp:
-        folder = Path(tmp)
+def run_seed(seed: int) -> dict[str, Any]:
+    with workspace("bisect-check-") as folder:
         planted = make_repo(folder, seed)
         report = folder / ".tprof" / "out.json"
-        start = time.perf_counter()
-        done = subprocess.run(
-            [tprof, "bisect", f"--json={report}", f"HEAD~{COMMITS - 1}", "HEAD", "--", TEST],
-            cwd=folder, capture_output=True, text=True, check=False,
-        )  # fmt: skip
-        seconds = time.perf_counter() - start
-        if not report.exists():
-            sys.exit(f"seed {seed}: tprof bisect exited {done.returncode}:\n{done.stdout[-3000:]}"
-                     f"{done.stderr[-3000:]}")  # fmt: skip
-        doc = json.loads(report.read_text())
-    return score(seed, planted, doc, seconds)
+        cmd = [TPROF, "bisect", f"--json={report}", f"HEAD~{COMMITS - 1}", "HEAD", "--", TEST]
+        done = run(cmd, folder, report=report, ok=None, what=f"seed {seed}: tprof bisect")
+    assert done.report is not None  # run() stops the benchmark on a run without its report
+    return score(seed, planted, done.report, done.wall_s)
 
 
 def score(
@@ -171,12 +157,14 @@ def table(rows: list[dict[str, Any]]) -> list[str]:
     ]
     for r in rows:
         c = r["cost"]
+        cost = (
+            f"{r['seconds']:.0f} ({c['paired_runs']}× {c['paired_seconds']:.0f} / "
+            f"{c['census_runs']}× {c['census_seconds']:.0f})"
+        )
         lines.append(
             f"| {r['seed']} | {_mark(r['timing'])} | {r['timing']['steps']} | {_mark(r['work'])} "
-            f"| {r['work']['steps']} | {_skipped(r)} "
-            f"| {r['seconds']:.0f} ({c['paired_runs']}× {c['paired_seconds']:.0f} / "
-            f"{c['census_runs']}× {c['census_seconds']:.0f}) |"
-        )  # fmt: skip
+            f"| {r['work']['steps']} | {_skipped(r)} | {cost} |"
+        )
     right = sum(all(r[k]["right"] or r[k]["range"] for k in ("timing", "work")) for r in rows)
     within = sum(
         (r["timing"]["steps"] or 99) <= bound and (r["work"]["steps"] or 99) <= bound for r in rows
@@ -206,16 +194,11 @@ def main() -> None:
     parser.add_argument("--first", type=int, default=1)
     parser.add_argument("--busy", action="store_true", help="a spin loop beside it")
     args = parser.parse_args()
-    tprof = str(Path(sys.executable).with_name("tprof"))
-    busy = subprocess.Popen([sys.executable, "-c", "while True: pass"]) if args.busy else None
     rows = []
-    try:
+    with load("busy1" if args.busy else "none", lifetime=24 * 3600):
         for seed in range(args.first, args.first + args.seeds):
-            rows.append(run_seed(seed, tprof))
+            rows.append(run_seed(seed))
             print(json.dumps(rows[-1]), flush=True)
-    finally:
-        if busy is not None:
-            busy.kill()
     print("\n".join(table(rows)))
 
 

@@ -41,12 +41,11 @@ from __future__ import annotations
 import argparse
 import os
 import re
-import shutil
-import tempfile
 from collections import Counter
 from pathlib import Path
 
-from suite_runs import prepare, run_pytest
+from harness.runs import by_name, run_pytest
+from harness.workspace import prepare, workspace
 
 SUITE = """
 import os
@@ -168,9 +167,13 @@ def test_vit_infer(tprof):
 
 INI = "[pytest]\nfilterwarnings =\n    ignore::DeprecationWarning\n    ignore::UserWarning\n"
 TESTS = (
-    "test_gpt2_train", "test_bert_infer", "test_llama_train", "test_llama_generate",
-    "test_resnet_train", "test_vit_infer",
-)  # fmt: skip
+    "test_gpt2_train",
+    "test_bert_infer",
+    "test_llama_train",
+    "test_llama_generate",
+    "test_resnet_train",
+    "test_vit_infer",
+)
 PROFILE_ARGS = ["--tprof-rounds=12", "--tprof-warmup=2"]
 # Plant → (its test, a pattern a work reason must match: the module that owns the change).
 PLANTS = {
@@ -213,6 +216,58 @@ def work_reasons(test: dict[str, object]) -> list[str]:
     return list(work.get("reasons", [])) if isinstance(work, dict) else []
 
 
+class Runs:
+    """The folder and the pytest runs in it, numbered."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.count = 0
+        prepare(folder, "test_models.py", SUITE, INI, ())
+
+    def __call__(self, plant: str, *extra: str) -> dict[str, dict[str, object]]:
+        self.count += 1
+        tag = f"{self.count:02d}-{plant or 'unchanged'}"
+        env, head = {**os.environ, "CENSUS_PLANT": plant}, f"CENSUS_PLANT={plant!r}"
+        tests = run_pytest(self.folder, tag, [*PROFILE_ARGS, *extra], env=env, head=head, tests=())
+        return by_name(tests)
+
+
+def unchanged(run: Runs, runs: int) -> tuple[int, Counter[str]]:
+    """``runs`` unchanged runs: the test-runs judged, and the false failures by layer."""
+    false: Counter[str] = Counter()
+    judged = 0
+    for i in range(runs):
+        found = run("", "--tprof")
+        ran = {n: t for n, t in found.items() if t.get("verdict") != "skipped"}
+        judged += len(ran)
+        bad = {n: layer_of(t) for n, t in ran.items() if failed(t)}
+        false.update(bad.values())
+        print(f"unchanged {i + 1}: {len(ran)} tests, false failures {bad or 'none'}", flush=True)
+    return judged, false
+
+
+def planted(run: Runs, plant_runs: int) -> list[tuple[str, str, str]]:
+    """Each plant's catches, then each same-maths change's work verdict: (name, result, reason)."""
+    rows = []
+    for plant, (test, pattern) in PLANTS.items():
+        caught = 0
+        seen = ""
+        for _ in range(plant_runs):
+            mine = run(plant, "--tprof").get(test)
+            if mine is None or mine.get("verdict") == "skipped":
+                break
+            hits = [r for r in work_reasons(mine) if re.search(pattern, r)]
+            caught += failed(mine) and layer_of(mine) == "work" and bool(hits)
+            seen = (hits or work_reasons(mine) or [str(mine.get("reason", ""))])[0]
+        rows.append((plant, f"{caught}/{plant_runs}", seen[:150]))
+    for plant, test in SAME_MATHS.items():
+        mine = run(plant, "--tprof").get(test, {})
+        work = mine.get("work") or {}
+        word = work.get("verdict", "?") if isinstance(work, dict) else "?"
+        rows.append((plant, f"work {word}", "; ".join(work_reasons(mine))[:150]))
+    return rows
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--sessions", type=int, default=3)
@@ -220,53 +275,16 @@ def main() -> int:
     parser.add_argument("--plant-runs", type=int, default=2)
     parser.add_argument("--keep", type=Path, default=None)
     args = parser.parse_args()
-    folder = args.keep or Path(tempfile.mkdtemp(prefix="tprof-census-models-"))
-    prepare(folder, "test_models.py", SUITE, INI, ())
-    count = 0
-
-    def run(plant: str, *extra: str) -> dict[str, dict[str, object]]:
-        nonlocal count
-        count += 1
-        tests = run_pytest(
-            folder, f"{count:02d}-{plant or 'unchanged'}", [*PROFILE_ARGS, *extra],
-            env={**os.environ, "CENSUS_PLANT": plant}, head=f"CENSUS_PLANT={plant!r}", tests=(),
-        )  # fmt: skip
-        return {t["nodeid"].split("::")[-1]: t for t in tests}
-
-    for _ in range(args.sessions):
-        run("", "--tprof-save")
-    false: Counter[str] = Counter()
-    judged = 0
-    for i in range(args.runs):
-        found = run("", "--tprof")
-        ran = {n: t for n, t in found.items() if t.get("verdict") != "skipped"}
-        judged += len(ran)
-        bad = {n: layer_of(t) for n, t in ran.items() if failed(t)}
-        false.update(bad.values())
-        print(f"unchanged {i + 1}: {len(ran)} tests, false failures {bad or 'none'}", flush=True)
-    rows = []
-    for plant, (test, pattern) in PLANTS.items():
-        caught = 0
-        seen = ""
-        for _ in range(args.plant_runs):
-            mine = run(plant, "--tprof").get(test)
-            if mine is None or mine.get("verdict") == "skipped":
-                break
-            hits = [r for r in work_reasons(mine) if re.search(pattern, r)]
-            caught += failed(mine) and layer_of(mine) == "work" and bool(hits)
-            seen = (hits or work_reasons(mine) or [str(mine.get("reason", ""))])[0]
-        rows.append((plant, f"{caught}/{args.plant_runs}", seen[:150]))
-    for plant, test in SAME_MATHS.items():
-        mine = run(plant, "--tprof").get(test, {})
-        work = mine.get("work") or {}
-        word = work.get("verdict", "?") if isinstance(work, dict) else "?"
-        rows.append((plant, f"work {word}", "; ".join(work_reasons(mine))[:150]))
+    with workspace("tprof-census-models-", args.keep) as folder:
+        run = Runs(folder)
+        for _ in range(args.sessions):
+            run("", "--tprof-save")
+        judged, false = unchanged(run, args.runs)
+        rows = planted(run, args.plant_runs)
     print(f"\nunchanged: {judged} test-runs, false failures {sum(false.values())} {dict(false)}")
     width = max(len(r[0]) for r in rows)
     for plant, result, reason in rows:
         print(f"{plant:<{width}}  {result:<14}  {reason}")
-    if args.keep is None:
-        shutil.rmtree(folder, ignore_errors=True)
     missed = [r for r in rows if r[0] in PLANTS and not r[1].startswith(f"{args.plant_runs}/")]
     return 1 if sum(false.values()) or missed else 0
 

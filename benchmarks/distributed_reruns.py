@@ -5,7 +5,7 @@ over gloo with ``tprof.distributed`` (the plugin spawns the ranks), records a ba
 ``--sessions`` sessions with ``--tprof-save``, then runs ``pytest --tprof`` on it:
 
 1. unchanged, ``--runs`` times, quiet: a verdict ``regressed`` or ``error`` is a false failure;
-2. unchanged, ``--busy-runs`` times, with a busy loop on every core (``busy_reruns.load``):
+2. unchanged, ``--busy-runs`` times, with a busy loop on every core (``harness.loads.load``):
    false failures again, and how many test-runs timing left out (inconclusive, machine busy);
 3. each plant, ``--plant-runs`` times, on its test alone.  A communication plant is caught
    when the verdict is ``regressed`` and a failing ``communication`` cause names the
@@ -41,16 +41,15 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import os
-import shutil
 import sys
-import tempfile
 import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from busy_reruns import load
-from suite_runs import prepare, run_pytest, short
+from harness.loads import load
+from harness.runs import run_pytest, short
+from harness.workspace import prepare, workspace
 
 STEPS = '''
 """2-rank training steps for tprof.distributed; DIST_PLANT changes their communication."""
@@ -239,8 +238,9 @@ def word(t: dict[str, Any]) -> str:
     return v
 
 
-def unchanged_runs(folder: Path, label: str, runs: int, env: dict[str, str], tests: list[str],
-                   busy: bool) -> Counter[str]:  # fmt: skip
+def unchanged_runs(
+    folder: Path, label: str, runs: int, env: dict[str, str], tests: list[str], busy: bool
+) -> Counter[str]:
     seen: Counter[str] = Counter()
     for i in range(runs):
         with load("busy" if busy else "none", lifetime=900):
@@ -261,10 +261,11 @@ def plant_runs(folder: Path, runs: int, env: dict[str, str], tests: list[str]) -
             continue
         caught[plant] = 0
         for i in range(runs):
+            planted = {**env, "DIST_PLANT": plant}
+            args = (*ARGS, "-k", test)
             found = run_pytest(
-                folder, f"plant-{plant}{i}", (*ARGS, "-k", test),
-                env={**env, "DIST_PLANT": plant}, head=plant, tests=[test],
-            )  # fmt: skip
+                folder, f"plant-{plant}{i}", args, env=planted, head=plant, tests=[test]
+            )
             (t,) = found
             text = comm_text(t) if says else timing_text(t)
             hit = t["verdict"] == "regressed" and all(s in text for s in says)
@@ -274,15 +275,7 @@ def plant_runs(folder: Path, runs: int, env: dict[str, str], tests: list[str]) -
     return caught
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--sessions", type=int, default=3)
-    ap.add_argument("--runs", type=int, default=8)
-    ap.add_argument("--busy-runs", type=int, default=3)
-    ap.add_argument("--plant-runs", type=int, default=3)
-    ap.add_argument("--keep", type=Path)
-    a = ap.parse_args()
-    folder = a.keep or Path(tempfile.mkdtemp(prefix="tprof-dist-"))
+def check(folder: Path, a: argparse.Namespace) -> int:
     prepare(folder, "test_dist.py", SUITE, "[pytest]\naddopts = --strict-markers\n", ["traces"])
     (folder / "dist_steps.py").write_text(STEPS)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "DIST_PLANT"))}
@@ -311,9 +304,19 @@ def main() -> int:
     print(f"busy loop per core: {false_busy} false failures of {sum(busy.values())}")
     print(f"target: every plant caught in every run — {'met' if met_plants else 'NOT met'}")
     print(f"{time.monotonic() - started:.0f} s")
-    if a.keep is None:
-        shutil.rmtree(folder, ignore_errors=True)
     return 0 if met_quiet and met_plants else 1
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--sessions", type=int, default=3)
+    ap.add_argument("--runs", type=int, default=8)
+    ap.add_argument("--busy-runs", type=int, default=3)
+    ap.add_argument("--plant-runs", type=int, default=3)
+    ap.add_argument("--keep", type=Path)
+    a = ap.parse_args()
+    with workspace("tprof-dist-", a.keep) as folder:
+        return check(folder, a)
 
 
 if __name__ == "__main__":

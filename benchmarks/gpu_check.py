@@ -57,13 +57,10 @@ import argparse
 import importlib.util
 import json
 import os
-import subprocess
 import sys
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -75,222 +72,16 @@ def source_path() -> list[str]:
 
 
 SOURCE_PATH = source_path()
-sys.path[:0] = SOURCE_PATH
+sys.path[:0] = [*SOURCE_PATH, str(REPO / "benchmarks")]  # the engine, and the harness beside it
 
-SUITE = '''
-"""GPU tests of the kinds users write, profiled with pytest-tprof's ``tprof`` fixture."""
+from gpu_suite import PLANTS, SUITE, TESTS, Verdict, verdict_of  # noqa: E402
+from harness.runs import PYTEST, by_name  # noqa: E402
+from harness.runs import run as run_command  # noqa: E402
+from harness.workspace import prepare, workspace  # noqa: E402
 
-import os
-import time
-
-import pytest
-import torch
-
-PLANT = os.environ.get("TPROF_PLANT", "")
-DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
-BIG = DEVICE == "cuda"  # device-sized shapes on a GPU, small ones for the CPU self-test
-# TF32 for fp32 GEMMs, as many training codebases set it at import
-torch.set_float32_matmul_precision("high")
-
-
-@pytest.fixture(autouse=True)
-def _seed():
-    torch.manual_seed(0)
-
-
-def test_a_sets_precision():
-    # Runs first and profiles nothing: an earlier test that changes a process-wide setting
-    # every later test inherits (the settings-leak plant).
-    if PLANT == "tf32_off":
-        torch.set_float32_matmul_precision("highest")
-
-
-def test_matmul(tprof):
-    hidden = 1280 if PLANT == "wider" else 1024
-    x = torch.randn(256, 512, device=DEVICE)
-    w1 = torch.randn(512, hidden, device=DEVICE)
-    w2 = torch.randn(hidden, 512, device=DEVICE)
-    tprof(lambda: torch.relu(x @ w1) @ w2)
-
-
-def test_copy_back(tprof):
-    x = torch.randn(256, 256, device=DEVICE)
-    w = torch.randn(256, 256, device=DEVICE)
-
-    def step():
-        y = torch.tanh(x @ w)
-        if PLANT == "d2h":
-            return y.cpu()
-        return y
-
-    tprof(step)
-
-
-def test_loss_step(tprof):
-    model = torch.nn.Sequential(
-        torch.nn.Linear(128, 256), torch.nn.GELU(), torch.nn.Linear(256, 10)
-    ).to(DEVICE)
-    x = torch.randn(64, 128, device=DEVICE)
-    y = torch.randint(0, 10, (64,), device=DEVICE)
-
-    def step():
-        model.zero_grad()
-        loss = torch.nn.functional.cross_entropy(model(x), y)
-        loss.backward()
-        if PLANT == "sync":
-            return loss.item()
-        return loss
-
-    tprof(step)
-
-
-def test_gemm_fp32(tprof):
-    n = 2048 if BIG else 64
-    a = torch.randn(n, n, device=DEVICE)
-    b = torch.randn(n, n, device=DEVICE)
-    tprof(lambda: a @ b)
-
-
-def test_elementwise(tprof):
-    n = 4096 if BIG else 64
-    a = torch.randn(n, n, device=DEVICE)
-    b = torch.randn(n, n, device=DEVICE)
-    if PLANT == "noncontig":  # the same values' shape, read across rows: a transposed view
-        b = torch.randn(n, n, device=DEVICE).t()
-    tprof(lambda: torch.sigmoid(a * b + a))
-
-
-def test_gemm_bf16(tprof):
-    n = 4096 if BIG else 64
-    a = torch.randn(n, n, device=DEVICE, dtype=torch.bfloat16)
-    b = torch.randn(n, n, device=DEVICE, dtype=torch.bfloat16)
-    if PLANT == "misalign":  # the same shape at an odd address: no 16-byte-aligned kernel
-        held = torch.empty(n * n + 1, device=DEVICE, dtype=torch.bfloat16)
-        a = held[1:].view(n, n).copy_(a)
-    tprof(lambda: a @ b)
-
-
-def test_conv_fp32(tprof):
-    if PLANT == "cudnn_tf32_off":
-        torch.backends.cudnn.conv.fp32_precision = "ieee"
-    channels, size = (64, 56) if BIG else (4, 8)
-    conv = torch.nn.Conv2d(channels, channels, 3, padding=1).to(DEVICE)
-    x = torch.randn(32 if BIG else 2, channels, size, size, device=DEVICE)
-
-    def step():
-        conv.zero_grad()
-        conv(x).sum().backward()
-
-    tprof(step)
-
-
-def test_launch_bound(tprof):
-    x = torch.randn(64, 64, device=DEVICE)
-
-    def step():
-        y = x
-        for _ in range(12):
-            y = torch.softmax(y, dim=-1)
-        if PLANT == "hostloop":  # ~300 µs of Python per step, between the launches
-            end = time.perf_counter() + 300e-6
-            while time.perf_counter() < end:
-                pass
-        return y
-
-    tprof(step)
-'''
-
-TESTS = ("test_matmul", "test_copy_back", "test_loss_step", "test_gemm_fp32", "test_elementwise",
-         "test_gemm_bf16", "test_conv_fp32", "test_launch_bound")  # fmt: skip
-
-
-@dataclass(frozen=True)
-class Plant:
-    """A planted change: its test, whether it needs a device, and what must catch it: the
-    layer, and for a timing plant the family that fails and the setting named (if any)."""
-
-    test: str
-    needs_device: bool
-    layer: str
-    family: str = ""
-    setting: str = ""
-
-
-PLANTS = {
-    "wider": Plant("test_matmul", False, "work"),
-    "d2h": Plant("test_copy_back", True, ""),  # any layer: calls, work or timing
-    "sync": Plant("test_loss_step", True, ""),
-    # timing-only: the same ops and work, slower kernels (or a slower host).  Any layer may
-    # fail them too (another kernel can take other launch calls); the family must be named.
-    "tf32_off": Plant("test_gemm_fp32", True, "", "cuda",
-                      "float32 matmul precision high → highest"),
-    "noncontig": Plant("test_elementwise", True, "", "cuda"),
-    "misalign": Plant("test_gemm_bf16", True, "", "cuda"),
-    "cudnn_tf32_off": Plant("test_conv_fp32", True, "", "cuda",
-                            "cuDNN conv fp32 precision tf32 → ieee"),
-    "hostloop": Plant("test_launch_bound", True, "", "host"),
-}  # fmt: skip
 PROFILE_ARGS = ("--tprof-rounds=12", "--tprof-warmup=2")
 QUICK_ARGS = ("--tprof-rounds=6", "--tprof-warmup=1")
-FAILED = ("regressed", "error")
 JUDGED_SHARE = 0.9  # of unchanged test-runs with device time, judged on it
-
-
-@dataclass(frozen=True)
-class Verdict:
-    """One test's verdict in one run, as the JSON report gives it."""
-
-    verdict: str
-    layer: str  # what failed it: work, calls, timing or error ("-" when it passed)
-    reason: str
-    device: str
-    families: tuple[str, ...] = ()  # the families whose timing failed it
-    kernel: str = ""  # the first kernel (copy, fill) row of its flagged ops
-    settings: str = ""  # the settings cause, when its settings changed
-    device_judged: bool = False  # its device time was judged (compared, gating, not noisy)
-    has_device: bool = False  # it has a device family at all
-
-    @property
-    def failed(self) -> bool:
-        return self.verdict in FAILED
-
-    @property
-    def shown(self) -> str:
-        """The layer that failed the test, or the verdict of one that passed."""
-        return self.layer if self.failed else f"({self.verdict})"
-
-
-def verdict_of(test: dict[str, Any]) -> Verdict:
-    """A JSON report test entry as a :class:`Verdict`."""
-    work = test.get("work") or {}
-    families = test.get("families", [])
-    layer = "-"
-    if test["verdict"] == "error":
-        layer = "error"
-    elif test["verdict"] == "regressed":
-        if work.get("verdict") == "regressed":
-            layer = "work"
-        elif any(f.get("structure_regressed") for f in families):
-            layer = "calls"
-        else:
-            layer = "timing"
-    # the reason of the layer that failed the test (the test's reason starts with timing's),
-    # or what the census saw in a test that passed with other work
-    census_says = layer == "work" or (layer == "-" and work.get("verdict") == "changed")
-    reasons = work.get("reasons") if census_says else None
-    reason = reasons[0] if reasons else str(test.get("reason", ""))
-    cuda = [f for f in families if f["family"] == "cuda"]
-    slower = tuple(f["family"] for f in families if f.get("gates", True)
-                   and (f.get("timing_regressed") or f.get("op_gate")))  # fmt: skip
-    return Verdict(
-        test["verdict"], layer, reason, str(test.get("device")), families=slower,
-        kernel=next((r["name"] for r in test.get("device_rows", [])), ""),
-        settings=next((c["text"] for c in test.get("causes", []) if c["kind"] == "settings"), ""),
-        device_judged=bool(test.get("timing_compared")) and any(
-            f.get("gates", True) and not f.get("too_noisy") for f in cuda
-        ),
-        has_device=bool(cuda),
-    )  # fmt: skip
 
 
 @dataclass
@@ -310,39 +101,32 @@ class Suite:
         self.folder = folder
         self.extra = extra
         self.count = 0
-        for sub in ("reports", "logs", "traces"):
-            (folder / sub).mkdir(parents=True, exist_ok=True)
-        (folder / "test_gpu_suite.py").write_text(SUITE)
-        (folder / "conftest.py").write_text("")
-        (folder / "pytest.ini").write_text("[pytest]\n")
+        prepare(folder, "test_gpu_suite.py", SUITE, "[pytest]\n", ("traces",))
 
     def command(self, tag: str, args: list[str]) -> list[str]:
         plugins = ["-p", "pytest_tprof.plugin"]
         if importlib.util.find_spec("xdist") is not None:
             plugins += ["-p", "xdist.plugin"]
-        return [
-            sys.executable, "-m", "pytest", str(self.folder), "-p", "no:cacheprovider",
-            *plugins, f"--tprof-baseline-dir={self.folder / 'baselines'}",
-            f"--tprof-trace-dir={self.folder / 'traces' / tag}",
-            f"--tprof-json={self.folder / 'reports' / f'{tag}.json'}",
-            *self.extra, *args,
-        ]  # fmt: skip
+        where = [f"--tprof-baseline-dir={self.folder / 'baselines'}"]
+        where += [f"--tprof-trace-dir={self.folder / 'traces' / tag}"]
+        where += [f"--tprof-json={self.folder / 'reports' / f'{tag}.json'}"]
+        return [*PYTEST, str(self.folder), "-p", "no:cacheprovider", *plugins, *where]
 
     def run(self, label: str, args: list[str], plant: str = "") -> Run:
         """One pytest run; prints one line of verdicts."""
         self.count += 1
         tag = f"{self.count:02d}-{label}"
-        cmd = self.command(tag, args)
+        cmd = [*self.command(tag, args), *self.extra, *args]
         env = {**working_tree_env(), "TPROF_PLANT": plant, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
-        done = subprocess.run(cmd, cwd=self.folder, env=env, capture_output=True, text=True)
+        report = self.folder / "reports" / f"{tag}.json"
+        done = run_command(cmd, self.folder, env=env, ok=None)
         log = f"TPROF_PLANT={plant!r} {' '.join(cmd)}\nexit {done.returncode}\n\n"
         (self.folder / "logs" / f"{tag}.txt").write_text(log + done.stdout + done.stderr)
-        report = self.folder / "reports" / f"{tag}.json"
         if done.returncode not in (0, 1) or not report.exists():
-            sys.exit(f"pytest exited {done.returncode} in {tag}:\n"
-                     f"{done.stdout[-3000:]}\n{done.stderr[-2000:]}")  # fmt: skip
-        doc = json.loads(report.read_text())
-        verdicts = {t["nodeid"].split("::")[-1]: verdict_of(t) for t in doc["tests"]}
+            sys.exit(f"pytest exited {done.returncode} in {tag}:\n{done.tail()}")
+        verdicts = {
+            n: verdict_of(t) for n, t in by_name(json.loads(report.read_text())["tests"]).items()
+        }
         missing = [name for name in TESTS if name not in verdicts]
         if missing:
             sys.exit(f"{tag}: no verdict for {missing} in {report}:\n{done.stdout[-3000:]}")
@@ -384,8 +168,8 @@ def check_cli(suite: Suite) -> tuple[bool, str]:
     files = sorted(suite.folder.glob("baselines/*/*.json"))
     if not files:
         return False, "no baseline file was saved"
-    done = subprocess.run([sys.executable, "-m", "tprof_engine", "show", str(files[0])],
-                          env=working_tree_env(), capture_output=True, text=True)  # fmt: skip
+    show = [sys.executable, "-m", "tprof_engine", "show", str(files[0])]
+    done = run_command(show, suite.folder, env=working_tree_env(), ok=None)
     first = (done.stdout.strip().splitlines() or [done.stderr.strip()[-200:]])[0]
     return done.returncode == 0, f"exit {done.returncode}: {first[:70]}"
 
@@ -402,13 +186,19 @@ class Findings:
     attributed: tuple[float, float] = (0.0, 0.0)
 
     def false_failures(self) -> list[tuple[str, str, Verdict]]:
-        return [(r.label, name, v) for r in self.unchanged or [] for name, v in r.verdicts.items()
-                if v.failed]  # fmt: skip
+        return [
+            (r.label, name, v)
+            for r in self.unchanged or []
+            for name, v in r.verdicts.items()
+            if v.failed
+        ]
 
     def problems(self) -> list[str]:
         out = [] if self.saves_ok else ["a --tprof-save run failed"]
-        out += [f"false failure: {name} in {label} ({v.layer})"
-                for label, name, v in self.false_failures()]  # fmt: skip
+        out += [
+            f"false failure: {name} in {label} ({v.layer})"
+            for label, name, v in self.false_failures()
+        ]
         for plant, run in (self.plants or {}).items():
             if isinstance(run, Run):
                 out += plant_problems(plant, run.verdicts[PLANTS[plant].test], cuda=self.cuda)
@@ -471,8 +261,8 @@ def memory_check(suite: Suite) -> tuple[str, bool, str]:
     """One ``--tprof-save --tprof-collect=memory`` run into a baseline folder of its own: every
     test's session holds its allocations per op (on the device, with CUDA)."""
     folder = suite.folder / "memory-baselines"
-    run = suite.run("memory", ["--tprof-save", "--tprof-collect=memory",
-                               f"--tprof-baseline-dir={folder}"])  # fmt: skip
+    args = ["--tprof-save", "--tprof-collect=memory", f"--tprof-baseline-dir={folder}"]
+    run = suite.run("memory", args)
     from tprof_engine.store.baselines import load_baseline
 
     held = {}
@@ -541,16 +331,22 @@ def print_table(found: Findings, seconds: float) -> None:
     tested = sum(len(r.verdicts) for r in unchanged)
     false = found.false_failures()
     layers = ", ".join(f"{v.layer}: {name} in {label}" for label, name, v in false) or "none"
-    print(f"\nfalse failures in {len(unchanged)} unchanged runs: {len(false)} of {tested} "
-          f"test-runs ({layers})")  # fmt: skip
+    print(
+        f"\nfalse failures in {len(unchanged)} unchanged runs: {len(false)} of {tested} "
+        f"test-runs ({layers})"
+    )
     judged, with_device = found.device_judged()
     if with_device:
-        print(f"device timing judged in {judged} of {with_device} unchanged test-runs with "
-              f"device time (wanted: {JUDGED_SHARE:.0%})")  # fmt: skip
+        print(
+            f"device timing judged in {judged} of {with_device} unchanged test-runs with "
+            f"device time (wanted: {JUDGED_SHARE:.0%})"
+        )
     linked, total = found.attributed
     if total > 0:
-        print(f"kernel attribution: {100 * linked / total:.1f} % of {total:,.0f} µs of device "
-              "time links to a CPU op")  # fmt: skip
+        print(
+            f"kernel attribution: {100 * linked / total:.1f} % of {total:,.0f} µs of device "
+            "time links to a CPU op"
+        )
     else:
         print("kernel attribution: n/a (no device time in the traces)")
     for name, ok, shown in found.extras or []:
@@ -571,9 +367,7 @@ def main() -> int:
     extra = list(QUICK_ARGS if opts.quick else PROFILE_ARGS)
     extra += [] if opts.floor is None else [f"--tprof-floor={opts.floor}"]
     started = time.monotonic()
-    with tempfile.TemporaryDirectory(prefix="tprof-gpu-check-") as tmp:
-        folder = opts.keep or Path(tmp)
-        folder.mkdir(parents=True, exist_ok=True)
+    with workspace("tprof-gpu-check-", opts.keep) as folder:
         found = check(folder, sessions=sessions, runs=runs, extra=extra, xdist=not opts.quick)
         print_table(found, time.monotonic() - started)
     problems = found.problems()

@@ -76,8 +76,10 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=5)
     args = parser.parse_args()
     torch.set_num_threads(1)
-    print(f"{'workload':<9} {'rep':>3} {'plain µs':>9} {'memory µs':>10} {'ratio':>6} "
-          f"{'events':>7} {'+memory':>8} {'reduce s':>9} {'+memory':>8}")  # fmt: skip
+    print(
+        f"{'workload':<9} {'rep':>3} {'plain µs':>9} {'memory µs':>10} {'ratio':>6} "
+        f"{'events':>7} {'+memory':>8} {'reduce s':>9} {'+memory':>8}"
+    )
     for name, make in (("mlp", mlp_step), ("encoder", encoder_step)):
         step = make()
         for _ in range(5):

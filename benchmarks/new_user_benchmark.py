@@ -44,11 +44,13 @@ import re
 import statistics
 import subprocess
 import sys
-import tempfile
 import textwrap
 import time
 from pathlib import Path
 from typing import Any
+
+from harness.runs import PYTEST, QUIET
+from harness.workspace import workspace
 
 from tprof_engine.store.traces import table_from_trace
 
@@ -161,7 +163,7 @@ def _first_run(args: list[str], root: Path) -> list[str]:
 
 def run_pytest(root: Path, args: list[str], log: Path) -> dict[str, Any]:
     """One whole pytest process: wall seconds, peak RSS (MiB), CPU seconds, exit code."""
-    argv = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args]
+    argv = [*PYTEST, *QUIET, *args]
     env = {**os.environ, "TPROF_BENCH_TRACE_DIR": str(root / "traces")}
     with open(log, "wb") as out:
         t0 = time.perf_counter()
@@ -188,78 +190,113 @@ def measured_op_events(trace: Path) -> tuple[int, int]:
     return int(table.calls.sum()), table.rounds
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeat", type=int, default=5, help="runs of each variant (default: 5)")
-    parser.add_argument("--layers", type=int, default=7, help="encoder layers (default: 7)")
-    args = parser.parse_args(argv)
+Results = dict[str, list[dict[str, Any]]]
 
-    with tempfile.TemporaryDirectory(prefix="tprof-new-user-") as tmp:
-        root = Path(tmp)
-        write_project(root, args.layers)
-        runs = variants(root)
-        print(f"{sys.executable} -m pytest, in {root}; {args.repeat} runs of each variant, "
-              f"alternating")  # fmt: skip
-        for i in range(SESSIONS):
-            first = run_pytest(root, runs["tprof-save"], root / "setup.log")
-            print(f"  baseline session {i + 1} recorded (untimed): {first['summary']}", flush=True)
-            if first["rc"] != 0:
-                print((root / "setup.log").read_text()[-3000:])
-                return 1
-        # One trace of tprof's session to count its events (a passing test keeps none, and
-        # the next passing run removes this one).
-        traced = run_pytest(root, [*runs["tprof"], "--tprof-collect=traces"], root / "trace.log")
-        print(f"  a run keeping its trace (untimed): {traced['summary']}", flush=True)
-        kept = sorted((root / "traces").glob("*with_tprof*.json.gz"))
-        tprof_trace = (measured_op_events(kept[0]), kept[0].stat().st_size / 1e6) if kept else None
-        results: dict[str, list[dict[str, Any]]] = {name: [] for name in runs}
-        names = list(runs)
-        for rep in range(args.repeat):
-            order = names[rep % len(names) :] + names[: rep % len(names)]
-            for name in order:
-                log = root / f"{name.replace(' ', '_')}-{rep}.log"
-                res = run_pytest(root, runs[name], log)
-                results[name].append(res)
-                print(f"  run {rep + 1} {name:<11} {res['wall_s']:6.1f} s  "
-                      f"{res['rss_mib']:7.0f} MiB  rc={res['rc']}  {res['summary']}",
-                      flush=True)  # fmt: skip
-        counts = {
-            "tprof": tprof_trace[0] if tprof_trace else (0, 0),
-            "by hand": measured_op_events(root / "traces" / "by_hand.pt.trace.json.gz"),
-        }
-        sizes = {
-            "tprof": tprof_trace[1] if tprof_trace else 0.0,
-            "by hand": (root / "traces" / "by_hand.pt.trace.json.gz").stat().st_size / 1e6,
-        }
 
+def record(root: Path, runs: dict[str, list[str]]) -> bool:
+    """The baseline sessions, untimed; whether each was recorded."""
+    for i in range(SESSIONS):
+        first = run_pytest(root, runs["tprof-save"], root / "setup.log")
+        print(f"  baseline session {i + 1} recorded (untimed): {first['summary']}", flush=True)
+        if first["rc"] != 0:
+            print((root / "setup.log").read_text()[-3000:])
+            return False
+    return True
+
+
+def traced_run(root: Path, runs: dict[str, list[str]]) -> tuple[tuple[int, int], float] | None:
+    """One trace of tprof's session, to count its events (a passing test keeps none, and the
+    next passing run removes this one): (op events, rounds) and its MB."""
+    traced = run_pytest(root, [*runs["tprof"], "--tprof-collect=traces"], root / "trace.log")
+    print(f"  a run keeping its trace (untimed): {traced['summary']}", flush=True)
+    kept = sorted((root / "traces").glob("*with_tprof*.json.gz"))
+    return (measured_op_events(kept[0]), kept[0].stat().st_size / 1e6) if kept else None
+
+
+def timed_runs(root: Path, runs: dict[str, list[str]], repeat: int) -> Results:
+    """Each variant ``repeat`` times, alternating, the order rotating."""
+    results: Results = {name: [] for name in runs}
+    names = list(runs)
+    for rep in range(repeat):
+        order = names[rep % len(names) :] + names[: rep % len(names)]
+        for name in order:
+            log = root / f"{name.replace(' ', '_')}-{rep}.log"
+            res = run_pytest(root, runs[name], log)
+            results[name].append(res)
+            print(
+                f"  run {rep + 1} {name:<11} {res['wall_s']:6.1f} s  "
+                f"{res['rss_mib']:7.0f} MiB  rc={res['rc']}  {res['summary']}",
+                flush=True,
+            )
+    return results
+
+
+def med(rows: list[dict[str, Any]], key: str) -> float:
+    return statistics.median(r[key] for r in rows)
+
+
+def print_table(results: Results) -> None:
+    """Wall time, peak RSS and CPU seconds per variant, each against the hand-written test."""
     hand = results["by hand"]
-
-    def med(rows: list[dict[str, Any]], key: str) -> float:
-        return statistics.median(r[key] for r in rows)
-
-    print(f"\n{'variant':<12} {'wall s (median)':>15} {'min':>6} {'max':>6} {'ratio':>6} "
-          f"{'peak RSS MiB':>12} {'ratio':>6} {'CPU s':>6} {'ratio':>6}")  # fmt: skip
+    print(
+        f"\n{'variant':<12} {'wall s (median)':>15} {'min':>6} {'max':>6} {'ratio':>6} "
+        f"{'peak RSS MiB':>12} {'ratio':>6} {'CPU s':>6} {'ratio':>6}"
+    )
     for name, rows in results.items():
-        print(f"{name:<12} {med(rows, 'wall_s'):>15.1f} {min(r['wall_s'] for r in rows):>6.1f} "
-              f"{max(r['wall_s'] for r in rows):>6.1f} "
-              f"{med(rows, 'wall_s') / med(hand, 'wall_s'):>5.2f}x {med(rows, 'rss_mib'):>12.0f} "
-              f"{med(rows, 'rss_mib') / med(hand, 'rss_mib'):>5.2f}x {med(rows, 'cpu_s'):>6.1f} "
-              f"{med(rows, 'cpu_s') / med(hand, 'cpu_s'):>5.2f}x")  # fmt: skip
+        walls = [r["wall_s"] for r in rows]
+        print(
+            f"{name:<12} {med(rows, 'wall_s'):>15.1f} {min(walls):>6.1f} {max(walls):>6.1f} "
+            f"{med(rows, 'wall_s') / med(hand, 'wall_s'):>5.2f}x {med(rows, 'rss_mib'):>12.0f} "
+            f"{med(rows, 'rss_mib') / med(hand, 'rss_mib'):>5.2f}x {med(rows, 'cpu_s'):>6.1f} "
+            f"{med(rows, 'cpu_s') / med(hand, 'cpu_s'):>5.2f}x"
+        )
     print(
         "CPU s = user + system seconds of the pytest process: steadier than wall time "
         "when the machine is shared"
     )
     paired = [t["wall_s"] / h["wall_s"] for t, h in zip(results["tprof"], hand, strict=True)]
     print(f"tprof / by hand, per repetition: {', '.join(f'{p:.2f}' for p in paired)}")
-    for name, (events, rounds) in counts.items():
-        print(f"{name}: {events:,} op events in {rounds} measured rounds; "
-              f"trace {sizes[name]:.1f} MB gzipped")  # fmt: skip
 
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=5, help="runs of each variant (default: 5)")
+    parser.add_argument("--layers", type=int, default=7, help="encoder layers (default: 7)")
+    args = parser.parse_args(argv)
+    with workspace("tprof-new-user-") as root:
+        write_project(root, args.layers)
+        runs = variants(root)
+        print(
+            f"{sys.executable} -m pytest, in {root}; {args.repeat} runs of each variant, "
+            f"alternating"
+        )
+        if not record(root, runs):
+            return 1
+        tprof_trace = traced_run(root, runs)
+        results = timed_runs(root, runs, args.repeat)
+        by_hand = root / "traces" / "by_hand.pt.trace.json.gz"
+        counts = {
+            "tprof": tprof_trace[0] if tprof_trace else (0, 0),
+            "by hand": measured_op_events(by_hand),
+        }
+        sizes = {
+            "tprof": tprof_trace[1] if tprof_trace else 0.0,
+            "by hand": by_hand.stat().st_size / 1e6,
+        }
+    print_table(results)
+    for name, (events, rounds) in counts.items():
+        print(
+            f"{name}: {events:,} op events in {rounds} measured rounds; "
+            f"trace {sizes[name]:.1f} MB gzipped"
+        )
+    hand = results["by hand"]
     time_ratio = med(results["tprof"], "wall_s") / med(hand, "wall_s")
     rss_ok = med(results["tprof"], "rss_mib") < med(hand, "rss_mib")
-    print(f"\nwall time ratio {time_ratio:.2f} (target <= {TARGET_TIME_RATIO}): "
-          f"{'met' if time_ratio <= TARGET_TIME_RATIO else 'NOT met'}; "
-          f"less peak memory: {'yes' if rss_ok else 'NO'}")  # fmt: skip
+    print(
+        f"\nwall time ratio {time_ratio:.2f} (target <= {TARGET_TIME_RATIO}): "
+        f"{'met' if time_ratio <= TARGET_TIME_RATIO else 'NOT met'}; "
+        f"less peak memory: {'yes' if rss_ok else 'NO'}"
+    )
     return 0 if time_ratio <= TARGET_TIME_RATIO and rss_ok else 1
 
 

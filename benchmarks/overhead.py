@@ -31,12 +31,13 @@ import json
 import os
 import re
 import shutil
-import statistics
-import subprocess
-import sys
-import tempfile
 from collections import defaultdict
 from pathlib import Path
+
+from harness.runs import PYTEST, QUIET, by_name
+from harness.runs import run as run_command
+from harness.tables import med
+from harness.workspace import workspace
 
 from tprof_engine.model.costs import BODY_STAGES, Costs
 from tprof_engine.model.costs import STAGES as ALL_STAGES
@@ -143,16 +144,13 @@ def run(
 ) -> tuple[dict[str, float], dict[str, dict]]:
     """One pytest run: call-phase seconds per test, and each test's costs from its report."""
     report = folder / f"{tag}.json"
-    cmd = [
-        sys.executable, "-m", "pytest", "test_suite.py", "-q", "-p", "no:cacheprovider",
-        "--durations=0", "--durations-min=0", *flags,
-    ]  # fmt: skip
+    cmd = [*PYTEST, "test_suite.py", *QUIET, "--durations=0", "--durations-min=0", *flags]
     if flags:
         cmd += [f"--tprof-json={report}", "--no-tprof-confirm"]
     env = dict(os.environ)
     if pythonpath:
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [pythonpath, env.get("PYTHONPATH")]))
-    done = subprocess.run(cmd, cwd=folder, env=env, capture_output=True, text=True, check=False)
+    done = run_command(cmd, folder, env=env, ok=None)
     seconds = {
         m.group(2): float(m.group(1)) for m in map(_DURATION.match, done.stdout.splitlines()) if m
     }
@@ -163,27 +161,12 @@ def run(
     costs = {}
     if report.exists():
         doc = json.loads(report.read_text())
-        for t in doc["tests"]:
-            costs[t["nodeid"].split("::")[-1]] = t.get("costs") or {}
+        costs = {name: t.get("costs") or {} for name, t in by_name(doc["tests"]).items()}
         STARTUP.append(doc.get("startup_s") or 0.0)
     return seconds, costs
 
 
-def med(values: list[float]) -> float:
-    return statistics.median(values) if values else float("nan")
-
-
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--sessions", type=int, default=3)
-    parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument(
-        "--keep", type=Path, help="a folder to keep the suite, reports and baselines in"
-    )
-    parser.add_argument("--before", type=Path, help="a checkout of an earlier commit to compare")
-    args = parser.parse_args()
-    folder = args.keep or Path(tempfile.mkdtemp(prefix="tprof-overhead-"))
-    folder.mkdir(parents=True, exist_ok=True)
+def check(folder: Path, args: argparse.Namespace) -> int:
     (folder / "test_suite.py").write_text(SUITE)
     (folder / "pytest.ini").write_text(INI)
     shutil.rmtree(folder / "baselines", ignore_errors=True)
@@ -211,12 +194,23 @@ def main() -> int:
     if before:
         print_before(before, split)
     plugin = [med(split[t]["plugin"]) for t in split]
-    if not args.keep:
-        shutil.rmtree(folder, ignore_errors=True)
     worst = med(plugin)
     print(f"\nonce per process, torch's first profiler start: {med(STARTUP):.3f} s (median)")
     print(f"plugin's own time per test, median over tests: {worst:.3f} s (target <= {TARGET_S} s)")
     return 0 if worst <= TARGET_S else 1
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--sessions", type=int, default=3)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument(
+        "--keep", type=Path, help="a folder to keep the suite, reports and baselines in"
+    )
+    parser.add_argument("--before", type=Path, help="a checkout of an earlier commit to compare")
+    args = parser.parse_args()
+    with workspace("tprof-overhead-", args.keep) as folder:
+        return check(folder, args)
 
 
 def print_tables(calls: dict, split: dict, saved: dict[str, dict]) -> None:

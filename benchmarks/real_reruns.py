@@ -24,14 +24,15 @@ floor needs to settle.
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import subprocess
-import sys
-import tempfile
 import time
 from collections import Counter, defaultdict
 from pathlib import Path
+from typing import Any
+
+from harness.runs import PYTEST, QUIET
+from harness.runs import run as run_command
+from harness.workspace import workspace
 
 SUITE = """
 import os
@@ -152,52 +153,40 @@ def write_suite(folder: Path, suite: str) -> None:
     (folder / "pytest.ini").write_text("[pytest]\n")
 
 
+def summary(t: dict[str, Any]) -> dict[str, object]:
+    """What the benchmark reads of one test: its verdict, flagged ops, CPU floors and reason."""
+    flagged = [o["op"] for o in t["ops"] if o["verdict"] in ("regressed", "new", "calls-changed")]
+    cpu = next((f for f in t.get("families", []) if f["family"] == "cpu"), None)
+    largest = max(
+        (o for o in t["ops"] if o["family"] == "cpu" and o.get("floor_pct") is not None),
+        key=lambda o: o.get("share") or 0.0,
+        default=None,
+    )
+    op_floor = None
+    if largest:
+        op_floor = (largest["op"], largest["floor_pct"], largest.get("vs_rest_floor_pct"))
+    return {
+        "verdict": t["verdict"],
+        "ops": flagged,
+        "trace": t["trace"],
+        "reason": t["reason"],
+        "floor": cpu["floor_pct"] if cpu else None,
+        "op_floor": op_floor,
+    }
+
+
 def run(
     folder: Path, args: list[str], plant: dict[str, str] | None = None
 ) -> dict[str, dict[str, object]]:
     report = folder / "report.json"
     env = {**os.environ, "TPROF_PLANT": "", "TPROF_SLOW_MATMUL": "0", **(plant or {})}
-    cmd = [
-        sys.executable,
-        "-m",
-        "pytest",
-        "-q",
-        "-p",
-        "no:cacheprovider",
+    where = [
         f"--tprof-baseline-dir={folder / 'baselines'}",
         f"--tprof-trace-dir={folder / 'traces'}",
-        f"--tprof-json={report}",
-        *args,
     ]
-    done = subprocess.run(cmd, cwd=folder, env=env, capture_output=True, text=True, check=False)
-    if done.returncode not in (0, 1):
-        sys.exit(
-            f"pytest failed ({done.returncode}):\n{done.stdout[-3000:]}\n{done.stderr[-2000:]}"
-        )
-    doc = json.loads(report.read_text())
-    out = {}
-    for t in doc["tests"]:
-        name = t["nodeid"].split("::")[-1]
-        flagged = [
-            o["op"] for o in t["ops"] if o["verdict"] in ("regressed", "new", "calls-changed")
-        ]
-        cpu = next((f for f in t.get("families", []) if f["family"] == "cpu"), None)
-        largest = max(
-            (o for o in t["ops"] if o["family"] == "cpu" and o.get("floor_pct") is not None),
-            key=lambda o: o.get("share") or 0.0,
-            default=None,
-        )
-        out[name] = {
-            "verdict": t["verdict"],
-            "ops": flagged,
-            "trace": t["trace"],
-            "reason": t["reason"],
-            "floor": cpu["floor_pct"] if cpu else None,
-            "op_floor": (largest["op"], largest["floor_pct"], largest.get("vs_rest_floor_pct"))
-            if largest
-            else None,
-        }
-    return out
+    cmd = [*PYTEST, *QUIET, *where, f"--tprof-json={report}", *args]
+    done = run_command(cmd, folder, env=env, report=report, what="pytest")
+    return {name: summary(t) for name, t in done.tests.items()}
 
 
 def settle(folder: Path, upto: int, reruns: int) -> None:
@@ -226,33 +215,74 @@ def settle(folder: Path, upto: int, reruns: int) -> None:
     print()
 
 
-def main() -> int:
+def unchanged(folder: Path, runs: int) -> tuple[int, int]:
+    """``runs`` unchanged re-runs, their verdicts per test printed; false failures, test-runs."""
+    verdicts: dict[str, list[str]] = defaultdict(list)
+    false_fail = 0
+    total = 0
+    for _ in range(runs):
+        for name, r in run(folder, ["--tprof"]).items():
+            verdicts[name].append(str(r["verdict"]))
+            total += 1
+            if r["verdict"] == "regressed":
+                false_fail += 1
+                print(f"  false alarm: {name}: {r['reason']}")
+    print(f"\nunchanged re-runs: {runs} runs x {len(verdicts)} tests")
+    for name, vs in sorted(verdicts.items()):
+        print(f"  {name:<26} {dict(Counter(vs))}")
+    print(f"false failures: {false_fail}/{total} test-runs\n")
+    return false_fail, total
+
+
+Row = tuple[str, str, bool, bool, list[str], str]  # plant, test, caught, op named, collateral, why
+
+
+def planted(folder: Path, plants: dict[str, Any], chosen: list[str], runs: int) -> list[Row]:
+    """Each chosen plant ``runs`` times; its rows printed as a table."""
+    rows: list[Row] = []
+    for plant in chosen:
+        target, op, env = plants[plant]
+        for _ in range(runs):
+            res = run(folder, ["--tprof"], env)
+            caught = res[target]["verdict"] == "regressed"
+            named = not op or op in res[target]["ops"]
+            collateral = [n for n, r in res.items() if n != target and r["verdict"] == "regressed"]
+            for n in collateral:
+                print(f"  collateral failure with {plant}: {n}: {res[n]['reason']}")
+            rows.append((plant, target, caught, named, collateral, str(res[target]["reason"])))
+    print(f"{'plant':<10} {'test':<24} {'caught':<7} {'op named':<9} collateral / reason")
+    for plant, target, caught, named, coll, reason in rows:
+        print(f"{plant:<10} {target:<24} {caught!s:<7} {named!s:<9} {coll or ''} {reason[:110]}")
+    return rows
+
+
+def parse() -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument(
-        "--suite", choices=sorted(PLANTS), default="examples", help="suite (default examples)"
-    )
+    suite_help = "suite (default examples)"
+    ap.add_argument("--suite", choices=sorted(PLANTS), default="examples", help=suite_help)
     ap.add_argument("--sessions", type=int, default=3, help="baseline sessions (default 3)")
     ap.add_argument("--unchanged", type=int, default=10, help="unchanged re-runs (default 10)")
     ap.add_argument("--plants", nargs="*", default=None, help="plants to run (default all)")
     ap.add_argument("--plant-runs", type=int, default=2, help="runs per plant (default 2)")
-    ap.add_argument(
-        "--settle",
-        type=int,
-        default=0,
-        help="first grow the baseline from 1 to this many sessions, with unchanged re-runs "
-        "after each save, to see the floor settle (default 0: off)",
+    settle_help = (
+        "first grow the baseline from 1 to this many sessions, with unchanged re-runs "
+        "after each save, to see the floor settle (default 0: off)"
     )
-    ap.add_argument(
-        "--settle-reruns", type=int, default=3, help="re-runs per step of --settle (default 3)"
-    )
+    ap.add_argument("--settle", type=int, default=0, help=settle_help)
+    reruns_help = "re-runs per step of --settle (default 3)"
+    ap.add_argument("--settle-reruns", type=int, default=3, help=reruns_help)
     a = ap.parse_args()
     plants = PLANTS[a.suite]
-    chosen = a.plants if a.plants is not None else list(plants)
-    unknown = [p for p in chosen if p not in plants]
+    a.chosen = a.plants if a.plants is not None else list(plants)
+    unknown = [p for p in a.chosen if p not in plants]
     if unknown:
         ap.error(f"unknown plant(s) {unknown} for suite {a.suite}; choose from {list(plants)}")
-    with tempfile.TemporaryDirectory(prefix="tprof-reruns-") as tmp:
-        folder = Path(tmp)
+    return a
+
+
+def main() -> int:
+    a = parse()
+    with workspace("tprof-reruns-") as folder:
         write_suite(folder, a.suite)
         t0 = time.time()
         if a.settle:
@@ -261,55 +291,22 @@ def main() -> int:
             run(folder, ["--tprof-save"])
         sessions = max(a.sessions, a.settle)
         print(f"suite {a.suite}: {sessions} baseline sessions ({time.time() - t0:.0f} s so far)\n")
-        verdicts: dict[str, list[str]] = defaultdict(list)
-        false_fail = 0
-        total = 0
-        for _ in range(a.unchanged):
-            res = run(folder, ["--tprof"])
-            for name, r in res.items():
-                verdicts[name].append(str(r["verdict"]))
-                total += 1
-                if r["verdict"] == "regressed":
-                    false_fail += 1
-                    print(f"  false alarm: {name}: {r['reason']}")
-        print(f"\nunchanged re-runs: {a.unchanged} runs x {len(verdicts)} tests")
-        for name, vs in sorted(verdicts.items()):
-            print(f"  {name:<26} {dict(Counter(vs))}")
-        print(f"false failures: {false_fail}/{total} test-runs\n")
-        rows = []
-        for plant in chosen:
-            target, op, env = plants[plant]
-            for _ in range(a.plant_runs):
-                res = run(folder, ["--tprof"], env)
-                caught = res[target]["verdict"] == "regressed"
-                named = not op or op in res[target]["ops"]
-                collateral = [
-                    n for n, r in res.items() if n != target and r["verdict"] == "regressed"
-                ]
-                for n in collateral:
-                    print(f"  collateral failure with {plant}: {n}: {res[n]['reason']}")
-                rows.append((plant, target, caught, named, collateral, res[target]["reason"]))
-        print(f"{'plant':<10} {'test':<24} {'caught':<7} {'op named':<9} collateral / reason")
-        for plant, target, caught, named, coll, reason in rows:
-            print(
-                f"{plant:<10} {target:<24} {caught!s:<7} {named!s:<9} {coll or ''} {reason[:110]}"
-            )
+        false_fail, total = unchanged(folder, a.unchanged)
+        rows = planted(folder, PLANTS[a.suite], a.chosen, a.plant_runs)
         caught_n = sum(1 for r in rows if r[2])
+        collateral_n = sum(len(r[4]) for r in rows)
         print(
             f"\ncaught {caught_n}/{len(rows)} planted regressions; "
-            f"collateral failures {sum(len(r[4]) for r in rows)}"
+            f"collateral failures {collateral_n}"
         )
         print(
             f"false failures {false_fail}/{total} unchanged test-runs "
             f"with {sessions} baseline sessions; {time.time() - t0:.0f} s in all"
         )
     # The target: no false failure, unchanged or beside a planted regression.
-    collateral_n = sum(len(r[4]) for r in rows)
-    print(
-        "target (no false or collateral failure):",
-        "met" if not false_fail + collateral_n else "MISSED",
-    )
-    return 1 if false_fail + collateral_n else 0
+    bad = false_fail + collateral_n
+    print("target (no false or collateral failure):", "met" if not bad else "MISSED")
+    return 1 if bad else 0
 
 
 if __name__ == "__main__":

@@ -37,7 +37,6 @@ import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 import tracemalloc
 from collections.abc import Callable
@@ -46,6 +45,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from harness.workspace import workspace
 from torch import nn
 from torch.profiler import ProfilerActivity, profile, record_function
 
@@ -258,45 +258,43 @@ def median(rows: list[dict[str, Any]], key: str) -> float:
     return statistics.median(r[key] for r in rows)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=100, help="profiled rounds (default: 100)")
-    parser.add_argument("--repeat", type=int, default=3, help="fresh profiles (default: 3)")
-    parser.add_argument("--no-memory", action="store_true", help="skip the memory children")
-    parser.add_argument("--child", nargs=2, metavar=("PATH", "METHOD"), help=argparse.SUPPRESS)
-    args = parser.parse_args(argv)
-    if args.child:
-        print(json.dumps(memory_child(args.child[0], args.child[1], args.rounds)))
-        return 0
+TIMES = (
+    "events",
+    "ours_s",
+    "key_averages_s",
+    "key_averages_cached_s",
+    "ours_with_function_events_alive_s",
+    "fallback_s",
+    "export_s",
+    "trace_mb",
+    "capture_s",
+)
 
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads; encoder training step "
-          f"x {args.rounds} rounds per profile, {args.repeat} fresh profiles")  # fmt: skip
-    rows = []
-    with tempfile.TemporaryDirectory(prefix="tprof-reduce-bench-") as tmp:
-        for rep in range(args.repeat):
-            rows.append(run_repetition(args.rounds, Path(tmp), rep))
-            r = rows[-1]
-            print(f"  repetition {rep + 1}: {r['events']:,} events, ours {r['ours_s']:.3f} s, "
-                  f"key_averages {r['key_averages_s']:.3f} s", flush=True)  # fmt: skip
 
-    head = (
+def time_line(label: str, r: dict[str, Any], ratio: float) -> str:
+    """One line of the times table: a repetition's, or the medians'."""
+    return (
+        f"{label:>4} {r['events']:>8,} {r['ours_s']:>7.3f} {r['key_averages_s']:>9.3f} "
+        f"{ratio:>5.1f}x {r['key_averages_cached_s']:>9.3f} "
+        f"{r['ours_with_function_events_alive_s']:>6.3f} {r['fallback_s']:>8.3f} "
+        f"{r['export_s']:>7.3f} {r['trace_mb']:>8.1f} {r['capture_s']:>7.2f}"
+    )
+
+
+def print_times(rows: list[dict[str, Any]]) -> float:
+    """The table of times per repetition, their medians and what each column is; the median
+    ratio key_averages / ours."""
+    print(
         f"\n{'rep':>4} {'events':>8} {'ours s':>7} {'key_avg s':>9} {'ratio':>6} "
         f"{'ka cached':>9} {'ours*':>6} {'fallback':>8} {'export':>7} {'trace MB':>8} "
         f"{'capture':>7}"
     )
-    print(head)
     for i, r in enumerate(rows):
-        print(f"{i + 1:>4} {r['events']:>8,} {r['ours_s']:>7.3f} {r['key_averages_s']:>9.3f} "
-              f"{r['key_averages_s'] / r['ours_s']:>5.1f}x {r['key_averages_cached_s']:>9.3f} "
-              f"{r['ours_with_function_events_alive_s']:>6.3f} {r['fallback_s']:>8.3f} "
-              f"{r['export_s']:>7.3f} {r['trace_mb']:>8.1f} {r['capture_s']:>7.2f}")  # fmt: skip
+        print(time_line(str(i + 1), r, r["key_averages_s"] / r["ours_s"]))
     ratio = statistics.median(r["key_averages_s"] / r["ours_s"] for r in rows)
-    print(f"{'med':>4} {int(median(rows, 'events')):>8,} {median(rows, 'ours_s'):>7.3f} "
-          f"{median(rows, 'key_averages_s'):>9.3f} {ratio:>5.1f}x "
-          f"{median(rows, 'key_averages_cached_s'):>9.3f} "
-          f"{median(rows, 'ours_with_function_events_alive_s'):>6.3f} "
-          f"{median(rows, 'fallback_s'):>8.3f} {median(rows, 'export_s'):>7.3f} "
-          f"{median(rows, 'trace_mb'):>8.1f} {median(rows, 'capture_s'):>7.2f}")  # fmt: skip
+    medians: dict[str, Any] = {k: median(rows, k) for k in TIMES}
+    medians["events"] = int(medians["events"])
+    print(time_line("med", medians, ratio))
     print(
         "ours = events_from_kineto + reduce_events on a fresh profile; key_avg = first "
         "key_averages() (includes prof.events()); ka cached = its second call; ours* = ours "
@@ -304,6 +302,11 @@ def main(argv: list[str] | None = None) -> int:
         "= key_avg - ka cached + its time on cached events; export = export_chrome_trace "
         "to .json.gz; capture = the profiled run itself"
     )
+    return ratio
+
+
+def print_export(rows: list[dict[str, Any]]) -> None:
+    """The trace export split into torch's gzip step and the rest; our path stage by stage."""
     print(
         f"\ntrace export to .json.gz (median): {median(rows, 'export_s'):.3f} s for "
         f"{median(rows, 'json_mb'):.0f} MB of JSON -> {median(rows, 'trace_mb'):.1f} MB; of that, "
@@ -315,32 +318,77 @@ def main(argv: list[str] | None = None) -> int:
     for stage in rows[0]["stages"]:
         print(f"  {stage:<50} {statistics.median(r['stages'][stage] for r in rows):.3f}")
 
+
+def print_targets(rows: list[dict[str, Any]], ratio: float) -> bool:
+    """The event count, the ratio and the counts against key_averages; whether all are met."""
     events_ok = all(r["events"] >= TARGET_EVENTS for r in rows)
-    print(f"\nevents >= {TARGET_EVENTS:,}: {'yes' if events_ok else 'NO'}; "
-          f"median ratio {ratio:.1f}x (target >= {TARGET_RATIO:.0f}x): "
-          f"{'met' if ratio >= TARGET_RATIO else 'NOT met'}")  # fmt: skip
+    met = "met" if ratio >= TARGET_RATIO else "NOT met"
+    print(
+        f"\nevents >= {TARGET_EVENTS:,}: {'yes' if events_ok else 'NO'}; "
+        f"median ratio {ratio:.1f}x (target >= {TARGET_RATIO:.0f}x): {met}"
+    )
     mismatches = rows[0]["mismatches"] + [f"fallback: {m}" for m in rows[0]["fallback_mismatches"]]
-    print(f"counts vs key_averages over {rows[0]['ops']} ops: "
-          f"{'all equal' if not mismatches else f'{len(mismatches)} mismatches'}; "
-          f"largest self CPU deviation (ops >= 100 us) "
-          f"{max(r['worst_self_cpu_dev'] for r in rows):.2e}")  # fmt: skip
+    equal = "all equal" if not mismatches else f"{len(mismatches)} mismatches"
+    print(
+        f"counts vs key_averages over {rows[0]['ops']} ops: {equal}; "
+        f"largest self CPU deviation (ops >= 100 us) "
+        f"{max(r['worst_self_cpu_dev'] for r in rows):.2e}"
+    )
     for m in mismatches:
         print(f"  {m}")
+    return events_ok and not mismatches
 
+
+def print_memory(rounds: int) -> None:
+    print("\npeak memory of each path on a fresh profile (separate child processes):")
+    mem = measure_memory(rounds)
+    print(f"  {'path':<14} {'peak RSS above start MiB':>25} {'tracemalloc peak MiB':>21}")
+    for path in PATHS:
+        cells = []
+        for method in ("rss", "tracemalloc"):
+            m = mem[(path, method)]
+            cells.append(f"{m['peak_mib']:.1f}" if "peak_mib" in m else "n/a")
+        print(f"  {path:<14} {cells[0]:>25} {cells[1]:>21}")
+    for key, m in mem.items():
+        if "error" in m:
+            print(f"  {key}: {m['error']}")
+
+
+def repetitions(rounds: int, repeat: int) -> list[dict[str, Any]]:
+    print(
+        f"torch {torch.__version__}, {torch.get_num_threads()} threads; encoder training step "
+        f"x {rounds} rounds per profile, {repeat} fresh profiles"
+    )
+    rows = []
+    with workspace("tprof-reduce-bench-") as tmp:
+        for rep in range(repeat):
+            rows.append(run_repetition(rounds, tmp, rep))
+            r = rows[-1]
+            print(
+                f"  repetition {rep + 1}: {r['events']:,} events, ours {r['ours_s']:.3f} s, "
+                f"key_averages {r['key_averages_s']:.3f} s",
+                flush=True,
+            )
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=100, help="profiled rounds (default: 100)")
+    parser.add_argument("--repeat", type=int, default=3, help="fresh profiles (default: 3)")
+    parser.add_argument("--no-memory", action="store_true", help="skip the memory children")
+    parser.add_argument("--child", nargs=2, metavar=("PATH", "METHOD"), help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.child:
+        print(json.dumps(memory_child(args.child[0], args.child[1], args.rounds)))
+        return 0
+    rows = repetitions(args.rounds, args.repeat)
+    ratio = print_times(rows)
+    print_export(rows)
+    ok = print_targets(rows, ratio)
     if not args.no_memory:
-        print("\npeak memory of each path on a fresh profile (separate child processes):")
-        mem = measure_memory(args.rounds)
-        print(f"  {'path':<14} {'peak RSS above start MiB':>25} {'tracemalloc peak MiB':>21}")
-        for path in PATHS:
-            cells = []
-            for method in ("rss", "tracemalloc"):
-                m = mem[(path, method)]
-                cells.append(f"{m['peak_mib']:.1f}" if "peak_mib" in m else "n/a")
-            print(f"  {path:<14} {cells[0]:>25} {cells[1]:>21}")
-        for key, m in mem.items():
-            if "error" in m:
-                print(f"  {key}: {m['error']}")
-    return 0 if events_ok and not mismatches else 1
+        print_memory(args.rounds)
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":

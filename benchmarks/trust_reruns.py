@@ -20,14 +20,12 @@ verdict words seen.  The committed baselines must pass every run.
 from __future__ import annotations
 
 import argparse
-import json
 import shutil
-import subprocess
-import sys
-import tempfile
-import time
 from collections import Counter
 from pathlib import Path
+
+from harness.runs import PYTEST, QUIET, run
+from harness.workspace import workspace
 
 ROOT = Path(__file__).resolve().parent.parent
 SETTINGS = ("same-host", "other-host", "threads-2", "xdist")
@@ -35,10 +33,7 @@ SETTINGS = ("same-host", "other-host", "threads-2", "xdist")
 
 def command(setting: str, report: Path) -> list[str]:
     """The pytest command line of one run in ``setting``."""
-    cmd = [
-        sys.executable, "-m", "pytest", "examples", "-q", "-p", "no:cacheprovider", "--tprof",
-        f"--tprof-json={report}",
-    ]  # fmt: skip
+    cmd = [*PYTEST, "examples", *QUIET, "--tprof", f"--tprof-json={report}"]
     if setting == "threads-2":
         cmd.append("--tprof-threads=2")
     if setting == "xdist":
@@ -52,16 +47,9 @@ def command(setting: str, report: Path) -> list[str]:
 def one_run(folder: Path, setting: str, i: int) -> dict[str, object]:
     """Run once; the verdict of every test and whether pytest failed."""
     report = folder / f"report-{setting}-{i}.json"
-    started = time.monotonic()
-    done = subprocess.run(
-        command(setting, report), cwd=folder, capture_output=True, text=True, check=False
-    )
-    seconds = time.monotonic() - started
-    try:
-        tests = json.loads(report.read_text())["tests"]
-    except (OSError, ValueError, KeyError):
-        tail = (done.stdout + done.stderr).strip().splitlines()[-3:]
-        raise SystemExit(f"{setting} run {i}: no report (exit {done.returncode}): {tail}") from None
+    done = run(command(setting, report), folder, report=report, ok=None, what=f"{setting} run {i}")
+    seconds = done.wall_s
+    tests = (done.report or {})["tests"]
     verdicts = {t["nodeid"]: (t["verdict"], t["outcome"]) for t in tests}
     failed = sorted(n for n, (_, outcome) in verdicts.items() if outcome == "failed")
     line = ", ".join(f"{n.split('::')[-1]} {v}" for n, (v, _) in sorted(verdicts.items()))
@@ -83,8 +71,7 @@ def main() -> int:
         print("other-host: skipped (no unshare on this machine)")
         settings.remove("other-host")
     rows = []
-    with tempfile.TemporaryDirectory(prefix="tprof-trust-") as tmp:
-        folder = Path(tmp)
+    with workspace("tprof-trust-") as folder:
         shutil.copytree(ROOT / "examples", folder / "examples")
         shutil.copytree(ROOT / "baselines", folder / "baselines")
         (folder / "pyproject.toml").write_text("[tool.pytest.ini_options]\n")

@@ -6,9 +6,9 @@ One trial: three baseline sessions, each a process of its own; then the run's pr
 the test and the project's own ``compare`` judges it; a timing regression is captured again in
 the same process and merged (``policy.after_remeasurement``), and one still standing is run in
 a fresh process and merged again (``policy.after_fresh_process``).  A process is the model of
-``simulate.py`` (``draw_process``, ``capture``): its machine drift, memory-bound mode and
-per-op drift drawn once and kept by every capture it takes; each capture draws its own
-rounds.  A trial fails when the final verdict is regressed.
+``model.py``, the noise model ``simulate.py`` draws from (``draw_process``, ``capture``): its
+machine drift, memory-bound mode and per-op drift drawn once and kept by every capture it
+takes; each capture draws its own rounds.  A trial fails when the final verdict is regressed.
 
     python -m benchmarks.detection.sequence [--trials 1000] [--power-trials 200]
 
@@ -25,7 +25,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from benchmarks.detection.simulate import (
+from benchmarks.detection.model import (
     SEED,
     Layout,
     Process,
@@ -36,9 +36,9 @@ from benchmarks.detection.simulate import (
     op_drift,
     slowed,
     to_table,
-    trial_rng,
     with_op_drift,
 )
+from benchmarks.detection.simulate import trial_rng
 from tprof_engine.decide import policy
 from tprof_engine.decide.timing.compare import compare
 from tprof_engine.decide.timing.rule import Rule
@@ -184,8 +184,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     heads = "  ".join(f"{'+' + format(s, '.0%'):>7}" for s in SLOWDOWNS)
     print(f"{'scenario':<38} {'procedure':<25} {'false':>7}  {heads}   (largest op slowed)")
     run(args.trials, args.power_trials, args.seed)
-    print(f"\n{time.monotonic() - started:.0f} s; final verdict after re-measurement and a "
-          "fresh process; false: unchanged trials whose final verdict is regressed")  # fmt: skip
+    print(
+        f"\n{time.monotonic() - started:.0f} s; final verdict after re-measurement and a "
+        "fresh process; false: unchanged trials whose final verdict is regressed"
+    )
     return 0
 
 
