@@ -13,15 +13,9 @@ from typing import Any
 
 import pytest
 
-from tprof_engine.api import (
-    DEFAULT_WINDOW,
-    FLOOR_LIMIT,
-    ROUNDS_LIMIT,
-    WARMUP_LIMIT,
-    Rule,
-    number_problem,
-)
+from tprof_engine.api import DEFAULT_WINDOW, Rule
 from tprof_engine.config import RunConfig
+from tprof_engine.model.limits import FLOOR_LIMIT, ROUNDS_LIMIT, WARMUP_LIMIT, number_problem
 
 
 @dataclass(frozen=True, slots=True)
