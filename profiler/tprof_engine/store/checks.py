@@ -38,16 +38,17 @@ Fail = Callable[..., BaselineError]
 
 @dataclass(slots=True, kw_only=True)
 class Reading:
-    """One object of a file being read: its error maker, the keys read so far and what the
-    whole reading shares (the node id expected, the sessions to keep, each census once)."""
+    """One object of a file being read: its error maker, the keys read so far, and what the
+    whole file's reading shares: the node id it must hold (None: any), each census read."""
 
     fail: Fail
+    expected_nodeid: str | None = None
     got: dict[str, Any] = field(default_factory=dict)
-    shared: dict[str, Any] = field(default_factory=dict)
+    censuses: list[tuple[Any, WorkTable]] = field(default_factory=list)
 
     def within(self) -> Reading:
         """A reading of an object inside this one: its own keys, the same file."""
-        return Reading(fail=self.fail, shared=self.shared)
+        return Reading(fail=self.fail, expected_nodeid=self.expected_nodeid, censuses=self.censuses)
 
 
 # A check: (the value, its key's path in the file, the reading) → what the record keeps.
@@ -57,7 +58,7 @@ Check = Callable[[Any, str, Reading], Any]
 def nodeid(value: Any, at: str, r: Reading) -> str:
     if not isinstance(value, str) or not value or not _unicode(value):
         raise r.fail(f"'{at}' must be a non-empty string (got {short(value)})")
-    expected = r.shared.get("expected_nodeid")
+    expected = r.expected_nodeid
     if expected is not None and value != expected:
         raise r.fail(f"holds the baseline of {short(value, 200)}, not of {expected!r}", RERECORD)
     return value
@@ -194,15 +195,14 @@ def work(value: Any, at: str, r: Reading) -> WorkTable:
     """A work census; each distinct one of a file is read once (a deterministic test's
     sessions hold equal ones: five sessions of a 7-layer encoder's training step, 2,900 rows
     read as 580, a 0.10 s load as 0.04 s)."""
-    read: list[tuple[Any, WorkTable]] = r.shared.setdefault("censuses", [])
-    for seen, table in read:
+    for seen, table in r.censuses:
         if seen == value:
             return table
     try:
         table = WorkTable.from_dict(value, where=at)
     except (BaselineError, ValueError) as exc:
         raise r.fail(str(exc)) from None
-    read.append((value, table))
+    r.censuses.append((value, table))
     return table
 
 

@@ -112,17 +112,11 @@ def baseline_from_dict(
     if version.packed:
         data = unpacked(data, fail)
     newest = known[-1]
-    r = Reading(fail=fail, shared={"expected_nodeid": expected_nodeid})
+    r = Reading(fail=fail, expected_nodeid=expected_nodeid)
     got = versions.read(data, newest.file, version, "", r)
-    protocol = got["protocol"]
-    got["sessions"] = _sessions(
-        got["sessions"],
-        protocol["rounds"],
-        MAX_SESSIONS if keep is None else keep,
-        version,
-        r,
-        newest.session,
-    )
+    window = MAX_SESSIONS if keep is None else keep
+    stored, rounds = got["sessions"], got["protocol"]["rounds"]
+    got["sessions"] = _sessions(stored, rounds, window, version, newest.session, r)
     return Baseline(path=path, **versions.record_fields(got, newest.file))
 
 
@@ -164,11 +158,12 @@ def _sessions(
     rounds: int,
     keep: int,
     version: Version,
-    r: Reading,
     fields: tuple[versions.Field, ...],
+    r: Reading,
 ) -> tuple[Session, ...]:
-    """The newest ``keep`` sessions, validated; older ones are left unread, as a save with
-    that window would drop them (a file of 10,000 sessions costs what one of ``keep`` does)."""
+    """The newest ``keep`` sessions of a file of ``version``, read with ``fields`` (the newest
+    table's) and validated; older ones are left unread, as a save with that window would drop
+    them (a file of 10,000 sessions costs what one of ``keep`` does)."""
     start = max(0, len(stored) - max(1, keep))
     parsed = tuple(
         _session(stored[i], f"sessions[{i}]", version, r.within(), fields)
