@@ -120,6 +120,14 @@ def baseline_from_dict(
     return Baseline(path=path, **versions.record_fields(got, newest.file))
 
 
+def open_form(data: Mapping[str, Any], *, path: Path) -> dict[str, Any]:
+    """A validated file's document in the open form: a packed one unpacked, an open one as it
+    is; for callers that keep a file's fields verbatim (``tprof merge``)."""
+    if not any(v.packed and v.number == data.get("schema_version") for v in VERSIONS):
+        return dict(data)
+    return unpacked(data, lambda msg, fix=FIX: BaselineError(f"{path}: {msg}; {fix}"))
+
+
 def _version(data: Any, known: tuple[Version, ...], fail: checks.Fail) -> Version:
     """The version whose table ``data`` is written in: our schema, at a version we read."""
     if not isinstance(data, dict):
