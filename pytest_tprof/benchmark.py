@@ -19,10 +19,8 @@ from typing import Any, Protocol
 import pytest
 
 from pytest_tprof.fixture import RESULT_KEY
-from tprof_engine.api import (
-    ProfiledTest,
-    TprofError,
-)
+from tprof_engine.model.errors import TprofError
+from tprof_engine.model.results import ProfiledTest
 
 # pytest-benchmark's fixture methods tprof wraps (present from 4.0 to 5.x).
 _HOOKS = ("_make_stats", "_make_runner", "__call__", "pedantic")

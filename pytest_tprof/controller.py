@@ -21,9 +21,7 @@ from pytest_tprof import fresh, reports, terminal
 from pytest_tprof.options import Settings
 from tprof_engine.api import (
     VERDICT_PROPERTY,
-    BaselineError,
     Outcome,
-    ProfiledTest,
     after_serial_confirmation,
     bounded,
     failure_text,
@@ -37,6 +35,8 @@ from tprof_engine.api import (
     slug,
     typed_nodeid,
 )
+from tprof_engine.model.errors import BaselineError
+from tprof_engine.model.results import ProfiledTest
 from tprof_engine.runner import Runner
 
 PROPERTY = VERDICT_PROPERTY

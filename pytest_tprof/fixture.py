@@ -7,16 +7,10 @@ from typing import Any, Protocol
 
 import pytest
 
-from tprof_engine.api import (
-    ROUNDS_LIMIT,
-    WARMUP_LIMIT,
-    CaptureError,
-    ConfigError,
-    ProfiledTest,
-    TprofError,
-    number_problem,
-)
 from tprof_engine.config import Body
+from tprof_engine.model.errors import CaptureError, ConfigError, TprofError
+from tprof_engine.model.limits import ROUNDS_LIMIT, WARMUP_LIMIT, number_problem
+from tprof_engine.model.results import ProfiledTest
 
 RESULT_KEY = pytest.StashKey[ProfiledTest]()
 

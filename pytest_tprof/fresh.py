@@ -31,12 +31,8 @@ import pytest
 
 from pytest_tprof.options import INHERITED_SETTINGS, Settings, flags_with_values
 from tprof_engine import ab
-from tprof_engine.api import (
-    Cause,
-    FamilyResult,
-    TestVerdict,
-    settings_differences,
-)
+from tprof_engine.model.settings import differences as settings_differences
+from tprof_engine.model.verdicts import Cause, FamilyResult, TestVerdict
 from tprof_engine.pairing import BASE, HEAD, SideConfig
 
 

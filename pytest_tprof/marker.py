@@ -9,14 +9,9 @@ from typing import Any
 
 import pytest
 
-from tprof_engine.api import (
-    FLOOR_LIMIT,
-    ROUNDS_LIMIT,
-    WARMUP_LIMIT,
-    ConfigError,
-    Rule,
-    number_problem,
-)
+from tprof_engine.api import Rule
+from tprof_engine.model.errors import ConfigError
+from tprof_engine.model.limits import FLOOR_LIMIT, ROUNDS_LIMIT, WARMUP_LIMIT, number_problem
 
 # Numeric marker keywords: (minimum, maximum, integer, below the maximum).  NaN or an
 # infinite floor would switch a gate off; each maximum is where a value stops being a setting.

@@ -8,32 +8,30 @@ import pickle
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tprof_engine.api import (
-    DEFAULT_WINDOW,
-    FLOOR_LIMIT,
-    ROUNDS_LIMIT,
-    WARMUP_LIMIT,
-    Rule,
-    number_problem,
-)
+from tprof_engine.api import DEFAULT_WINDOW, Rule
 from tprof_engine.config import RunConfig
+from tprof_engine.model.limits import FLOOR_LIMIT, ROUNDS_LIMIT, WARMUP_LIMIT, number_problem
 
 
 @dataclass(frozen=True, slots=True)
 class _Option:
-    """One setting: its command-line flag, the ini name (``dest``) unless it is an action of a
-    single run, its kind and default, and a one-phrase help."""
+    """One setting: its command-line flag (whose name is its ini name, ``dest``, unless it is
+    an action of a single run), its default, a one-phrase help and its kind."""
 
     flag: str
-    dest: str
-    kind: str  # "switch" (on/off, --no-… too), "action" (one run only), int, float, path, list
     default: Any
     help: str
+    kind: str  # "switch" (on/off, --no-… too), "action" (one run only), int, float, path, list
+
+    @property
+    def dest(self) -> str:
+        return self.flag.removeprefix("--").replace("-", "_")
 
     @property
     def in_ini(self) -> bool:
@@ -44,53 +42,84 @@ COLLECTABLE = ("memory", "stack", "nvtx", "counters", "traces")
 _OLD = COLLECTABLE[:4]  # each was a flag of its own (``--tprof-memory``) before
 # Paths of one run's reports: on the command line only.
 _PER_RUN = frozenset({"tprof_json", "tprof_markdown", "tprof_html"})
+_switch, _action = partial(_Option, kind="switch"), partial(_Option, kind="action")
+_int, _float = partial(_Option, kind="int"), partial(_Option, kind="float")
+_path, _list = partial(_Option, kind="path"), partial(_Option, kind="list")
 _OPTIONS: tuple[_Option, ...] = (
-    _Option("--tprof", "tprof", "switch", False,
-            "profile tests that use the tprof fixture, comparing with baselines (default: off)"),
-    _Option("--tprof-save", "tprof_save", "action", False,
-            "record the passing tests' sessions into their baselines (no gating)"),
-    _Option("--tprof-reset", "tprof_reset", "action", False,
-            "with --tprof-save: start each test's window afresh, accepting a change"),
-    _Option("--tprof-save-trace", "tprof_save_trace", "action", False,
-            "with --tprof-save: keep each test's trace beside its baseline"),
-    _Option("--tprof-rounds", "tprof_rounds", "int", 20,
-            "measured rounds per test (default: 20)"),
-    _Option("--tprof-warmup", "tprof_warmup", "int", 3,
-            "warm-up rounds, more while the ops still change (default: 3)"),
-    _Option("--tprof-min-round-us", "tprof_min_round_us", "float", 1000.0,
-            "shortest round; a fast body is called several times per round (default: 1000)"),
-    _Option("--tprof-threads", "tprof_threads", "int", 1,
-            "torch intra-op threads while profiling, 0 for torch's own (default: 1)"),
-    _Option("--tprof-baseline-dir", "tprof_baseline_dir", "path", "baselines",
-            "folder of baselines (default: baselines)"),
-    _Option("--tprof-trace-dir", "tprof_trace_dir", "path", ".tprof/traces",
-            "folder of Chrome traces (default: .tprof/traces)"),
-    _Option("--tprof-traces", "tprof_traces", "switch", True,
-            "write every profiled test's Chrome trace; --no-tprof-traces: only those whose "
-            "ops moved (default: on)"),
-    _Option("--tprof-trace-keep", "tprof_trace_keep", "int", 3,
-            "runs of each test whose traces stay; a failing test's stay until it passes "
-            "(default: 3)"),
-    _Option("--tprof-window", "tprof_window", "int", DEFAULT_WINDOW,
-            f"sessions a baseline keeps (default: {DEFAULT_WINDOW})"),
-    _Option("--tprof-floor", "tprof_floor", "float", None,
-            "fixed relative floor, e.g. 0.1 for 10%% (default: learned from the sessions)"),
-    _Option("--tprof-strict", "tprof_strict", "switch", False,
-            "fail on any change of an op's calls (default: off)"),
-    _Option("--tprof-confirm", "tprof_confirm", "switch", True,
-            "measure a timing regression again before failing (default: on)"),
-    _Option("--tprof-census", "tprof_census", "switch", True,
-            "take the work census: FLOPs, bytes and shapes per op (default: on)"),
-    _Option("--tprof-collect", "tprof_collect", "list", (),
-            f"also collect, comma-separated: {', '.join(COLLECTABLE)} (default: none)"),
-    _Option("--tprof-require-baseline", "tprof_require_baseline", "switch", False,
-            "a test without a baseline is an error naming the folder (default: off)"),
-    _Option("--tprof-json", "tprof_json", "path", None, "write the JSON report to this path"),
-    _Option("--tprof-markdown", "tprof_markdown", "path", None,
-            "write the Markdown summary to this path (also to $GITHUB_STEP_SUMMARY)"),
-    _Option("--tprof-html", "tprof_html", "path", None,
-            "write the HTML report to this path (needs the 'html' extra)"),
-)  # fmt: skip
+    _switch(
+        "--tprof",
+        False,
+        "profile tests that use the tprof fixture, comparing with baselines (default: off)",
+    ),
+    _action(
+        "--tprof-save", False, "record the passing tests' sessions into their baselines (no gating)"
+    ),
+    _action(
+        "--tprof-reset",
+        False,
+        "with --tprof-save: start each test's window afresh, accepting a change",
+    ),
+    _action(
+        "--tprof-save-trace", False, "with --tprof-save: keep each test's trace beside its baseline"
+    ),
+    _int("--tprof-rounds", 20, "measured rounds per test (default: 20)"),
+    _int("--tprof-warmup", 3, "warm-up rounds, more while the ops still change (default: 3)"),
+    _float(
+        "--tprof-min-round-us",
+        1000.0,
+        "shortest round; a fast body is called several times per round (default: 1000)",
+    ),
+    _int(
+        "--tprof-threads",
+        1,
+        "torch intra-op threads while profiling, 0 for torch's own (default: 1)",
+    ),
+    _path("--tprof-baseline-dir", "baselines", "folder of baselines (default: baselines)"),
+    _path("--tprof-trace-dir", ".tprof/traces", "folder of Chrome traces (default: .tprof/traces)"),
+    _switch(
+        "--tprof-traces",
+        True,
+        "write every profiled test's Chrome trace; --no-tprof-traces: only those whose "
+        "ops moved (default: on)",
+    ),
+    _int(
+        "--tprof-trace-keep",
+        3,
+        "runs of each test whose traces stay; a failing test's stay until it passes (default: 3)",
+    ),
+    _int(
+        "--tprof-window", DEFAULT_WINDOW, f"sessions a baseline keeps (default: {DEFAULT_WINDOW})"
+    ),
+    _float(
+        "--tprof-floor",
+        None,
+        "fixed relative floor, e.g. 0.1 for 10%% (default: learned from the sessions)",
+    ),
+    _switch("--tprof-strict", False, "fail on any change of an op's calls (default: off)"),
+    _switch(
+        "--tprof-confirm", True, "measure a timing regression again before failing (default: on)"
+    ),
+    _switch(
+        "--tprof-census", True, "take the work census: FLOPs, bytes and shapes per op (default: on)"
+    ),
+    _list(
+        "--tprof-collect",
+        (),
+        f"also collect, comma-separated: {', '.join(COLLECTABLE)} (default: none)",
+    ),
+    _switch(
+        "--tprof-require-baseline",
+        False,
+        "a test without a baseline is an error naming the folder (default: off)",
+    ),
+    _path("--tprof-json", None, "write the JSON report to this path"),
+    _path(
+        "--tprof-markdown",
+        None,
+        "write the Markdown summary to this path (also to $GITHUB_STEP_SUMMARY)",
+    ),
+    _path("--tprof-html", None, "write the HTML report to this path (needs the 'html' extra)"),
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,16 +154,18 @@ def add_options(parser: pytest.Parser) -> None:
             action: Any = argparse.BooleanOptionalAction if o.kind == "switch" else "store_true"
             group.addoption(o.flag, action=action, default=None, dest=o.dest, help=o.help)
         else:
-            group.addoption(o.flag, action="store", type=_PARSE[o.kind], default=None,
-                            dest=o.dest, help=o.help, metavar=_METAVAR[o.kind])  # fmt: skip
+            parsed = {"type": _PARSE[o.kind], "metavar": _METAVAR[o.kind]}
+            group.addoption(
+                o.flag, action="store", default=None, dest=o.dest, help=o.help, **parsed
+            )
         if o.in_ini:
             ini_type: Any = "bool" if o.kind == "switch" else "string"
             default = o.default if o.kind == "switch" else None
             parser.addini(o.dest, o.help.replace("%%", "%"), type=ini_type, default=default)
     for d in _DEPRECATED:
         if d.name.startswith("--"):
-            group.addoption(d.name, action="store_true", default=None, dest=_old_dest(d.name),
-                            help=argparse.SUPPRESS)  # fmt: skip
+            hidden = {"dest": _old_dest(d.name), "help": argparse.SUPPRESS}
+            group.addoption(d.name, action="store_true", default=None, **hidden)
         else:
             kind: Any = "string" if d.value is None else "bool"
             parser.addini(d.name, f"deprecated: use {d.instead}", type=kind, default=None)
@@ -354,10 +385,10 @@ def read_settings(config: pytest.Config) -> Settings:
 
 # Settings that say where a baseline is and what its sessions measured: a command that
 # records the run's baselines again must repeat those given on the command line.
-_RECORDED_WITH = (
-    "tprof_baseline_dir", "tprof_rounds", "tprof_warmup", "tprof_min_round_us", "tprof_threads",
-    "tprof_window", "tprof_collect",
-)  # fmt: skip
+_RECORDED_WITH = frozenset(
+    "tprof_baseline_dir tprof_rounds tprof_warmup tprof_min_round_us tprof_threads "
+    "tprof_window tprof_collect".split()
+)
 
 
 def _record_args(config: pytest.Config) -> tuple[str, ...]:

@@ -25,19 +25,14 @@ from pytest_tprof.options import add_options, read_settings, requested_early
 from pytest_tprof.xdist import assign_worker_gpu, device_header
 from tprof_engine.api import (
     AFTER_WORKERS,
-    ERROR,
     FRESH_PROCESS,
-    REGRESSED,
     VERDICT_PROPERTY,
-    ConfigError,
-    ProfiledTest,
     Rule,
     after_fresh_process,
     apply_torch_settings,
     awaiting_serial_confirmation,
     failure_text,
     junit_properties,
-    line_tracer,
     machine_now,
     next_step,
     not_profiled,
@@ -47,6 +42,10 @@ from tprof_engine.api import (
     with_written,
 )
 from tprof_engine.config import Body
+from tprof_engine.model.environment import line_tracer
+from tprof_engine.model.errors import ConfigError
+from tprof_engine.model.results import ProfiledTest
+from tprof_engine.model.verdicts import ERROR, REGRESSED
 from tprof_engine.ranked import DistributedBody, profile_distributed
 from tprof_engine.runner import Runner
 from tprof_engine.torch_support import torch_problem

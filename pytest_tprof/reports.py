@@ -12,8 +12,6 @@ from typing import Any
 
 from pytest_tprof.options import Settings
 from tprof_engine.api import (
-    ProfiledTest,
-    TprofError,
     check_not_baseline,
     file_in_the_way,
     html_report,
@@ -21,6 +19,8 @@ from tprof_engine.api import (
     markdown_summary,
     write_atomic,
 )
+from tprof_engine.model.errors import TprofError
+from tprof_engine.model.results import ProfiledTest
 
 # Each report: what the summary calls it, and where its path comes from.
 _JSON = ("JSON report", "--tprof-json")

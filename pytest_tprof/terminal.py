@@ -7,14 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from tprof_engine.api import (
-    NOT_SAVED,
-    UNCHANGED,
-    Outcome,
-    ProfiledTest,
-    summary_line,
-    verdict_rank,
-)
+from tprof_engine.api import Outcome, summary_line
+from tprof_engine.model.results import ProfiledTest
+from tprof_engine.model.verdicts import NOT_SAVED, UNCHANGED, verdict_rank
 
 
 def summary(

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, MutableMapping
 from typing import Any
 
-from tprof_engine.api import (
+from tprof_engine.model.environment import (
     VISIBLE_DEVICES,
     device_for_worker,
     nvml_gpu_count,

@@ -168,22 +168,48 @@ def test_nothing_installed_imports_scipy() -> None:
     assert importers == set()
 
 
-def test_the_pytest_glue_imports_the_engines_front_and_nothing_deeper() -> None:
+def _glue_may_import(parts: list[str], front: set[str]) -> bool:
+    """A module at the package's top, or one of ``model``'s (the records every stage shares)."""
+    if len(parts) == 2:
+        return parts[1] in front
+    return (
+        len(parts) == 3 and parts[1] == "model" and (PACKAGE / "model" / f"{parts[2]}.py").is_file()
+    )
+
+
+def test_the_pytest_glue_imports_the_engines_front_and_its_records_and_nothing_deeper() -> None:
     """The glue reaches the engine through its front: the modules at the package's top
-    (``api``, the harness's face, and the runner, config, ranked, pairing, ab, …), never a
+    (``api``, the harness's face, and the runner, config, ranked, pairing, ab, …) and the
+    records, words, errors and bounds of ``model`` that every stage shares, never a working
     stage's module, so the stages can move beneath it."""
-    stages = set(BELOW)
     front = {p.stem for p in PACKAGE.glob("*.py")} - {"__init__", "__main__"}
     offending = []
     for path in sorted((ROOT / "pytest_tprof").glob("*.py")):
         for line, name in _imports(ast.parse(path.read_text(encoding="utf-8"))):
             parts = name.split(".")
-            if parts[0] != NAME:
-                continue
-            if len(parts) != 2 or parts[1] in stages or parts[1] not in front:
+            if parts[0] == NAME and not _glue_may_import(parts, front):
                 offending.append(f"{path.relative_to(ROOT)}:{line} imports {name}")
     assert offending == []
-    assert "api" in front
+    assert "api" in front and not set(BELOW) & front
+    assert not _glue_may_import([NAME, "decide", "policy"], front)
+    assert not _glue_may_import([NAME, "model"], front)
+
+
+def test_the_harness_face_names_each_of_its_names_in_its_docstring() -> None:
+    """``api``'s docstring lists what it exposes, one line each; its ``__all__`` is whole."""
+    from tprof_engine import api
+
+    tree = ast.parse((PACKAGE / "api.py").read_text(encoding="utf-8"))
+    defined = {
+        a.asname or a.name
+        for node in tree.body
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith(NAME)
+        for a in node.names
+    } | {node.name for node in tree.body if isinstance(node, ast.FunctionDef)}
+    assert set(api.__all__) == defined
+    doc = api.__doc__ or ""
+    assert [n for n in api.__all__ if f"``{n}``" not in doc] == []
+    assert len(api.__all__) <= 40  # tens of names: the records are model's
 
 
 def _dotted(node: ast.AST) -> str:

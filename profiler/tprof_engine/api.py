@@ -1,10 +1,67 @@
-"""The engine's face to a harness (the pytest glue, or any other): the records, words,
-errors and calls it needs beyond the front's own modules (:mod:`.runner`, :mod:`.config`,
-:mod:`.ranked`, :mod:`.pairing`, :mod:`.ab`, :mod:`.torch_support`).
+"""The engine's face to a harness (the pytest glue, or any other): the calls and words of the
+working stages (capture, decide, store, render) a harness needs to run, judge, save and report
+tests, beyond the front's own modules (:mod:`.runner`, :mod:`.config`, :mod:`.ranked`,
+:mod:`.pairing`, :mod:`.ab`, :mod:`.torch_support`).  The records, words, errors and bounds every
+stage shares are :mod:`tprof_engine.model`'s, imported from there (``ProfiledTest`` from
+:mod:`.model.results`, the verdict words from :mod:`.model.verdicts`, the errors from
+:mod:`.model.errors`, the option bounds from :mod:`.model.limits`, the GPU per worker from
+:mod:`.model.environment`).
 
-A harness imports these and nothing deeper (``tests/test_boundaries.py`` holds the pytest
-glue to it), so the stages can move beneath it.  Nothing here loads torch: the calls that
-need it import their stage when called.
+A harness imports these, the front's modules and ``model`` and nothing deeper
+(``tests/test_boundaries.py`` holds the pytest glue to it), so the stages can move beneath it.
+Nothing here loads torch: the calls that need it import their stage when called.
+
+A test's outcome (decide):
+
+- ``Outcome``: what a verdict does in a run: its word, whether the pytest test fails, its
+  causes, its next steps.
+- ``outcome_of``: a test's :class:`Outcome`, given whether the run records baselines.
+- ``typed_nodeid``: a node id as the user would type it from where they ran pytest.
+- ``not_profiled``: a test tprof meant to profile and couldn't (pytest-benchmark skipped
+  its rounds), saying why.
+- ``not_saved``: a result as not saved, saying why (the test failed, the save failed).
+- ``found_none``: the run's note when no profiled test found a baseline.
+- ``run_summary``: the run's summary lines on a busy machine (disturbed rounds).
+
+Re-measuring (decide's policy):
+
+- ``Rule``: the timing rule's parameters, as the options and the marker set them.
+- ``paired_rule``: the rule for rounds paired with another side's (``tprof ab``).
+- ``next_step``: what a verdict asks for next: nothing, a fresh process now, or after the
+  workers (``FRESH_PROCESS``, ``AFTER_WORKERS``).
+- ``FRESH_PROCESS``, ``AFTER_WORKERS``: those two steps.
+- ``after_fresh_process``: the verdict once a fresh process re-measured the test.
+- ``awaiting_serial_confirmation``: the verdict an xdist worker hands on unconfirmed.
+- ``after_serial_confirmation``: that verdict once the controller confirmed it alone.
+- ``under_xdist``: a timing verdict saying other workers ran beside it.
+
+Reports (render):
+
+- ``failure_text``: a failing test's report text, with its next steps.
+- ``summary_line``: one test's line in the terminal summary.
+- ``junit_properties``: a test's JUnit XML properties.
+- ``VERDICT_PROPERTY``: the property that carries the verdict word.
+- ``json_report``: the run's JSON report as a document.
+- ``markdown_summary``: the run's Markdown summary.
+- ``html_report``: the JSON report as one HTML page (matplotlib loads when called).
+
+Files (store):
+
+- ``DEFAULT_WINDOW``: the sessions a baseline keeps unless asked otherwise.
+- ``slug``: a test's baseline file name.
+- ``iter_baselines``: the baseline files under a folder.
+- ``read_nodeid``: the node id a baseline file holds, or None; never raises.
+- ``check_not_baseline``: refuses a report path that would replace a baseline.
+- ``file_in_the_way``: a file standing where a report's folder should be.
+- ``write_atomic``: a file replaced whole or not at all.
+- ``bounded``: the trace folder held to its bound, oldest first, the given traces kept.
+- ``with_written``: a result naming the trace written for it, or saying why none was.
+
+The machine and torch's state (capture, loaded when called):
+
+- ``machine_now``: the header's line of tasks runnable on the machine besides this one.
+- ``apply_torch_settings``: the numeric torch settings a fresh process takes from its parent.
+- ``random_state``, ``restore_random_state``: the random generators' state, read and set.
 """
 
 from __future__ import annotations
@@ -33,28 +90,6 @@ from tprof_engine.decide.policy import (
 )
 from tprof_engine.decide.timing.busy import run_summary
 from tprof_engine.decide.timing.rule import Rule, paired_rule
-from tprof_engine.model.environment import (
-    VISIBLE_DEVICES,
-    device_for_worker,
-    line_tracer,
-    nvml_gpu_count,
-    sharing_warning,
-    visible_devices,
-)
-from tprof_engine.model.errors import BaselineError, CaptureError, ConfigError, TprofError
-from tprof_engine.model.limits import FLOOR_LIMIT, ROUNDS_LIMIT, WARMUP_LIMIT, number_problem
-from tprof_engine.model.results import ProfiledTest
-from tprof_engine.model.settings import differences as settings_differences
-from tprof_engine.model.verdicts import (
-    ERROR,
-    NOT_SAVED,
-    REGRESSED,
-    UNCHANGED,
-    Cause,
-    FamilyResult,
-    TestVerdict,
-    verdict_rank,
-)
 from tprof_engine.render.markdown import markdown_summary
 from tprof_engine.render.report import (
     VERDICT_PROPERTY,
@@ -72,33 +107,16 @@ from tprof_engine.store.trace_files import bounded, with_written
 __all__ = [
     "AFTER_WORKERS",
     "DEFAULT_WINDOW",
-    "ERROR",
-    "FLOOR_LIMIT",
     "FRESH_PROCESS",
-    "NOT_SAVED",
-    "REGRESSED",
-    "ROUNDS_LIMIT",
-    "UNCHANGED",
     "VERDICT_PROPERTY",
-    "VISIBLE_DEVICES",
-    "WARMUP_LIMIT",
-    "BaselineError",
-    "CaptureError",
-    "Cause",
-    "ConfigError",
-    "FamilyResult",
     "Outcome",
-    "ProfiledTest",
     "Rule",
-    "TestVerdict",
-    "TprofError",
     "after_fresh_process",
     "after_serial_confirmation",
     "apply_torch_settings",
     "awaiting_serial_confirmation",
     "bounded",
     "check_not_baseline",
-    "device_for_worker",
     "failure_text",
     "file_in_the_way",
     "found_none",
@@ -106,28 +124,21 @@ __all__ = [
     "iter_baselines",
     "json_report",
     "junit_properties",
-    "line_tracer",
     "machine_now",
     "markdown_summary",
     "next_step",
     "not_profiled",
     "not_saved",
-    "number_problem",
-    "nvml_gpu_count",
     "outcome_of",
     "paired_rule",
     "random_state",
     "read_nodeid",
     "restore_random_state",
     "run_summary",
-    "settings_differences",
-    "sharing_warning",
     "slug",
     "summary_line",
     "typed_nodeid",
     "under_xdist",
-    "verdict_rank",
-    "visible_devices",
     "with_written",
     "write_atomic",
 ]

@@ -16,7 +16,7 @@ import numpy as np
 import numpy.typing as npt
 
 from tprof_engine.model.arrays import FloatArray, IntArray
-from tprof_engine.model.device_tables import MemoryTable
+from tprof_engine.model.device_tables import DeviceTable, MemoryTable
 from tprof_engine.model.records import (
     KIND_ANNOTATION,
     KIND_ASYNC,
@@ -93,17 +93,6 @@ def reduce_events(
     shape = (len(op_names), p.n_rounds)
     cpu, counted = p.cpu, p.counted
     gaps = _gaps_before(cpu, counted, p.c_round, p.is_round_name, p.rounds)
-    device = None
-    if p.has_device:  # each device event goes to the op that kept its launching op's time
-        owner = np.where(p.dev_owner >= 0, p.kept_as[np.maximum(p.dev_owner, 0)], -1)
-        dev_round = np.where((owner >= 0) & counted[owner], p.c_round[owner], -1)
-        device = device_table(ev, p.dev_rows, p.cpu_names[owner], dev_round, p.names, p.n_rounds)
-    mem_rows = memory_rows(ev)
-    memory = (
-        _memory(ev, cpu, mem_rows, p.kept_as, counted, p.c_round, p.cpu_names, p.names, p.rounds)
-        if mem_rows.size
-        else None
-    )
     info = {"events": len(ev), **(meta or {})}
     info.update(whole_trace_as_round=p.rounds.whole_trace, parents=_op_parents(ev, p))
 
@@ -121,8 +110,20 @@ def reduce_events(
         host_before_us=per_op(gaps),
         probe_cpu_us=p.probe_cpu / 1000.0,
         probe_device_us=p.probe_dev / 1000.0,
-        has_device=p.has_device, meta=info, device=device, memory=memory,
-    )  # fmt: skip
+        has_device=p.has_device,
+        meta=info,
+        device=_device(ev, p),
+        memory=_memory(ev, p),
+    )
+
+
+def _device(ev: EventArrays, p: _Placed) -> DeviceTable | None:
+    """The device table: each device event goes to the op that kept its launching op's time."""
+    if not p.has_device:
+        return None
+    owner = np.where(p.dev_owner >= 0, p.kept_as[np.maximum(p.dev_owner, 0)], -1)
+    dev_round = np.where((owner >= 0) & p.counted[owner], p.c_round[owner], -1)
+    return device_table(ev, p.dev_rows, p.cpu_names[owner], dev_round, p.names, p.n_rounds)
 
 
 class _Placed(NamedTuple):
@@ -171,12 +172,24 @@ def _placed(ev: EventArrays) -> _Placed:
         ev.names, cpu, compile_root, counted, c_round, self_cpu
     )
     return _Placed(
-        rounds=rounds, n_rounds=n_rounds, is_round_name=is_round_name, cpu=cpu,
-        dev_rows=dev_rows, dev_owner=dev_owner, has_device=has_device, self_cpu=self_cpu,
-        self_dev=self_dev, total_dev=total_dev, kept_as=kept_as, c_round=c_round,
-        counted=counted, probe_cpu=probe_cpu, probe_dev=probe_dev, names=names,
+        rounds=rounds,
+        n_rounds=n_rounds,
+        is_round_name=is_round_name,
+        cpu=cpu,
+        dev_rows=dev_rows,
+        dev_owner=dev_owner,
+        has_device=has_device,
+        self_cpu=self_cpu,
+        self_dev=self_dev,
+        total_dev=total_dev,
+        kept_as=kept_as,
+        c_round=c_round,
+        counted=counted,
+        probe_cpu=probe_cpu,
+        probe_dev=probe_dev,
+        names=names,
         cpu_names=cpu_names,
-    )  # fmt: skip
+    )
 
 
 def _op_parents(ev: EventArrays, p: _Placed) -> dict[str, str]:
@@ -211,28 +224,22 @@ def _probe_times(
     )
 
 
-def _memory(
-    ev: EventArrays,
-    cpu: _CpuEvents,
-    rows: IntArray,
-    kept_as: IntArray,
-    counted: npt.NDArray[np.bool_],
-    c_round: IntArray,
-    cpu_names: IntArray,
-    names: Sequence[str],
-    rounds: _Rounds,
-) -> MemoryTable:
-    """The memory table: each allocation goes to the counted op that keeps its op's time."""
-    at = ev.start_ns[rows]
+def _memory(ev: EventArrays, p: _Placed) -> MemoryTable | None:
+    """The memory table: each allocation goes to the counted op that keeps its op's time
+    (None: the trace records no allocation)."""
+    rows = memory_rows(ev)
+    if not rows.size:
+        return None
+    cpu, rounds, at = p.cpu, p.rounds, ev.start_ns[rows]
     owner = innermost(
         ev.thread[cpu.idx], cpu.start, ev.end_ns[cpu.idx], cpu.parent, ev.thread[rows], at
     )
-    owner = np.where(owner >= 0, kept_as[np.maximum(owner, 0)], -1)
-    own_round = np.where((owner >= 0) & counted[np.maximum(owner, 0)], c_round[owner], -1)
+    owner = np.where(owner >= 0, p.kept_as[np.maximum(owner, 0)], -1)
+    own_round = np.where((owner >= 0) & p.counted[np.maximum(owner, 0)], p.c_round[owner], -1)
     in_round = _locate(rounds.starts, rounds.ends, at)
     in_round[_locate(rounds.probe_starts, rounds.probe_ends, at) >= 0] = -1
-    op_idx = cpu_names[np.maximum(owner, 0)]
-    return memory_table(ev, rows, op_idx, own_round, in_round, names, int(rounds.starts.size))
+    op_idx = p.cpu_names[np.maximum(owner, 0)]
+    return memory_table(ev, rows, op_idx, own_round, in_round, p.names, int(rounds.starts.size))
 
 
 class _Rounds(NamedTuple):

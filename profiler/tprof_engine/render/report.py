@@ -320,13 +320,15 @@ def json_report(
     return out
 
 
+# An op row's keys in the JSON report.
+_OP_KEYS = (
+    "op family verdict baseline_median_us current_median_us delta_us delta_pct p_value "
+    "calls_baseline calls_current share mde_pct floor_pct vs_rest_pct vs_rest_floor_pct note inside"
+).split()
+
+
 def _test_json(t: ProfiledTest) -> dict[str, Any]:
     v = t.verdict.to_dict()
-    keep = (
-        "op", "family", "verdict", "baseline_median_us", "current_median_us", "delta_us",
-        "delta_pct", "p_value", "calls_baseline", "calls_current", "share", "mde_pct", "floor_pct",
-        "vs_rest_pct", "vs_rest_floor_pct", "note", "inside",
-    )  # fmt: skip
     return {
         "nodeid": t.nodeid,
         "verdict": t.verdict.verdict,
@@ -354,7 +356,7 @@ def _test_json(t: ProfiledTest) -> dict[str, Any]:
         # what decided the verdict beyond the families and the work: compile, memory, busy
         "causes": v["causes"],
         "differences": v["differences"],
-        "ops": [{k: o[k] for k in keep} for o in v["ops"]],
+        "ops": [{k: o[k] for k in _OP_KEYS} for o in v["ops"]],
         # per-round samples (probe units, µs) of the first flagged ops, for distribution plots
         "round_samples": v["round_samples"],
         "work": _work_json(t.verdict.work),

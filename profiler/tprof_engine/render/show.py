@@ -31,7 +31,7 @@ def show_lines(
     Per op: calls per round (the range when it varies), median and interquartile range of
     self CPU µs per round and, when the table has device times, of self CUDA µs; rounds of
     every session are pooled.  ``disturbed``: the rounds the machine disturbed, of those read,
-    and those that waited for a CPU (``decide.busy.disturbed_counts``; None: no readings).
+    and those that waited for a CPU (``decide.timing.busy.disturbed_counts``; None: no readings).
     """
     if sort not in SORT_KEYS:
         raise ConfigError(f"'sort' must be one of {', '.join(SORT_KEYS)} (got {sort!r})")

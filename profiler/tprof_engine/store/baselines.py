@@ -15,7 +15,7 @@ from tprof_engine.model.errors import BaselineError, ConfigError
 from tprof_engine.store.packing import packed
 from tprof_engine.store.paths import is_folder, locked, temp_file_for
 from tprof_engine.store.reading import encoded, read_baseline_data
-from tprof_engine.store.schema import Baseline, Session, baseline_from_dict
+from tprof_engine.store.schema import SCHEMA_VERSION, Baseline, Session, baseline_from_dict
 
 DEFAULT_WINDOW = 5
 # Sessions a baseline wants before it gates timing well (the README's "save three times"):
@@ -142,7 +142,7 @@ def save_baseline(path: Path, baseline: Baseline) -> Path:
     baseline and which the next save into that folder removes once its process is gone.
     Any failure is a :class:`BaselineError` naming the path; the previous file stays intact.
     """
-    return write_baseline_data(path, packed(baseline.to_dict()))
+    return write_baseline_data(path, packed(baseline.to_dict(), version=SCHEMA_VERSION))
 
 
 def write_baseline_data(path: Path, data: Mapping[str, Any]) -> Path:

@@ -8,7 +8,8 @@ the rest by when they were recorded, and replays them as saves would have append
 ``tprof_engine.window.restart_reason``).  So the window, and the sessions a change of
 environment, protocol, ops or work leaves out, are the saves' one rule, not a second one.
 Sessions and the file's other fields are written back as read, fields this version doesn't
-know included.
+know included: packed copies are merged in the open form (each copy's packed rows follow its
+own op list) and written packed, as the newest copy's schema version.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from tprof_engine.model.errors import BaselineError, ConfigError
-from tprof_engine.store import baselines, paths, reading, schema
+from tprof_engine.store import baselines, packing, paths, reading, schema
 
 WRITTEN = "written"
 UNCHANGED = "unchanged"
@@ -36,7 +37,8 @@ class _Copy:
 
     path: Path
     order: int  # the folder's place among the inputs: breaks ties of recording time
-    data: dict[str, Any]
+    data: dict[str, Any]  # in the open form
+    version: int  # the file's schema version
     baseline: schema.Baseline
 
     @property
@@ -194,7 +196,13 @@ def _read_copy(folder: Path, rel: Path, order: int, window: int) -> _Copy:
     path = folder / rel
     data = reading.read_baseline_data(path)
     baseline = schema.baseline_from_dict(data, path=path, keep=window)
-    return _Copy(path=path, order=order, data=data, baseline=baseline)
+    return _Copy(
+        path=path,
+        order=order,
+        data=schema.open_form(data, path=path),
+        version=data["schema_version"],
+        baseline=baseline,
+    )
 
 
 def _check_same_test(rel: Path, copies: Sequence[_Copy]) -> None:
@@ -227,10 +235,11 @@ def _merge_test(
         if not every:
             raise BaselineError(f"{out}: removed while merging; run the merge again")
         _check_same_test(rel, every)
-        doc, result = _merged(every, out, window=window, restart=restart)
-        if current is not None and current.data == doc:
+        doc, version, result = _merged(every, out, window=window, restart=restart)
+        if current is not None and (current.data, current.version) == (doc, version):
             return result
-        baselines.write_baseline_data(out, doc)
+        packs = version > packing.OPEN_VERSION
+        baselines.write_baseline_data(out, packing.packed(doc, version=version) if packs else doc)
     return MergedTest(
         path=result.path,
         nodeid=result.nodeid,
@@ -243,8 +252,9 @@ def _merge_test(
 
 def _merged(
     copies: Sequence[_Copy], out: Path, *, window: int, restart: baselines.Restart
-) -> tuple[dict[str, Any], MergedTest]:
-    """The merged document of one test, and what became of its sessions (as unchanged)."""
+) -> tuple[dict[str, Any], int, MergedTest]:
+    """The merged document of one test in the open form, the schema version it is written as
+    (the newest of its kept sessions' files'), and what became of its sessions (as unchanged)."""
     dropped: Counter[str] = Counter()
     unique: dict[str, _Entry] = {}
     for entry in (e for c in sorted(copies, key=lambda c: c.order) for e in c.entries()):
@@ -256,9 +266,10 @@ def _merged(
     entries = sorted(unique.values(), key=_Entry.order_key)
     kept = _replayed(entries, window, dropped, restart)
     newest = kept[-1]
+    version = max(e.copy.version for e in kept)
     doc = {
         **newest.copy.data,
-        "schema_version": max(e.copy.data["schema_version"] for e in kept),
+        "schema_version": min(version, packing.OPEN_VERSION),
         "sessions": [e.raw for e in kept],
     }
     schema.baseline_from_dict(doc, path=out, keep=window)  # what is written reads back
@@ -270,7 +281,7 @@ def _merged(
         dropped={why: n for why, n in dropped.items() if n},
         outcome=UNCHANGED,
     )
-    return doc, result
+    return doc, version, result
 
 
 def _replayed(

@@ -39,8 +39,9 @@ _Fail = Callable[..., BaselineError]
 _WORK_LISTS = ("rows", "copies", "syncs")  # a census's lists of records, packed as columns
 
 
-def packed(doc: Mapping[str, Any]) -> dict[str, Any]:
-    """The packed form of an open baseline document."""
+def packed(doc: Mapping[str, Any], *, version: int = PACKED_VERSION) -> dict[str, Any]:
+    """The packed form of an open baseline document, as a file of ``version`` (a packed one:
+    :mod:`.versions`)."""
     sessions = doc["sessions"]
     ops = sorted({name for s in sessions for name in s["ops"]})
     host_ops = sorted({name for s in sessions for name in s.get("host_before_us") or {}})
@@ -60,7 +61,7 @@ def packed(doc: Mapping[str, Any]) -> dict[str, Any]:
     head = {k: v for k, v in doc.items() if k != "sessions"}
     return {
         **head,
-        "schema_version": PACKED_VERSION,
+        "schema_version": version,
         "ops": ops,
         "host_ops": host_ops,
         "work": censuses,

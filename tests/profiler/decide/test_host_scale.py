@@ -1,6 +1,7 @@
 """The time outside any op in stored mode is judged at the test's scale: its change must move
-the whole round by the rule's minimum floor (decide.families, Rule.round_floor).  Paired rounds
-keep the host time's own floor: pairing cancels the drift between processes."""
+the whole round by the rule's minimum floor (decide.timing.families, Rule.round_floor).
+Paired rounds keep the host time's own floor: pairing cancels the drift between processes.
+And a slowdown in probe units must be one in raw µs too (samples.raw_follows)."""
 
 from __future__ import annotations
 

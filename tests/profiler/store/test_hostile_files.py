@@ -21,6 +21,7 @@ from tprof_engine.capture import session
 from tprof_engine.cli import main
 from tprof_engine.model.environment import Fingerprint
 from tprof_engine.model.errors import BaselineError, ConfigError, TraceError
+from tprof_engine.model.limits import MAX_ITERATIONS
 from tprof_engine.model.records import OpTable
 from tprof_engine.store import baselines, files, paths, reading, schema, trace_gzip, traces
 
@@ -187,14 +188,14 @@ def test_a_baseline_asking_for_more_iterations_than_calibration_gives_is_an_erro
     assert str(info.value) == (
         f"{path}: 'protocol.iterations' must be an integer from 1 to 1000 (got 1000000); {FIX}"
     )
-    assert schema.MAX_ITERATIONS == 1000
+    assert MAX_ITERATIONS == 1000
     data["protocol"]["iterations"] = 1000
     path.write_text(json.dumps(data), encoding="utf-8")
     assert baselines.load_baseline(path).protocol["iterations"] == 1000
 
 
 def test_calibration_never_asks_for_more_iterations_than_a_baseline_may_hold() -> None:
-    assert session.calibrate_iterations(lambda: None, min_round_us=1e9) == schema.MAX_ITERATIONS
+    assert session.calibrate_iterations(lambda: None, min_round_us=1e9) == MAX_ITERATIONS
 
 
 def test_a_baseline_of_10000_sessions_is_read_as_its_newest_window(tmp_path: Path) -> None:

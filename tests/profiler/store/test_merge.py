@@ -214,6 +214,40 @@ def test_a_schema_1_session_joins_a_schema_2_window_as_a_save_would(tmp_path: Pa
     assert (out["schema_version"], times(tmp_path / "out")) == (2, ["10:01", "10:02"])
 
 
+def packed_folder(root: Path, *sessions: dict[str, Any]) -> Path:
+    """``folder`` as a save writes it: packed, its rows in the order of its own op names."""
+    folder(root, *sessions)
+    baselines.save_baseline(root / REL, baselines.load_baseline(root / REL))
+    assert stored(root)["schema_version"] == schema.SCHEMA_VERSION
+    return root
+
+
+def test_packed_copies_of_other_ops_merge_each_session_with_its_own_ops(tmp_path: Path) -> None:
+    first = session(1)
+    second = session(2)
+    second["ops"] = {"aten::sub" if k == "aten::add" else k: v for k, v in second["ops"].items()}
+    a = packed_folder(tmp_path / "a", first)
+    b = packed_folder(tmp_path / "b", second)
+    merge.merge_folders([a, b], tmp_path / "out", window=5, restart=lambda *_: "")
+    assert stored(tmp_path / "out")["schema_version"] == schema.SCHEMA_VERSION
+    merged = baselines.load_baseline(tmp_path / "out" / REL).sessions
+    assert [s.table.names for s in merged] == [("aten::add", "aten::mm"), ("aten::mm", "aten::sub")]
+    for s, raw in zip(merged, (first, second), strict=True):
+        for i, name in enumerate(s.table.names):
+            assert s.table.calls[i].tolist() == raw["ops"][name]["calls"]
+            assert s.table.self_cpu_us[i].tolist() == raw["ops"][name]["self_cpu_us"]
+
+
+def test_a_packed_copy_carried_into_another_run_is_one_session_not_two(tmp_path: Path) -> None:
+    other = session(2)
+    other["ops"] = {**other["ops"], "aten::sub": other["ops"]["aten::add"]}
+    a = packed_folder(tmp_path / "a", session(1))
+    b = packed_folder(tmp_path / "b", session(1), other)  # its op list holds one op more
+    (result,) = merge.merge_folders([a, b], tmp_path / "out", restart=lambda *_: "")
+    assert times(tmp_path / "out") == ["10:01", "10:02"]
+    assert dict(result.dropped) == {"identical copies": 1}
+
+
 def test_each_write_happens_under_the_stores_lock(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
