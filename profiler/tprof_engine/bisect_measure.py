@@ -189,16 +189,29 @@ def census(setup: Setup, sha: str) -> Census:
     try:
         env = {**_environ(setup), "PYTHONPATH": ab.import_path(root, setup.environ)}
         command = [
-            sys.executable, "-m", "pytest", *setup.pytest_args, *_QUIET, "--tprof",
-            "--tprof-save", f"--tprof-baseline-dir={folder / 'saved'}",
-            f"--tprof-rounds={CENSUS_ROUNDS}", "--tprof-warmup=1", "--no-tprof-traces",
-            "-p", "no:cacheprovider",
-        ]  # fmt: skip
+            sys.executable,
+            "-m",
+            "pytest",
+            *setup.pytest_args,
+            *_QUIET,
+            "--tprof",
+            "--tprof-save",
+            f"--tprof-baseline-dir={folder / 'saved'}",
+            f"--tprof-rounds={CENSUS_ROUNDS}",
+            "--tprof-warmup=1",
+            "--no-tprof-traces",
+            "-p",
+            "no:cacheprovider",
+        ]
         with log.open("w") as out:
             code = subprocess.run(
-                command, cwd=root / setup.where, env=env, stdout=out, stderr=subprocess.STDOUT,
+                command,
+                cwd=root / setup.where,
+                env=env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
                 check=False,
-            ).returncode  # fmt: skip
+            ).returncode
     finally:
         done_with(setup, root)
     work = _saved_work(folder / "saved")

@@ -130,11 +130,16 @@ def _rows(run: Run, hunt: Hunt, culprit: str) -> tuple[list[dict[str, Any]], Any
         "change": effect.text() if effect else None,
     }
     extra = [
-        {"op": o["op"], "family": o["family"], "good_us": o["baseline_median_us"],
-         "culprit_us": o["current_median_us"], "change": f"{o['delta_pct']:+.1f}%"}
+        {
+            "op": o["op"],
+            "family": o["family"],
+            "good_us": o["baseline_median_us"],
+            "culprit_us": o["current_median_us"],
+            "change": f"{o['delta_pct']:+.1f}%",
+        }
         for o in pair.tests.get(t.nodeid, {}).get("ops", [])
         if o.get("verdict") == "regressed" and o["op"] != t.op
-    ]  # fmt: skip
+    ]
     kept = measure.keep_traces(pair, t.nodeid, run.setup.top / ".tprof" / "bisect" / "traces")
     return [row, *extra], kept
 

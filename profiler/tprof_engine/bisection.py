@@ -283,12 +283,17 @@ def command(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     start = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="tprof-bisect-") as tmp:
         setup = measure.Setup(
-            top=top, good_sha=good, good_label=f"{args.good} at {good[:10]}",
+            top=top,
+            good_sha=good,
+            good_label=f"{args.good} at {good[:10]}",
             good_root=ab.add_worktree(top, good, Path(tmp) / "good"),
-            where=Path.cwd().resolve().relative_to(top.resolve()), pytest_args=pytest_args,
-            work=Path(tmp), cpus=args.cpus or ab.default_cpus(args.mode), mode=args.mode,
+            where=Path.cwd().resolve().relative_to(top.resolve()),
+            pytest_args=pytest_args,
+            work=Path(tmp),
+            cpus=args.cpus or ab.default_cpus(args.mode),
+            mode=args.mode,
             environ=measure.environ(),
-        )  # fmt: skip
+        )
         try:
             run = Run(setup, commits, args.rounds, out)
             return _hunt_and_report(run, args, bad, start)
