@@ -121,7 +121,7 @@ class Runner:
             "rounds": rounds,
             "warmup": warmup,
             "iterations": iterations,
-            "activities": ["cpu", "cuda"] if self.facts["cuda_available"] else ["cpu"],
+            "activities": list(dict.fromkeys(["cpu", self.facts.get("device") or "cpu"])),
             "record_shapes": self.config.record_shapes,
             "probe": self._session.PROBE_VERSION if self.config.probe else None,
         }
@@ -277,7 +277,7 @@ class Runner:
             rounds=rounds, pace=None if pairing is None else pairing.pacer(rounds),
             warmup=cfg.warmup if warmup is None else warmup,
             iterations=iterations,
-            cuda=bool(self.facts["cuda_available"]), probe=cfg.probe,
+            device=self._session.detect(), probe=cfg.probe,
             record_shapes=cfg.record_shapes, profile_memory=cfg.profile_memory,
             nvtx_label=f"tprof:{nodeid}" if self.nvtx else None,
             trace_metadata={"nodeid": nodeid},  # the trace is written once judged

@@ -15,6 +15,7 @@ once a test is profiled.
 """
 
 __all__ = [  # the stage's modules: its face (tests/test_house.py keeps it whole)
+    "backends",
     "borrowed",
     "census",
     "counters",

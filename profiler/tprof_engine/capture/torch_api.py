@@ -58,6 +58,7 @@ __all__ = [
     "current_autograd_node",
     "detect",
     "device_activities",
+    "device_activity",
     "dynamo_compile_log",
     "dynamo_eval_frame",
     "eager_run_quiet",
@@ -358,6 +359,12 @@ def device_activities(events: Sequence[Any], name_idx: Any, on_device: Any) -> A
     kinds[names] = [of_name(events[i]) for i in dev[first].tolist()]
     out[dev] = kinds[name_idx[dev]]
     return out
+
+
+def device_activity(event: Any) -> str:
+    """One device event's activity type, as :func:`device_activities` reads it."""
+    cls: Any = type(event)
+    return _by_type(event) if event_features(cls).activity_type else _by_name(event)
 
 
 def _by_type(event: Any) -> str:
