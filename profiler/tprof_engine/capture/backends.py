@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import replace
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 import torch
 from torch.profiler import ProfilerActivity
@@ -38,6 +38,7 @@ __all__ = [
 ]
 
 
+@runtime_checkable
 class DeviceBackend(Protocol):
     """A device a capture profiles beside the CPU (the CPU alone: :class:`CpuBackend`)."""
 
@@ -52,6 +53,9 @@ class DeviceBackend(Protocol):
     @property
     def visible_devices(self) -> str | None:
         """The environment variable listing the devices a process may use (None: none)."""
+
+    def version(self) -> str | None:
+        """Its runtime's version, which baselines must share (None: no device runtime)."""
 
     def activities(self) -> list[ProfilerActivity]:
         """What the profiler session records: the CPU's and the device's activities."""
@@ -114,6 +118,9 @@ class CpuBackend(NvtxRanges):
     label = "CPU"
     visible_devices: str | None = None
 
+    def version(self) -> str | None:
+        return None
+
     def activities(self) -> list[ProfilerActivity]:
         return [ProfilerActivity.CPU]
 
@@ -149,6 +156,9 @@ class CudaBackend(NvtxRanges):
     @property
     def label(self) -> str:
         return "ROCm" if getattr(torch.version, "hip", None) else "CUDA"
+
+    def version(self) -> str | None:
+        return torch.version.cuda  # None on ROCm, whose baselines were keyed without it
 
     def activities(self) -> list[ProfilerActivity]:
         return [ProfilerActivity.CPU, ProfilerActivity.CUDA]

@@ -12,6 +12,7 @@ from typing import Any
 import torch
 
 from tprof_engine.capture import backends, torch_api
+from tprof_engine.model.environment import DEVICE_VERSION_KEYS
 
 
 @contextlib.contextmanager
@@ -79,11 +80,14 @@ def torch_facts() -> dict[str, Any]:
         "device": backend.family or "cpu",  # the family spec key of its device times
         "device_label": backend.label,  # CUDA, ROCm or CPU
         "cuda_available": cuda,
-        "cuda": torch.version.cuda if cuda else None,
+        # each device family's runtime version, under its key: this process's device's set
+        **dict.fromkeys(DEVICE_VERSION_KEYS),
         "cudnn": None,
         "gpus": [],
         "cudnn_benchmark": bool(torch.backends.cudnn.benchmark),  # the header warns of it
     }
+    if backend.family is not None:
+        facts[backend.family] = backend.version()
     if cuda:
         cudnn = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
         facts["cudnn"] = str(cudnn) if cudnn else None

@@ -96,8 +96,6 @@ def _figure(width: float, height: float) -> Figure:
     return Figure(figsize=(width, height), layout=margin)
 
 
-# The families whose times are per op (a column of the OpTable): one panel each.
-OP_FAMILIES = tuple(s.name for s in FAMILIES.values() if s.column is not None)
 DELTA_CAPTION = "Δ self time per round (µs), current − baseline"
 
 
@@ -108,7 +106,7 @@ def delta_chart(ops: Sequence[Mapping[str, Any]], totals: Mapping[str, float], t
     draws as short bars rather than filling the chart.
     """
     panels = []
-    for fam in OP_FAMILIES:
+    for fam in (s.name for s in FAMILIES.values() if s.column is not None):  # per-op times
         rows = [o for o in ops if o.get("family") == fam and fmt.num(o.get("delta_us")) is not None]
         if rows:
             panels.append((fam, fmt.ops_by_interest(rows)[:CHART_OPS]))
