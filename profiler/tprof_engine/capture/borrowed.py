@@ -160,7 +160,10 @@ class BorrowedRounds:
         watch = Stopwatch()
         with watch.stage("reduce"):
             if REDUCTION_PATH == "raw-events":
-                table = reduce_events(events_from_kineto(self._prof), wall_us=self._walls_us)
+                table = reduce_events(
+                    events_from_kineto(self._prof, self.device.activity_kind),
+                    wall_us=self._walls_us,
+                )
             else:
                 table = table_from_function_events(self._prof, wall_us=self._walls_us)
             table = keep_rounds(replace(table, load=self._load), self._kept)

@@ -326,7 +326,9 @@ def _capture_once(call: Call, spec: RoundSpec) -> CaptureResult:
 
     with watch.stage("reduce"):
         if REDUCTION_PATH == "raw-events":
-            table = reduce_events(events_from_kineto(prof), wall_us=wall_us)
+            table = reduce_events(
+                events_from_kineto(prof, spec.device.activity_kind), wall_us=wall_us
+            )
         else:
             table = table_from_function_events(prof, wall_us=wall_us)
         table = with_family(replace(table, load=load), spec.device)

@@ -5,6 +5,7 @@ else of the engine told about it."""
 from __future__ import annotations
 
 from dataclasses import replace
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -14,7 +15,7 @@ from torch.profiler import ProfilerActivity
 from tprof_testing import dev, event_arrays, op, step
 from tprof_testing import table as op_table
 
-from tprof_engine.capture import session
+from tprof_engine.capture import session, torch_api
 from tprof_engine.capture.backends import CPU, DeviceBackend, detect, with_family
 from tprof_engine.decide.judge import with_noise_check
 from tprof_engine.decide.rule import Rule
@@ -80,7 +81,7 @@ class FakeXpu:
         return None
 
     def activity_kind(self, event: Any) -> str:
-        return "kernel"
+        return "gpu_memcpy" if event.name.startswith("Memcpy") else "kernel"
 
     def rng_states(self) -> list[bytes] | None:
         return None
@@ -136,12 +137,22 @@ def test_capture_asks_the_backend_for_its_sync_ranges_and_activities() -> None:
     result = session.capture(
         torch.relu, (torch.ones(8),), rounds=3, warmup=1, device=xpu, nvtx_label="tprof:t"
     )
-    assert xpu.ranges == ["tprof:t", "tprof:t:warmup0", "tprof:t:round0", "tprof:t:round1",
-                          "tprof:t:round2"]  # fmt: skip
+    rounds = ["warmup0", "round0", "round1", "round2"]
+    assert xpu.ranges == ["tprof:t", *(f"tprof:t:{r}" for r in rounds)]
     assert xpu.open_ranges == 0
     # each profiled round's probe and its closing wait: the warm-up round and 3 measured
     assert xpu.syncs == 2 * (1 + 3)
     assert not result.table.has_device and result.device_family is None  # no events recorded
+
+
+def test_what_a_device_event_is_the_backend_reads() -> None:
+    events = [SimpleNamespace(name=n) for n in ("gemm_xe", "Memcpy HtoD", "gemm_xe", "aten::mm")]
+    name_idx = np.array([0, 1, 0, 2])
+    on_device = np.array([True, True, True, False])
+    kinds = torch_api.device_activities(
+        events, name_idx, on_device, kind_of=FakeXpu().activity_kind
+    )
+    assert kinds.tolist() == ["kernel", "gpu_memcpy", "kernel", ""]
 
 
 def test_its_events_reduce_to_a_table_of_its_family(xpu_family: FamilySpec) -> None:
