@@ -93,9 +93,8 @@ def _kinetos_own(line: bytes) -> bool:
 
 
 def events_from_kineto(prof: profile, kind_of: Callable[[Any], str] | None = None) -> EventArrays:
-    """The session's raw kineto events as arrays, each attribute read with one ``map`` of its
-    accessor (the pybind calls are the cost); ``kind_of`` reads what a device event is (the
-    backend's ``activity_kind``; None: :func:`~.torch_api.device_activity`)."""
+    """The session's raw kineto events as arrays, each attribute read with one ``map`` (pybind
+    calls are the cost); ``kind_of``: the backend's ``activity_kind`` (None: torch_api's)."""
     events = torch_api.kineto_events(prof)
     n = len(events)
     if n == 0:
