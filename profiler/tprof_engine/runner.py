@@ -21,7 +21,7 @@ from tprof_engine.decide.rule import Rule
 from tprof_engine.found import Found, verdict_on, without_baseline
 from tprof_engine.in_process import InProcess
 from tprof_engine.model.costs import Stopwatch
-from tprof_engine.model.environment import Fingerprint, line_tracer
+from tprof_engine.model.environment import Fingerprint, device_of, line_tracer
 from tprof_engine.model.errors import BaselineError
 from tprof_engine.model.records import concat_rounds
 from tprof_engine.model.results import ProfiledTest
@@ -121,7 +121,7 @@ class Runner:
             "rounds": rounds,
             "warmup": warmup,
             "iterations": iterations,
-            "activities": list(dict.fromkeys(["cpu", self.facts.get("device") or "cpu"])),
+            "activities": list(dict.fromkeys(["cpu", device_of(self.facts)])),
             "record_shapes": self.config.record_shapes,
             "probe": self._session.PROBE_VERSION if self.config.probe else None,
         }
