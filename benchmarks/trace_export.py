@@ -36,6 +36,7 @@ import torch
 from torch import nn
 
 from tprof_engine.capture import session
+from tprof_engine.capture.backends import CPU
 from tprof_engine.capture.export import export_plain
 from tprof_engine.capture.kineto import events_from_kineto
 from tprof_engine.store.trace_gzip import TRACE_GZIP_LEVEL, write_gzipped
@@ -96,7 +97,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         for k in range(opts.repeat):  # kineto saves a session once: a capture per export
             result = session.capture(
-                step, rounds=20, warmup=3, use_cuda=False, write_trace=write_gzipped
+                step, rounds=20, warmup=3, device=CPU, write_trace=write_gzipped
             )
             prof = result.write_trace.keywords["export"].args[0]  # type: ignore[union-attr]
             events = int(result.table.meta.get("events", 0))

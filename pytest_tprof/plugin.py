@@ -232,14 +232,15 @@ class TprofPlugin(SharesState):
     def pytest_report_header(self, config: pytest.Config) -> list[str]:
         run = self.settings.run
         r = self.runner
-        cuda = "on" if r.facts["cuda_available"] else "not available"
+        label = r.facts.get("device_label", "CPU")  # CUDA or ROCm where torch sees a GPU
+        device = f"{label}: on" if r.facts["cuda_available"] else "CUDA: not available"
         mode = "recording baselines (--tprof-save)" if run.save else "comparing with baselines"
         folders = f"tprof: baselines {r.env_dir}; traces {run.trace_dir}"
         if self.ab is not None:  # tprof ab: the pairs decide; a stored baseline only if there
             mode, folders = self.ab.header_words(r.env_dir, run.trace_dir)
         lines = [
             f"tprof: {mode}; {run.rounds} rounds + {run.warmup} warm-up; "
-            f"reduction: {r.reduction}; CUDA: {cuda}",
+            f"reduction: {r.reduction}; {device}",
             folders,
         ]
         machine = machine_now()

@@ -27,6 +27,7 @@ import numpy as np
 
 from tprof_engine import ab
 from tprof_engine.model.errors import TprofError
+from tprof_engine.model.family_specs import is_device
 from tprof_engine.model.records import OpTable
 from tprof_engine.model.work import WorkTable
 from tprof_engine.pairing import BASE, HEAD, SideConfig
@@ -237,7 +238,7 @@ def _saved_work(folder: Path) -> dict[str, WorkTable]:
 def rounds_of(table: OpTable, family: str, op: str | None) -> np.ndarray | None:
     """Per-round µs of ``op`` in ``family`` (``cpu``: self CPU time, ``cuda``: self device
     time), or of the family's total without one (``host``: the time outside any op)."""
-    values = table.self_device_us if family == "cuda" else table.self_cpu_us
+    values = table.self_device_us if is_device(family) else table.self_cpu_us
     if op is not None:
         index = table.index().get(op)
         return None if index is None else np.asarray(values[index], dtype=float)

@@ -43,7 +43,7 @@ class InProcess:
             self._session.calibrate_iterations(
                 lambda: body.fn(*body.args, **dict(body.kwargs)),
                 min_round_us=self._runner.config.min_round_us,
-                cuda=bool(self._runner.facts["cuda_available"]),
+                device=self._session.detect(),
             )
         )
 

@@ -119,7 +119,7 @@ class Ranked:
             trace_problem="; ".join(r.trace_problem for r in results if r.trace_problem),
             reduction=self._runner.reduction,
             costs=slowest.plus(launch),
-            cuda=spec.cuda,
+            device_family=next((t.device_family for t in tables if t.device_family), None),
             warmup_settled=all(r.warmup_settled for r in results),
             meta={"ranks": len(results)},
             write_trace=lambda path: _move_traces(traces, results, path),

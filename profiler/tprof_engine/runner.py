@@ -22,7 +22,7 @@ from tprof_engine.decide.timing.rule import Rule
 from tprof_engine.found import Found, verdict_on, without_baseline
 from tprof_engine.in_process import InProcess
 from tprof_engine.model.costs import Stopwatch
-from tprof_engine.model.environment import Fingerprint, line_tracer
+from tprof_engine.model.environment import Fingerprint, device_of, line_tracer
 from tprof_engine.model.errors import BaselineError
 from tprof_engine.model.records import concat_rounds
 from tprof_engine.model.results import ProfiledTest
@@ -122,7 +122,7 @@ class Runner:
             "rounds": rounds,
             "warmup": warmup,
             "iterations": iterations,
-            "activities": ["cpu", "cuda"] if self.facts["cuda_available"] else ["cpu"],
+            "activities": list(dict.fromkeys(["cpu", device_of(self.facts)])),
             "record_shapes": self.config.record_shapes,
             "probe": self._session.PROBE_VERSION if self.config.probe else None,
         }
@@ -278,7 +278,7 @@ class Runner:
             rounds=rounds, pace=None if pairing is None else pairing.pacer(rounds),
             warmup=cfg.warmup if warmup is None else warmup,
             iterations=iterations,
-            cuda=bool(self.facts["cuda_available"]), probe=cfg.probe,
+            device=self._session.detect(), probe=cfg.probe,
             record_shapes=cfg.record_shapes, profile_memory=cfg.profile_memory,
             nvtx_label=f"tprof:{nodeid}" if self.nvtx else None,
             trace_metadata={"nodeid": nodeid},  # the trace is written once judged

@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from tprof_engine.capture import facts, session
+from tprof_engine.capture.backends import CPU
 
 NO_NVTX = (
     "tprof: --tprof-collect=nvtx: this torch has no NVTX (a build without CUDA); "
@@ -22,7 +23,7 @@ def test_each_capture_and_each_round_is_a_named_range(monkeypatch: pytest.Monkey
     monkeypatch.setattr(torch.cuda.nvtx, "range_pop", lambda: depth.append(len(pushed)) or 0)
     x = torch.ones(16)
     session.capture(
-        torch.relu, (x,), rounds=3, warmup=1, probe=False, use_cuda=False,
+        torch.relu, (x,), rounds=3, warmup=1, probe=False, device=CPU,
         nvtx_label="tprof:test_a.py::test_relu",
     )  # fmt: skip
     assert pushed == [
@@ -40,7 +41,7 @@ def test_without_a_label_no_range_is_pushed(monkeypatch: pytest.MonkeyPatch) -> 
         raise AssertionError(f"pushed {name}")
 
     monkeypatch.setattr(torch.cuda.nvtx, "range_push", refuse)
-    session.capture(torch.relu, (torch.ones(4),), rounds=2, warmup=0, probe=False, use_cuda=False)
+    session.capture(torch.relu, (torch.ones(4),), rounds=2, warmup=0, probe=False, device=CPU)
 
 
 @pytest.mark.slow

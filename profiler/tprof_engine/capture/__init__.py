@@ -1,6 +1,7 @@
 """Capture: the only stage that imports torch.
 
-Runs a test body's rounds under one ``torch.profiler`` session (:mod:`.session`, with the
+Runs a test body's rounds under one ``torch.profiler`` session (:mod:`.session`, asking the
+device's backend, :mod:`.backends`, what to record, wait for and name, with the
 per-round load readings of :mod:`.load`, the GPU's of :mod:`.gpu_state`, the numeric settings of
 :mod:`.settings`, the random generators' state of :mod:`.random_state` and the instruction
 counts of :mod:`.counters`), turns kineto's events into plain arrays (:mod:`.kineto`), writes
@@ -15,6 +16,7 @@ once a test is profiled.
 """
 
 __all__ = [  # the stage's modules: its face (tests/test_house.py keeps it whole)
+    "backends",
     "borrowed",
     "census",
     "counters",

@@ -10,12 +10,13 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from torch.profiler import ProfilerActivity, profile, record_function
+from torch.profiler import profile, record_function
 
-from tprof_engine.capture import gpu_state, torch_api
 from tprof_engine.capture import settings as torch_settings
+from tprof_engine.capture import torch_api
+from tprof_engine.capture.backends import detect, with_family
 from tprof_engine.capture.export import TraceWrite, metadata_for_trace, trace_writer
-from tprof_engine.capture.facts import REDUCTION_PATH, cuda_available, profiler_active
+from tprof_engine.capture.facts import REDUCTION_PATH, profiler_active
 from tprof_engine.capture.kineto import (
     events_from_kineto,
     kineto_lines_dropped,
@@ -26,7 +27,6 @@ from tprof_engine.capture.session import (
     CaptureResult,
     Probe,
     closing_sync,
-    sync,
     warmup_settled,
 )
 from tprof_engine.model.costs import Stopwatch
@@ -64,9 +64,9 @@ class BorrowedRounds:
         self.budget = budget
         self._write_trace = write_trace  # the store's writer (None: no trace)
         self._before_start = before_start  # waits for the trace writer: no export beside rounds
-        self.cuda = cuda_available()
+        self.device = detect()
         self.iterations = 1
-        self._probe = Probe(self.cuda) if probe else None
+        self._probe = Probe(self.device) if probe else None
         self._record_shapes = record_shapes
         self._prof: profile | None = None
         self._open = False
@@ -88,7 +88,7 @@ class BorrowedRounds:
         if self._before_start is not None:
             self._before_start()
         self.iterations = iterations
-        activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if self.cuda else [])
+        activities = self.device.activities()
         self._prof = profile(activities=activities, record_shapes=self._record_shapes)
         with (
             kineto_lines_dropped(),
@@ -96,7 +96,7 @@ class BorrowedRounds:
             torch_api.inductor_left_unloaded(),
         ):
             self._prof.__enter__()
-        self._meter = LoadMeter(gpu_state.meter_for_device(self.cuda))
+        self._meter = LoadMeter(self.device.meter())
         self._open = True
 
     @contextlib.contextmanager
@@ -110,14 +110,14 @@ class BorrowedRounds:
             if self._probe is not None:
                 with record_function(f"{PROBE_PREFIX}{r}"):
                     self._probe()
-                    sync(self.cuda)
+                    self.device.synchronize()
             assert self._meter is not None  # opened with the session
             self._meter.before()
             t0 = time.perf_counter_ns()
             try:
                 yield
             finally:
-                closing_sync(self.cuda, r)
+                closing_sync(self.device, r)
                 self._walls_us.append((time.perf_counter_ns() - t0) / 1000.0)
                 self._meter.after()
         self._last = r
@@ -160,10 +160,14 @@ class BorrowedRounds:
         watch = Stopwatch()
         with watch.stage("reduce"):
             if REDUCTION_PATH == "raw-events":
-                table = reduce_events(events_from_kineto(self._prof), wall_us=self._walls_us)
+                table = reduce_events(
+                    events_from_kineto(self._prof, self.device.activity_kind),
+                    wall_us=self._walls_us,
+                )
             else:
                 table = table_from_function_events(self._prof, wall_us=self._walls_us)
             table = keep_rounds(replace(table, load=self._load), self._kept)
+            table = with_family(table, self.device)
             dropped = min(warmup, len(self._kept) - 2)
             settled = warmup_settled(table, dropped)
             table = drop_leading_rounds(table, dropped)
@@ -184,7 +188,8 @@ class BorrowedRounds:
                 written, problem = later(trace_path)
         return CaptureResult(
             table=table, warmup_used=dropped, iterations=self.iterations, trace_path=written,
-            trace_problem=problem, reduction=REDUCTION_PATH, costs=watch.costs(), cuda=self.cuda,
+            trace_problem=problem, reduction=REDUCTION_PATH, costs=watch.costs(),
+            device_family=table.device_family,
             warmup_settled=settled,
             meta={"events": table.meta.get("events", 0)},
             settings=torch_settings.current(),

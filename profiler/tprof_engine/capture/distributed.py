@@ -329,7 +329,7 @@ def _profiled(rank: int, plan: RankPlan) -> RankResult | None:
     if iterations < 1:
         with watch.stage("calibrate"):
             iterations = _agreed_max(
-                calibrate_iterations(step, min_round_us=plan.min_round_us, cuda=plan.spec.cuda)
+                calibrate_iterations(step, min_round_us=plan.min_round_us, device=plan.spec.device)
             )
     spec = replace(
         plan.spec,

@@ -11,7 +11,8 @@ from typing import Any
 
 import torch
 
-from tprof_engine.capture import torch_api
+from tprof_engine.capture import backends, torch_api
+from tprof_engine.model.environment import DEVICE_VERSION_KEYS
 
 
 @contextlib.contextmanager
@@ -49,12 +50,7 @@ def torch_notes(cuda: bool) -> tuple[str, ...]:
 
 def nvtx_available() -> bool:
     """Whether this torch can emit NVTX ranges (CUDA builds; the CPU build raises)."""
-    try:
-        torch.cuda.nvtx.range_push("tprof:check")
-    except RuntimeError:  # "NVTX functions not installed. Are you sure you have a CUDA build?"
-        return False
-    torch.cuda.nvtx.range_pop()
-    return True
+    return backends.detect().ranges_available()
 
 
 def compile_log() -> tuple[tuple[str, ...], tuple[str, ...]]:
@@ -78,14 +74,20 @@ def _graph_break_text(reason: Any) -> str:
 def torch_facts() -> dict[str, Any]:
     """The torch / CUDA facts of this process that the environment fingerprint needs."""
     cuda = bool(torch.cuda.is_available())
+    backend = backends.detect()
     facts: dict[str, Any] = {
         "torch": torch_api.FEATURES.torch,
+        "device": backend.family or "cpu",  # the family spec key of its device times
+        "device_label": backend.label,  # CUDA, ROCm or CPU
         "cuda_available": cuda,
-        "cuda": torch.version.cuda if cuda else None,
+        # each device family's runtime version, under its key: this process's device's set
+        **dict.fromkeys(DEVICE_VERSION_KEYS),
         "cudnn": None,
         "gpus": [],
         "cudnn_benchmark": bool(torch.backends.cudnn.benchmark),  # the header warns of it
     }
+    if backend.family is not None:
+        facts[backend.family] = backend.version()
     if cuda:
         cudnn = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
         facts["cudnn"] = str(cudnn) if cudnn else None

@@ -108,10 +108,8 @@ def driver() -> Any | None:
     return nvml if nvml.nvmlInit_v2() == _NVML_SUCCESS else None
 
 
-def meter_for_device(cuda: bool) -> GpuMeter | None:
-    """A meter of the GPU this process profiles on, or None (no CUDA, no driver)."""
-    if not cuda:
-        return None
+def meter_of_current_gpu() -> GpuMeter | None:
+    """A meter of the GPU this process profiles on, or None (no driver answers)."""
     nvml = driver()
     if nvml is None:
         return None

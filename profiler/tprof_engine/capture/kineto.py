@@ -92,9 +92,9 @@ def _kinetos_own(line: bytes) -> bool:
     return no_gpu or line.startswith(KINETO_LINE_PREFIXES)
 
 
-def events_from_kineto(prof: profile) -> EventArrays:
-    """The session's raw kineto events as arrays, each attribute read with one ``map`` of its
-    accessor over all events: the pybind calls are the cost (a CPU session reads fewer)."""
+def events_from_kineto(prof: profile, kind_of: Callable[[Any], str] | None = None) -> EventArrays:
+    """The session's raw kineto events as arrays, each attribute read with one ``map`` (pybind
+    calls are the cost); ``kind_of``: the backend's ``activity_kind`` (None: torch_api's)."""
     events = torch_api.kineto_events(prof)
     n = len(events)
     if n == 0:
@@ -123,7 +123,7 @@ def events_from_kineto(prof: profile) -> EventArrays:
         corr = col(ke.correlation_id, np.int64)
         link = col(ke.linked_correlation_id, np.int64)
         device = _device_columns(
-            events, ke, name_idx, is_cpu=is_cpu, corr=corr, link=link, start_ns=start_ns
+            events, ke, name_idx, kind_of, is_cpu=is_cpu, corr=corr, link=link, start_ns=start_ns
         )
         kind[device.is_sync] = KIND_SYNC
         on_host = is_cpu | (name_idx == index.get(_MEMORY_EVENT, -1))
@@ -225,6 +225,7 @@ def _device_columns(
     events: Any,
     ke: Any,
     name_idx: IntArray,
+    kind_of: Callable[[Any], str] | None,
     *,
     is_cpu: _BoolArray,
     corr: Any,
@@ -236,7 +237,7 @@ def _device_columns(
     A device event's correlation id is its runtime call's; the runtime call starts the launch.
     """
     on_device = ~is_cpu
-    activity = torch_api.device_activities(events, name_idx, on_device)
+    activity = torch_api.device_activities(events, name_idx, on_device, kind_of=kind_of)
     stream = np.fromiter(map(ke.device_index, events), dtype=np.int64, count=len(events)) << 32
     stream += np.fromiter(map(ke.device_resource_id, events), dtype=np.int64, count=len(events))
     nbytes = np.zeros(len(events), dtype=np.int64)

@@ -16,6 +16,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from tprof_engine.capture import backends
+
 
 def read() -> dict[str, Any]:
     """The generators' state now."""
@@ -24,15 +26,18 @@ def read() -> dict[str, Any]:
         "numpy": np.random.get_state(),
         "torch": torch.random.get_rng_state().numpy().tobytes(),
     }
-    if torch.cuda.is_available() and torch.cuda.is_initialized():
-        state["cuda"] = [s.numpy().tobytes() for s in torch.cuda.get_rng_state_all()]
+    device = backends.detect()
+    if device.family is not None and (raws := device.rng_states()) is not None:
+        state[device.family] = raws
     return state
 
 
 def restore(state: dict[str, Any]) -> list[str]:
     """Set the generators to ``state``; the ones that could not be set, named."""
     failed = []
-    for name, put in _SETTERS.items():
+    device = backends.detect()
+    setters = {**_SETTERS, **({device.family: device.set_rng_states} if device.family else {})}
+    for name, put in setters.items():
         if name not in state:
             continue
         try:
@@ -46,15 +51,8 @@ def _torch(raw: bytes) -> None:
     torch.random.set_rng_state(torch.frombuffer(bytearray(raw), dtype=torch.uint8))
 
 
-def _cuda(raws: list[bytes]) -> None:
-    if len(raws) != torch.cuda.device_count():
-        raise ValueError("another number of CUDA devices")
-    torch.cuda.set_rng_state_all([torch.frombuffer(bytearray(r), dtype=torch.uint8) for r in raws])
-
-
 _SETTERS: dict[str, Any] = {
     "python": random.setstate,
     "numpy": np.random.set_state,
     "torch": _torch,
-    "cuda": _cuda,
 }

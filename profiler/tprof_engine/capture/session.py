@@ -8,12 +8,11 @@ never leave this stage.
 
 from __future__ import annotations
 
-import contextlib
 import inspect
 import json
 import math
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import SimpleNamespace
@@ -23,10 +22,19 @@ import numpy as np
 import torch
 from torch.profiler import ProfilerActivity, profile, record_function
 
-from tprof_engine.capture import gpu_state, torch_api
 from tprof_engine.capture import settings as torch_settings
+from tprof_engine.capture import torch_api
+from tprof_engine.capture.backends import (
+    CPU,
+    DeviceBackend,
+    device_range,
+    with_family,
+)
+from tprof_engine.capture.backends import (
+    detect as detect,  # this process's device, for the runner's round specs
+)
 from tprof_engine.capture.export import TraceWrite, metadata_for_trace, trace_writer
-from tprof_engine.capture.facts import REDUCTION_PATH, cuda_available, profiler_active
+from tprof_engine.capture.facts import REDUCTION_PATH, profiler_active
 from tprof_engine.capture.kineto import (
     events_from_kineto,
     started_quietly,
@@ -69,7 +77,7 @@ class CaptureResult:
     trace_problem: str = ""  # why the trace asked for wasn't written (trace_path is then None)
     reduction: str  # "raw-events" or "key_averages"
     costs: Costs  # rounds, profiler start and stop, reduction, export
-    cuda: bool
+    device_family: str | None  # the family spec key of its device times (None: CPU alone)
     warmup_settled: bool  # the last warm-up round called the ops of the first measured one
     meta: Mapping[str, Any] = field(default_factory=dict)
     # The numeric settings in force at the rounds' end (model.settings; empty: not read).
@@ -87,20 +95,17 @@ class CaptureResult:
 class Probe:
     """A fixed CPU workload (≈200 µs single-threaded) timed in every round to track drift."""
 
-    def __init__(self, cuda: bool) -> None:
+    def __init__(self, device: DeviceBackend) -> None:
         g = torch.Generator().manual_seed(0)
         self.a = torch.randn(96, 96, generator=g)
         self.b = torch.randn(96, 96, generator=g)
-        self.cuda = cuda
-        if cuda:
-            self.ga = self.a.cuda()
-            self.gb = self.b.cuda()
+        self.ga, self.gb = device.to_device(self.a), device.to_device(self.b)
 
     def __call__(self) -> None:
         x = self.a
         for _ in range(4):
             x = torch.tanh(torch.mm(x, self.b) * 0.01)
-        if self.cuda:
+        if self.ga is not None and self.gb is not None:
             y = self.ga
             for _ in range(4):
                 y = torch.tanh(torch.mm(y, self.gb) * 0.01)
@@ -116,17 +121,12 @@ def start_up_profiler() -> float:
     return time.perf_counter() - t0
 
 
-def sync(cuda: bool) -> None:
-    if cuda:
-        torch.cuda.synchronize()
-
-
-def closing_sync(cuda: bool, r: int) -> None:
+def closing_sync(device: DeviceBackend, r: int) -> None:
     """The round's closing wait for its kernels, annotated ``tprof::sync#r``: the plugin's
     own, so the reduction counts it in no family (the round's wall time keeps it)."""
-    if cuda:
+    if device.family is not None:
         with record_function(f"{SYNC_PREFIX}{r}"):
-            torch.cuda.synchronize()
+            device.synchronize()
 
 
 def calibrate_iterations(
@@ -134,7 +134,7 @@ def calibrate_iterations(
     *,
     min_round_us: float,
     max_iterations: int = MAX_ITERATIONS,
-    cuda: bool = False,
+    device: DeviceBackend = CPU,
 ) -> int:
     """Calls of ``fn`` per round so a round lasts at least ``min_round_us`` (unprofiled timing),
     rounded up to the 1-2-5 series (1, 2, 5, 10, 20, …): two machines of somewhat different
@@ -142,12 +142,12 @@ def calibrate_iterations(
     if min_round_us <= 0:
         return 1
     fn()
-    sync(cuda)
+    device.synchronize()
     best = math.inf
     for _ in range(3):
         t0 = time.perf_counter_ns()
         fn()
-        sync(cuda)
+        device.synchronize()
         best = min(best, (time.perf_counter_ns() - t0) / 1000.0)
     if best >= min_round_us:
         return 1
@@ -190,7 +190,8 @@ class RoundSpec:
     rounds: int
     warmup: int
     iterations: int = 1  # calls of the body per round
-    cuda: bool = False  # profile the device too, and synchronize at each round's end
+    # The device profiled beside the CPU, synchronized at each round's end (CPU: none).
+    device: DeviceBackend = CPU
     probe: bool = True  # the drift probe at each round's start
     record_shapes: bool = False
     profile_memory: bool = False
@@ -239,7 +240,7 @@ def capture(
     iterations: int = 1,
     trace_path: Path | None = None,
     record_shapes: bool = False,
-    use_cuda: bool | None = None,
+    device: DeviceBackend | None = None,
     probe: bool = True,
     trace_metadata: Mapping[str, Any] | None = None,
     nvtx_label: str | None = None,
@@ -250,18 +251,19 @@ def capture(
 
     Each round is a ``ProfilerStep#N`` annotation (so trace tools see iterations); inside it
     the drift probe runs first (``tprof::probe#N``), then ``iterations`` calls of the body,
-    then a device synchronize when CUDA is profiled (``tprof::sync#N``, in no family).
+    then a device synchronize when a device is profiled (``tprof::sync#N``, in no family).
     ``setup`` runs before each round,
     outside the round, and may return ``(args, kwargs)`` for it.  If the ops called in the
     last warm-up round differ from those of the first measured round, warm-up is extended
     (up to ``MAX_WARMUP`` rounds) by profiling again.  With ``nvtx_label`` the capture is
     an NVTX range of that name and each round one named ``<label>:round<N>`` (warm-up rounds
-    ``<label>:warmup<N>``), for Nsight; see :func:`nvtx_available`.  The trace goes to
-    ``trace_path`` through ``write_trace`` (``store.trace_gzip.write_gzipped``).
+    ``<label>:warmup<N>``), for Nsight; see :func:`nvtx_available`.  ``device`` is the
+    backend profiled beside the CPU (None: this process's, :func:`~.backends.detect`).  The
+    trace goes to ``trace_path`` through ``write_trace`` (``store.trace_gzip.write_gzipped``).
     """
     spec = RoundSpec(
         rounds=rounds, warmup=warmup, iterations=iterations,
-        cuda=cuda_available() if use_cuda is None else use_cuda, probe=probe,
+        device=detect() if device is None else device, probe=probe,
         record_shapes=record_shapes, profile_memory=profile_memory, nvtx_label=nvtx_label,
         trace_path=trace_path, trace_metadata=dict(trace_metadata or {}), write_trace=write_trace,
     )  # fmt: skip
@@ -286,7 +288,7 @@ def capture_rounds(
     warm = spec.warmup
     spent = Costs()
     while True:
-        with _nvtx_range(spec.nvtx_label):
+        with device_range(spec.device, spec.nvtx_label):
             result = _capture_once(call, replace(spec, warmup=warm))
         spent = spent.plus(result.costs)
         settled = result.warmup_settled if agree is None else agree(result.warmup_settled)
@@ -324,10 +326,12 @@ def _capture_once(call: Call, spec: RoundSpec) -> CaptureResult:
 
     with watch.stage("reduce"):
         if REDUCTION_PATH == "raw-events":
-            table = reduce_events(events_from_kineto(prof), wall_us=wall_us)
+            table = reduce_events(
+                events_from_kineto(prof, spec.device.activity_kind), wall_us=wall_us
+            )
         else:
             table = table_from_function_events(prof, wall_us=wall_us)
-        table = replace(table, load=load)
+        table = with_family(replace(table, load=load), spec.device)
         settled = warmup_settled(table, profiled)
         table = drop_leading_rounds(table, profiled)
 
@@ -344,7 +348,7 @@ def _capture_once(call: Call, spec: RoundSpec) -> CaptureResult:
         trace_problem=problem,
         reduction=REDUCTION_PATH,
         costs=watch.costs(),
-        cuda=spec.cuda,
+        device_family=table.device_family,
         warmup_settled=settled,
         meta={"events": table.meta.get("events", 0)},
         settings=in_force,
@@ -367,14 +371,14 @@ def _profile_rounds(
     rounds = profiled_warmup + spec.rounds
     t_early = time.perf_counter()
     value, nvtx_rounds = _unprofiled_rounds(call, spec, early)
-    drift_probe = Probe(spec.cuda) if spec.probe else None
+    drift_probe = Probe(spec.device) if spec.probe else None
     wall_us = np.zeros(rounds)
     waited = _writer_done(spec)
     t_start = time.perf_counter()
     watch.add("rounds", t_start - t_early - waited)
     watch.add("export", waited)
     with (
-        LoadMeter(gpu_state.meter_for_device(spec.cuda)) as meter,
+        LoadMeter(spec.device.meter()) as meter,
         started_quietly(_session(spec)) as prof,
     ):
         pace = spec.pace if spec.pace is not None else _NOT_PACED
@@ -383,15 +387,15 @@ def _profile_rounds(
             pace.before(r - profiled_warmup)  # the round's setup too runs on this side's turn
             args, kwargs = call.arguments()
             with (
-                _nvtx_range(nvtx_rounds[r] if nvtx_rounds else None),
+                device_range(spec.device, nvtx_rounds[r] if nvtx_rounds else None),
                 record_function(f"{ROUND_PREFIX}{r}"),
             ):
-                _probe(drift_probe, spec.cuda, r)
+                _probe(drift_probe, spec.device, r)
                 meter.before()
                 t0 = time.perf_counter_ns()
                 for _ in range(spec.iterations):
                     value = call.fn(*args, **kwargs)
-                closing_sync(spec.cuda, r)
+                closing_sync(spec.device, r)
                 wall_us[r] = (time.perf_counter_ns() - t0) / 1000.0
                 meter.after()
             pace.after(r - profiled_warmup)
@@ -404,12 +408,12 @@ def _profile_rounds(
     return prof, wall_us, (load, meter.starts_ns), value
 
 
-def _probe(drift_probe: Probe | None, cuda: bool, r: int) -> None:
+def _probe(drift_probe: Probe | None, device: DeviceBackend, r: int) -> None:
     """Round ``r``'s drift probe, in its own annotation (none without a probe)."""
     if drift_probe is not None:
         with record_function(f"{PROBE_PREFIX}{r}"):
             drift_probe()
-            sync(cuda)
+            device.synchronize()
 
 
 def _unprofiled_rounds(call: Call, spec: RoundSpec, early: int) -> tuple[Any, tuple[str, ...]]:
@@ -419,10 +423,10 @@ def _unprofiled_rounds(call: Call, spec: RoundSpec, early: int) -> tuple[Any, tu
     value: Any = None
     for r in range(early):
         args, kwargs = call.arguments()
-        with _nvtx_range(names[r] if names else None):
+        with device_range(spec.device, names[r] if names else None):
             for _ in range(spec.iterations):
                 value = call.fn(*args, **kwargs)
-            sync(spec.cuda)
+            spec.device.synchronize()
     return value, names[early:]
 
 
@@ -449,26 +453,12 @@ def _add_metadata(
 
 
 def _session(spec: RoundSpec) -> profile:
-    activities = [ProfilerActivity.CPU, *([ProfilerActivity.CUDA] if spec.cuda else [])]
     return profile(
-        activities=activities,
+        activities=spec.device.activities(),
         record_shapes=spec.record_shapes,
         profile_memory=spec.profile_memory,
-        experimental_config=torch_api.experimental_config(spec.cuda),
+        experimental_config=spec.device.experimental_config(),
     )
-
-
-@contextlib.contextmanager
-def _nvtx_range(name: str | None) -> Iterator[None]:
-    """An NVTX range named ``name`` around the block; nothing when ``name`` is None."""
-    if name is None:
-        yield
-        return
-    torch.cuda.nvtx.range_push(name)
-    try:
-        yield
-    finally:
-        torch.cuda.nvtx.range_pop()
 
 
 def _nvtx_round_names(label: str | None, warmup: int, rounds: int) -> tuple[str, ...]:

@@ -30,7 +30,7 @@ import re
 import sys
 import threading
 import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -58,6 +58,7 @@ __all__ = [
     "current_autograd_node",
     "detect",
     "device_activities",
+    "device_activity",
     "dynamo_compile_log",
     "dynamo_eval_frame",
     "eager_run_quiet",
@@ -340,24 +341,37 @@ def kineto_events(prof: Any) -> Sequence[Any]:
 SYNC_NAMES = frozenset({"Context Sync", "Stream Sync", "Event Sync", "Stream Wait Event"})
 
 
-def device_activities(events: Sequence[Any], name_idx: Any, on_device: Any) -> Any:
+def device_activities(
+    events: Sequence[Any],
+    name_idx: Any,
+    on_device: Any,
+    *,
+    kind_of: Callable[[Any], str] | None = None,
+) -> Any:
     """Each event's activity type as kineto names it (``kernel``, ``gpu_memcpy``,
     ``gpu_memset``, ``cuda_sync``, …) as a numpy object array; host events read ``""``.
 
     A name is one kind of device activity, so each distinct name's first device event is
     read and every event gets its name's: through ``activity_type`` where the event class has
-    it, else (torch 2.11) from its name and sync metadata."""
+    it, else (torch 2.11) from its name and sync metadata; ``kind_of`` reads one event instead
+    (a device backend's ``activity_kind``)."""
     out = np.full(len(events), "", dtype=object)
     dev = np.flatnonzero(on_device)
     if dev.size == 0:
         return out
     cls: Any = type(events[0])
-    of_name = _by_type if event_features(cls).activity_type else _by_name
+    of_name = kind_of or (_by_type if event_features(cls).activity_type else _by_name)
     names, first = np.unique(name_idx[dev], return_index=True)
     kinds = np.empty(int(names[-1]) + 1, dtype=object)
     kinds[names] = [of_name(events[i]) for i in dev[first].tolist()]
     out[dev] = kinds[name_idx[dev]]
     return out
+
+
+def device_activity(event: Any) -> str:
+    """One device event's activity type, as :func:`device_activities` reads it."""
+    cls: Any = type(event)
+    return _by_type(event) if event_features(cls).activity_type else _by_name(event)
 
 
 def _by_type(event: Any) -> str:

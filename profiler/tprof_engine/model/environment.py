@@ -18,6 +18,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from tprof_engine.model.family_specs import device_spec, with_role
+
 # Keys that decide comparability.  Calls and work need STRUCTURE_KEYS equal; timings need all
 # HARD_KEYS.  Another torch or Python still runs the same code on the same kind of device, so its
 # calls and work compare (a torch upgrade that changes them says so) while its timings don't.
@@ -27,7 +29,18 @@ from typing import Any
 STRUCTURE_KEYS = ("device",)
 
 
-HARD_KEYS = ("torch", "device", "cuda", "cudnn", "gpus", "cpu_model", "python")
+# Each device family's key holds its runtime's version (``cuda``: CUDA's).
+DEVICE_VERSION_KEYS = tuple(s.name for s in with_role("device"))
+HARD_KEYS = ("torch", "device", *DEVICE_VERSION_KEYS, "cudnn", "gpus", "cpu_model", "python")
+
+
+def device_of(facts: Mapping[str, Any]) -> str:
+    """The family spec key of the device a process profiles (``cpu``: none), from its torch
+    facts; facts without the key (written before it) name the first device family's."""
+    named = facts.get("device")
+    if named:
+        return str(named)
+    return device_spec().name if facts.get("cuda_available") else "cpu"
 
 
 def cpu_model() -> str:
@@ -72,8 +85,8 @@ class Fingerprint:
     def collect(cls, torch_facts: Mapping[str, Any]) -> Fingerprint:
         hard: dict[str, Any] = {
             "torch": torch_facts.get("torch"),
-            "device": "cuda" if torch_facts.get("cuda_available") else "cpu",
-            "cuda": torch_facts.get("cuda"),
+            "device": device_of(torch_facts),
+            **{key: torch_facts.get(key) for key in DEVICE_VERSION_KEYS},
             "cudnn": torch_facts.get("cudnn"),
             # The GPU the tests run on, not every GPU of the machine: an xdist worker sees only
             # its own, and its timings compare with a run that used the same model of GPU.
@@ -104,9 +117,9 @@ class Fingerprint:
         system = str(self.soft.get("system") or platform.system().lower())
         machine = str(self.soft.get("machine") or platform.machine().lower())
         torch_v = re.sub(r"\+.*$", "", str(self.hard.get("torch")))
-        device = "cpu"
-        if self.hard.get("device") == "cuda":
-            device = f"cuda{self.hard.get('cuda') or ''}"
+        device = str(self.hard.get("device") or "cpu")
+        if device != "cpu":  # the device's family and its runtime's version: cuda12.8
+            device = f"{device}{self.hard.get(device) or ''}"
         key = f"{system}-{machine}-{device}-torch{torch_v}-py{self.hard.get('python')}"
         return re.sub(r"[^A-Za-z0-9._-]", "_", key)
 
@@ -258,7 +271,8 @@ def device_used(facts: Mapping[str, Any], environ: Mapping[str, str]) -> str:
     """The device a process profiles on, e.g. ``cuda:0 NVIDIA H100 (CUDA_VISIBLE_DEVICES=1)``."""
     listed = environ.get(VISIBLE_DEVICES)
     shown = f" ({VISIBLE_DEVICES}={listed})" if listed is not None else ""
-    if not facts.get("cuda_available"):
+    device = device_of(facts)
+    if device == "cpu":
         return f"cpu{shown}"
     name = facts.get("gpu_used") or "unknown GPU"
-    return f"cuda:{facts.get('gpu_index', 0)} {name}{shown}"
+    return f"{device}:{facts.get('gpu_index', 0)} {name}{shown}"

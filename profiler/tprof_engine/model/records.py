@@ -69,6 +69,9 @@ class OpTable:
     probe_cpu_us: FloatArray
     probe_device_us: FloatArray
     has_device: bool = False
+    # The family spec key of its device columns (capture's backend sets it); None: the
+    # table's first device family, which every stored baseline's device times are.
+    device_family: str | None = None
     # Per op and round: the time outside any op just before the op (µs), for the body's
     # outermost ops; where the round's host time is spent.  None in older baselines.
     host_before_us: FloatArray | None = None

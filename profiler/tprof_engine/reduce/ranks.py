@@ -45,6 +45,7 @@ def join_tables(tables: Sequence[OpTable]) -> OpTable:
         probe_cpu_us=np.sum([t.probe_cpu_us for t in tables], axis=0),
         probe_device_us=np.sum([t.probe_device_us for t in tables], axis=0),
         has_device=any(t.has_device for t in tables),
+        device_family=next((t.device_family for t in tables if t.device_family), None),
         host_before_us=None if any(b is None for b in befores) else stacked("host_before_us"),
         meta={**first.meta, "events": sum(int(t.meta.get("events", 0)) for t in tables)},
         device=None,  # kernel rows and idle time are per device: not joined across ranks

@@ -10,6 +10,7 @@ import warnings
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from tprof_engine.model.family_specs import FAMILIES
 from tprof_engine.model.verdicts import (
     CALLS_CHANGED,
     FAMILY_LABEL,
@@ -105,7 +106,7 @@ def delta_chart(ops: Sequence[Mapping[str, Any]], totals: Mapping[str, float], t
     draws as short bars rather than filling the chart.
     """
     panels = []
-    for fam in ("cpu", "cuda"):
+    for fam in (s.name for s in FAMILIES.values() if s.column is not None):  # per-op times
         rows = [o for o in ops if o.get("family") == fam and fmt.num(o.get("delta_us")) is not None]
         if rows:
             panels.append((fam, fmt.ops_by_interest(rows)[:CHART_OPS]))

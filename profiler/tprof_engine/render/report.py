@@ -6,6 +6,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from tprof_engine.model.communication import communication_rows
+from tprof_engine.model.family_specs import device_spec, is_device
 from tprof_engine.model.results import ProfiledTest
 from tprof_engine.model.verdicts import (
     EXPLAINED,
@@ -77,7 +78,7 @@ KERNELS_SHOWN = 6  # kernel rows a device failure leads with; -v shows every one
 def _leading_kernels(v: TestVerdict) -> list[str]:
     """A failure of the device's time leads with the kernels of the ops that moved (the ones
     that moved most), before the op rows: which kernel got slower, or was swapped."""
-    if not any(f.family == "cuda" and f.gates and f.fails for f in v.families):
+    if not any(is_device(f.family) and f.gates and f.fails for f in v.families):
         return []
     found = [r.to_dict() for r in v.device_rows]
     if not found:
@@ -274,9 +275,9 @@ def details(test: ProfiledTest) -> list[str]:
     if moved:
         out.append(moved)
     out += rows.family_lines(doc)
-    if v.families and not any(f.family == "cuda" for f in v.families) and v.timing_compared:
-        if not any("CUDA" in n for n in v.notes):
-            out.append("CUDA was not profiled")
+    if v.families and not any(is_device(f.family) for f in v.families) and v.timing_compared:
+        if not any(device_spec().label in n for n in v.notes):
+            out.append(f"{device_spec().label} was not profiled")
     out.extend(v.notes)
     if test.trace:
         out.append(f"trace: {test.trace}")

@@ -9,6 +9,7 @@ import torch
 from torch import nn
 from torch.profiler import ProfilerActivity, profile, record_function
 
+from tprof_engine.capture.backends import CPU
 from tprof_engine.capture.kineto import events_from_kineto
 from tprof_engine.capture.session import capture
 from tprof_engine.decide.gates.finding import applied
@@ -33,7 +34,7 @@ def profiled(width: int, *, memory: bool = True) -> OpTable:
         lambda: model(x).relu().sum(),
         rounds=6,
         warmup=2,
-        use_cuda=False,
+        device=CPU,
         profile_memory=memory,
     ).table
 

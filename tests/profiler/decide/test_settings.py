@@ -130,6 +130,7 @@ def test_a_capture_reads_the_settings_its_body_left() -> None:
     import torch
 
     from tprof_engine.capture import session
+    from tprof_engine.capture.backends import CPU
 
     before = torch.backends.cudnn.benchmark
 
@@ -138,7 +139,7 @@ def test_a_capture_reads_the_settings_its_body_left() -> None:
         return torch.ones(4) + 1
 
     try:
-        result = session.capture(body, rounds=2, warmup=0, use_cuda=False)
+        result = session.capture(body, rounds=2, warmup=0, device=CPU)
     finally:
         torch.backends.cudnn.benchmark = before
     assert result.settings["cudnn_benchmark"] is True

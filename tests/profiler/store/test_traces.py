@@ -112,6 +112,7 @@ def test_a_trace_without_profiler_steps_is_one_round() -> None:
 
 def test_a_captured_trace_reads_back_as_the_live_table(tmp_path: Path) -> None:
     torch = pytest.importorskip("torch")
+    from tprof_engine.capture.backends import CPU
     from tprof_engine.capture.session import capture
 
     torch.manual_seed(0)
@@ -126,7 +127,7 @@ def test_a_captured_trace_reads_back_as_the_live_table(tmp_path: Path) -> None:
 
     path = tmp_path / "mlp.pt.trace.json.gz"
     result = capture(
-        step, rounds=4, warmup=2, trace_path=path, write_trace=write_gzipped, use_cuda=False
+        step, rounds=4, warmup=2, trace_path=path, write_trace=write_gzipped, device=CPU
     )
     live = result.table
     read = table_from_trace(path)
@@ -366,6 +367,7 @@ def test_early_warm_up_rounds_run_before_the_profiler_and_a_late_change_extends_
 ) -> None:
     import torch
 
+    from tprof_engine.capture.backends import CPU
     from tprof_engine.capture.session import PROFILED_WARMUP, capture
 
     x = torch.ones(4)
@@ -379,7 +381,7 @@ def test_early_warm_up_rounds_run_before_the_profiler_and_a_late_change_extends_
 
     path = tmp_path / "t.pt.trace.json.gz"
     result = capture(
-        step, rounds=3, warmup=3, trace_path=path, write_trace=write_gzipped, use_cuda=False
+        step, rounds=3, warmup=3, trace_path=path, write_trace=write_gzipped, device=CPU
     )
     # The third call (the profiled warm-up round) still did the lazy work and the fourth
     # didn't, so warm-up was extended to 6 rounds and the capture taken again.

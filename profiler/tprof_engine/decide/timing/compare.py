@@ -364,7 +364,7 @@ def compare_across(
 
 def device_test(results: Sequence[FamilyResult]) -> bool:
     """Whether the test's ops ran on a device: its baseline has device time."""
-    return any(r.family == "cuda" and r.baseline_total_us > 0 for r in results)
+    return any(family_specs.is_device(r.family) and r.baseline_total_us > 0 for r in results)
 
 
 def with_roles(results: Sequence[FamilyResult], *, on_device: bool) -> list[FamilyResult]:

@@ -12,6 +12,7 @@ import numpy as np
 from tprof_engine.decide.timing import device as gpu
 from tprof_engine.decide.timing.rule import Rule
 from tprof_engine.decide.timing.samples import Side, Total, scale, total_test
+from tprof_engine.model import family_specs
 from tprof_engine.model.arrays import FloatArray
 from tprof_engine.model.device_tables import DeviceTable
 from tprof_engine.model.records import OpTable
@@ -219,13 +220,17 @@ def _fraction(tables: Sequence[DeviceTable], rule: Rule) -> float:
 def families(baseline: Sequence[OpTable], current: OpTable) -> list[str]:
     fams = ["cpu"]
     if current.has_device and all(b.has_device for b in baseline):
-        fams.append("cuda")
+        fams.append(family_specs.device_spec(current.device_family).name)
     return fams
 
 
 def device_note(baseline: Sequence[OpTable], current: OpTable) -> tuple[str, ...]:
     if current.has_device and not all(b.has_device for b in baseline):
-        return ("the baseline has no CUDA times: CUDA was not compared",)
+        return (f"the baseline has no {_label(current)} times: {_label(current)} was not compared",)
     if not current.has_device:
-        return ("CUDA was not profiled (no GPU): CPU times only",)
+        return (f"{_label(current)} was not profiled (no GPU): CPU times only",)
     return ()
+
+
+def _label(table: OpTable) -> str:
+    return family_specs.device_spec(table.device_family).label

@@ -14,7 +14,7 @@ import numpy as np
 from tprof_engine.decide.timing import stats
 from tprof_engine.decide.timing.rule import SYNC_OPS, Rule
 from tprof_engine.model.arrays import FloatArray
-from tprof_engine.model.family_specs import spec
+from tprof_engine.model.family_specs import is_device, spec
 from tprof_engine.model.records import OpTable
 
 
@@ -300,7 +300,7 @@ def op_tests(
     raw_p: dict[str, float] = {}
     for name in sorted(set(base.per_op) | set(cur.per_op)):
         o = _op_stats(name, base, cur, base_total, rule, family)
-        if family == "cuda" and o.base_us == 0.0 and o.cur_us == 0.0:
+        if is_device(family) and o.base_us == 0.0 and o.cur_us == 0.0:
             continue  # ops that launch no kernels have no CUDA row
         if _testable(name, o, base, cur, device_run=device_run):
             o, raw_p[name] = _op_test(o, base.per_op[name], cur.per_op[name], rule)

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from tprof_engine.decide.timing import device as gpu
 from tprof_engine.decide.timing.rule import Rule
 from tprof_engine.decide.timing.samples import OpStats, Total, VsRest
+from tprof_engine.model.family_specs import is_device
 from tprof_engine.model.records import OpTable
 from tprof_engine.model.verdicts import (
     STRUCTURAL_OPS,
@@ -107,7 +108,7 @@ def host_wait_reasons(
     baseline: Sequence[OpTable], current: OpTable, family: str
 ) -> list[gpu.HostWait]:
     """The device family's host-wait changes, when every side has a device table."""
-    if family != "cuda" or current.device is None:
+    if not is_device(family) or current.device is None:
         return []
     tables = [b.device for b in baseline if b.device is not None]
     if len(tables) < len(baseline):  # a baseline from before device tables: nothing to tell
