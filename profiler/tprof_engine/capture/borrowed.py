@@ -32,6 +32,7 @@ from tprof_engine.capture.session import (
 from tprof_engine.model.costs import Stopwatch
 from tprof_engine.model.errors import CaptureError
 from tprof_engine.model.records import (
+    OpTable,
     RoundLoad,
 )
 from tprof_engine.reduce.ops import (
@@ -145,6 +146,14 @@ class BorrowedRounds:
     def kept_rounds(self) -> int:
         return len(self._kept)
 
+    def _reduced(self) -> OpTable:
+        """The profile's rounds as a table, by the reduction this build uses."""
+        assert self._prof is not None
+        if REDUCTION_PATH == "raw-events":
+            events = events_from_kineto(self._prof, self.device.activity_kind)
+            return reduce_events(events, wall_us=self._walls_us)
+        return table_from_function_events(self._prof, wall_us=self._walls_us)
+
     def result(
         self, *, warmup: int, trace_path: Path | None, trace_metadata: Mapping[str, Any]
     ) -> CaptureResult:
@@ -159,14 +168,7 @@ class BorrowedRounds:
             )
         watch = Stopwatch()
         with watch.stage("reduce"):
-            if REDUCTION_PATH == "raw-events":
-                table = reduce_events(
-                    events_from_kineto(self._prof, self.device.activity_kind),
-                    wall_us=self._walls_us,
-                )
-            else:
-                table = table_from_function_events(self._prof, wall_us=self._walls_us)
-            table = keep_rounds(replace(table, load=self._load), self._kept)
+            table = keep_rounds(replace(self._reduced(), load=self._load), self._kept)
             table = with_family(table, self.device)
             dropped = min(warmup, len(self._kept) - 2)
             settled = warmup_settled(table, dropped)
@@ -187,11 +189,16 @@ class BorrowedRounds:
             with watch.stage("export"):
                 written, problem = later(trace_path)
         return CaptureResult(
-            table=table, warmup_used=dropped, iterations=self.iterations, trace_path=written,
-            trace_problem=problem, reduction=REDUCTION_PATH, costs=watch.costs(),
+            table=table,
+            warmup_used=dropped,
+            iterations=self.iterations,
+            trace_path=written,
+            trace_problem=problem,
+            reduction=REDUCTION_PATH,
+            costs=watch.costs(),
             device_family=table.device_family,
             warmup_settled=settled,
             meta={"events": table.meta.get("events", 0)},
             settings=torch_settings.current(),
             write_trace=later,
-        )  # fmt: skip
+        )

@@ -262,11 +262,18 @@ def capture(
     trace goes to ``trace_path`` through ``write_trace`` (``store.trace_gzip.write_gzipped``).
     """
     spec = RoundSpec(
-        rounds=rounds, warmup=warmup, iterations=iterations,
-        device=detect() if device is None else device, probe=probe,
-        record_shapes=record_shapes, profile_memory=profile_memory, nvtx_label=nvtx_label,
-        trace_path=trace_path, trace_metadata=dict(trace_metadata or {}), write_trace=write_trace,
-    )  # fmt: skip
+        rounds=rounds,
+        warmup=warmup,
+        iterations=iterations,
+        device=detect() if device is None else device,
+        probe=probe,
+        record_shapes=record_shapes,
+        profile_memory=profile_memory,
+        nvtx_label=nvtx_label,
+        trace_path=trace_path,
+        trace_metadata=dict(trace_metadata or {}),
+        write_trace=write_trace,
+    )
     return capture_rounds(Call(fn=fn, args=args, kwargs=dict(kwargs or {}), setup=setup), spec)
 
 
