@@ -18,6 +18,7 @@ import pytest
 from tprof_testing import ROUNDS, table
 
 from tprof_engine import window
+from tprof_engine.recording import quiet_enough
 from tprof_engine.capture import load
 from tprof_engine.decide import busy
 from tprof_engine.decide.judge import Recorded, judge, quiet_rounds
@@ -399,17 +400,16 @@ def _runner() -> object:
 
 
 def test_a_busy_capture_is_taken_again_up_to_twice_and_its_rounds_joined() -> None:
-    runner = _runner()
     runs = []
 
     def run() -> _Captured:
         runs.append(1)
         return _Captured(loaded(table(OPS, seed=len(runs)), list(range(15))))  # 5 quiet each
 
-    result = runner._quiet_enough(run, Rule(), 2, None)  # type: ignore[attr-defined]
+    result = quiet_enough(run, Rule(), 2, None)
     assert len(runs) == 2  # 5 + 5 undisturbed rounds reach the 10 needed
     assert result.table.rounds == 2 * ROUNDS
-    stays_busy = _runner()._quiet_enough(  # type: ignore[attr-defined]
+    stays_busy = quiet_enough(
         lambda: _Captured(loaded(table(OPS, seed=1), list(range(ROUNDS)))), Rule(), 2, None
     )
     assert stays_busy.table.rounds == 3 * ROUNDS  # at most 3x the rounds
