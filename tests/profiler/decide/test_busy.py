@@ -18,7 +18,6 @@ import pytest
 from tprof_testing import ROUNDS, table
 
 from tprof_engine import window
-from tprof_engine.recording import quiet_enough
 from tprof_engine.capture import load
 from tprof_engine.decide import busy
 from tprof_engine.decide.judge import Recorded, judge, quiet_rounds
@@ -27,6 +26,7 @@ from tprof_engine.model.errors import BaselineError
 from tprof_engine.model.records import OpTable, RoundLoad, concat_rounds
 from tprof_engine.model.verdicts import CHANGED, INCONCLUSIVE, REGRESSED, UNCHANGED
 from tprof_engine.model.work import WorkRow, WorkTable
+from tprof_engine.recording import quiet_enough
 from tprof_engine.store import baselines, reading, schema
 from tprof_engine.store.trace_gzip import write_gzipped
 
@@ -392,13 +392,6 @@ class _Captured:  # the part of a capture's result the runner's retries look at
     table: OpTable
 
 
-def _runner() -> object:
-    from tprof_engine.config import RunConfig
-    from tprof_engine.runner import Runner
-
-    return Runner(RunConfig(trace_dir=None, census=False))
-
-
 def test_a_busy_capture_is_taken_again_up_to_twice_and_its_rounds_joined() -> None:
     runs = []
 
@@ -436,7 +429,7 @@ def test_a_quiet_run_of_few_rounds_is_not_captured_again() -> None:
         runs.append(1)
         return _Captured(loaded(table(OPS, seed=1, rounds=5), []))
 
-    _runner()._quiet_enough(run, Rule(), 2, None)  # type: ignore[attr-defined]
+    quiet_enough(run, Rule(), 2, None)
     assert len(runs) == 1
 
 
@@ -450,9 +443,9 @@ def test_a_run_beside_a_neighbour_that_did_not_slow_it_is_not_captured_again() -
         return _Captured(loaded(table(OPS, seed=1), [], crowded=tuple(range(ROUNDS))))
 
     reference = busy.probe_reference(sessions())
-    _runner()._quiet_enough(run, Rule(), 2, reference)  # type: ignore[attr-defined]
+    quiet_enough(run, Rule(), 2, reference)
     assert len(runs) == 1
-    _runner()._quiet_enough(run, Rule(), 2, None)  # type: ignore[attr-defined]
+    quiet_enough(run, Rule(), 2, None)
     assert len(runs) == 1 + 3  # without a baseline to read them against: taken again twice
 
 
