@@ -74,8 +74,28 @@ def test_the_fresh_process_gets_the_parents_environment_inputs_and_random_state(
     assert test["verdict"] == "regressed"
     assert "confirmed in a fresh process" in test["notes"]
     lines = (pytester.path / "seen.jsonl").read_text().splitlines()
-    parent, child = (json.loads(line) for line in lines)
+    # the child writes first: the parent's test waits for it inside its tprof() call
+    child, parent = (json.loads(line) for line in lines)
     assert (parent["fresh"], child["fresh"]) == (False, True)
     assert parent["plant"] == child["plant"] == "1"
     assert parent["draws"] == child["draws"]  # the same random state as its test started
     assert parent["calls"] == child["calls"]  # the same warm-up, rounds and iterations
+
+
+def test_under_xdist_the_serial_re_run_starts_from_the_workers_random_state(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with_quiet_readings(pytester).makepyfile(test_plant=SUITE)
+    monkeypatch.delenv(PLANT, raising=False)
+    pytester.runpytest(*FAST, "--tprof-save").assert_outcomes(passed=1)
+    (pytester.path / "seen.jsonl").unlink()
+    monkeypatch.setenv(PLANT, "1")
+    # xdist's controller imports modules of its own: a process of its own (as in test_fresh)
+    result = pytester.runpytest_subprocess(*FAST, "--tprof", "-n", "2")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["tprof: confirming 1 timing regression(s) found under xdist*"])
+    lines = (pytester.path / "seen.jsonl").read_text().splitlines()
+    worker, child = (json.loads(line) for line in lines)  # the child runs once workers finish
+    assert (worker["fresh"], child["fresh"]) == (False, True)
+    assert worker["plant"] == child["plant"] == "1"
+    assert worker["draws"] == child["draws"]
