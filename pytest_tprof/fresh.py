@@ -3,7 +3,10 @@
 On a shared machine an op's speed can belong to the process: in real reruns one op read
 27-54 % slower in some pytest processes and not in others, and re-measuring in the same
 process repeats it.  So a timing regression that survived the in-process re-measurement is
-run once more in a new process, and fails the test only if it repeats there too.
+run once more in a new process, and fails the test only if it repeats there too.  The engine's
+one confirmation loop (:mod:`tprof_engine.confirm`) decides when; :class:`Steps` is this glue's
+part of its executor (a fresh process, a fresh pair, the serial re-run after xdist's workers),
+and the child's JSON report is read back by the engine (``confirm.look_in_report``).
 
 The child judges under this run's own settings, not under a command line rebuilt from them:
 the parent hands it its :class:`~pytest_tprof.options.Settings` (window, floors, ``-o``
@@ -11,7 +14,9 @@ overrides and all), with outputs of the child's own (a JSON report in a temporar
 Markdown, no step summary).  It also hands over the numeric torch settings the test's capture
 ran under (TF32, precision, cuDNN, SDPA: ``tprof_engine.model.settings``), which the child sets
 before the test starts: an earlier test of the parent may have set them, and the child runs
-no earlier test.  A child that still ran under other settings is no evidence either way.
+no earlier test, and the random generators' state its test started from (under xdist, sent by
+the worker with its results).  Its environment is the parent's, whole.  A child that still ran
+under other settings is no evidence either way.
 """
 
 from __future__ import annotations
