@@ -11,7 +11,7 @@ terminal summary.  The profiling role runs in every process that runs tests.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -22,7 +22,6 @@ from pytest_tprof.options import Settings
 from tprof_engine.api import (
     VERDICT_PROPERTY,
     Outcome,
-    after_serial_confirmation,
     bounded,
     failure_text,
     found_none,
@@ -35,13 +34,13 @@ from tprof_engine.api import (
     slug,
     typed_nodeid,
 )
+from tprof_engine.confirm import Plan, confirmed
 from tprof_engine.model.errors import BaselineError
 from tprof_engine.model.results import ProfiledTest
 from tprof_engine.runner import Runner
 
 PROPERTY = VERDICT_PROPERTY
 _OUTCOME = {"failed": "failed", "skipped": "was skipped"}
-_SERIAL_TIMEOUT_S = 600.0  # one test re-run alone after the workers: generous, it runs once
 
 
 @dataclass
@@ -98,6 +97,9 @@ class Runners(Protocol):
 
     @property
     def runner_made(self) -> bool: ...
+
+    @property
+    def fresh_steps(self) -> fresh.Steps: ...
 
 
 class Controller(SharesState):
@@ -197,18 +199,10 @@ class Controller(SharesState):
                 "each alone in a fresh process"
             )
         failed = False
+        steps = self._runners.fresh_steps
+        plan = Plan(alpha=self.settings.run.rule.alpha)
         for nodeid in pending:
-            r = self.results[nodeid]
-            assert r.pending is not None
-            child = fresh.verdict_in_fresh_process(
-                self.config,
-                self.settings,
-                nodeid,
-                timeout=_SERIAL_TIMEOUT_S,
-                torch_in_force=r.settings,
-            )
-            r = replace(r, verdict=after_serial_confirmation(r.pending, *child))
-            r = replace(r, pending=None)
+            r = confirmed(self.results[nodeid], steps, plan)
             if self.outcome(r).fails and r.outcome == "passed":
                 r = r.with_outcome("failed")
                 self._log_failure(r, tr)

@@ -3,7 +3,10 @@
 On a shared machine an op's speed can belong to the process: in real reruns one op read
 27-54 % slower in some pytest processes and not in others, and re-measuring in the same
 process repeats it.  So a timing regression that survived the in-process re-measurement is
-run once more in a new process, and fails the test only if it repeats there too.
+run once more in a new process, and fails the test only if it repeats there too.  The engine's
+one confirmation loop (:mod:`tprof_engine.confirm`) decides when; :class:`Steps` is this glue's
+part of its executor (a fresh process, a fresh pair, the serial re-run after xdist's workers),
+and the child's JSON report is read back by the engine (``confirm.look_in_report``).
 
 The child judges under this run's own settings, not under a command line rebuilt from them:
 the parent hands it its :class:`~pytest_tprof.options.Settings` (window, floors, ``-o``
@@ -11,38 +14,31 @@ overrides and all), with outputs of the child's own (a JSON report in a temporar
 Markdown, no step summary).  It also hands over the numeric torch settings the test's capture
 ran under (TF32, precision, cuDNN, SDPA: ``tprof_engine.model.settings``), which the child sets
 before the test starts: an earlier test of the parent may have set them, and the child runs
-no earlier test.  A child that still ran under other settings is no evidence either way.
+no earlier test, and the random generators' state its test started from (under xdist, sent by
+the worker with its results).  Its environment is the parent's, whole.  A child that still ran
+under other settings is no evidence either way.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import pickle
 import subprocess
 import sys
 import tempfile
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 import pytest
 
 from pytest_tprof.options import INHERITED_SETTINGS, Settings, flags_with_values
 from tprof_engine import ab
-from tprof_engine.model.settings import differences as settings_differences
-from tprof_engine.model.verdicts import Cause, FamilyResult, TestVerdict
+from tprof_engine.confirm import Look, look_in_report
+from tprof_engine.model.results import ProfiledTest
 from tprof_engine.pairing import BASE, HEAD, SideConfig
-
-
-class FreshVerdict(NamedTuple):
-    """What the fresh process said: its verdict (None: none came back, ``why`` says why), and
-    the settings it ran under that differ from the parent's capture."""
-
-    verdict: TestVerdict | None
-    why: str = ""
-    other_settings: tuple[str, ...] = ()
 
 
 def in_child() -> bool:
@@ -141,6 +137,63 @@ def passed_on(given: Sequence[str], positional: Sequence[str] = ()) -> list[str]
     return out
 
 
+class Steps:
+    """The confirmation steps this glue carries out for the engine's loop
+    (:class:`tprof_engine.runner.FreshSteps`): a fresh process (on a side of tprof ab, a fresh
+    pair) and, under xdist, the serial re-run once the workers finish.  Each child starts its
+    test from the random state the parent's test started from (:meth:`started`)."""
+
+    def __init__(
+        self,
+        config: pytest.Config,
+        settings: Callable[[], Settings],
+        *,
+        workers: int = 1,
+        pair: Callable[[], SideConfig | None] = lambda: None,
+        before: Callable[[], None] = lambda: None,
+    ) -> None:
+        self._config, self._settings, self._pair, self._before = config, settings, pair, before
+        self.workers = workers
+        self.fresh_open = not in_child()
+        self.random_states: dict[str, dict[str, Any]] = {}
+        self._started = time.monotonic()
+
+    def started(self, nodeid: str, random_state: dict[str, Any] | None = None) -> None:
+        """A test starts: its clock (a fresh process gets 5x its time) and random state."""
+        self._started = time.monotonic()
+        if random_state is not None:
+            self.random_states[nodeid] = random_state
+
+    def remeasure(self, test: ProfiledTest) -> Look:
+        """Never asked here: a re-measurement is the engine's, in the test's own process."""
+        return Look(verdict=None, why="no capture of the test in this process")
+
+    def fresh_process(self, test: ProfiledTest) -> Look:
+        self._before()
+        return verdict_in_fresh_process(
+            self._config,
+            self._settings(),
+            test.nodeid,
+            timeout=60.0 + 5.0 * (time.monotonic() - self._started),
+            torch_in_force=test.settings,
+            pair=self._pair(),
+            random_state=self.random_states.get(test.nodeid),
+        )
+
+    def after_workers(self, test: ProfiledTest) -> Look:
+        return verdict_in_fresh_process(
+            self._config,
+            self._settings(),
+            test.nodeid,
+            timeout=SERIAL_TIMEOUT_S,
+            torch_in_force=test.settings,
+            random_state=self.random_states.get(test.nodeid),
+        )
+
+
+SERIAL_TIMEOUT_S = 600.0  # one test re-run alone after the workers: generous, it runs once
+
+
 def verdict_in_fresh_process(
     config: pytest.Config,
     settings: Settings,
@@ -150,7 +203,7 @@ def verdict_in_fresh_process(
     torch_in_force: Mapping[str, Any] | None = None,
     pair: SideConfig | None = None,
     random_state: dict[str, Any] | None = None,
-) -> FreshVerdict:
+) -> Look:
     """``nodeid``'s verdict in a new pytest process set to the torch settings ``torch_in_force``
     (the parent capture's) and the generators' ``random_state`` (the parent test's at its
     start), or None and why none came back.  On a side of ``tprof ab`` (``pair``) both sides
@@ -175,11 +228,11 @@ def verdict_in_fresh_process(
                 check=False,
             )
         except subprocess.TimeoutExpired:
-            return FreshVerdict(None, f"the fresh process took over {timeout:.0f} s")
+            return Look(verdict=None, why=f"the fresh process took over {timeout:.0f} s")
         except OSError as exc:
-            return FreshVerdict(None, f"the fresh process did not start ({exc})")
+            return Look(verdict=None, why=f"the fresh process did not start ({exc})")
         said = (done.returncode, done.stdout + done.stderr)
-        return _verdict_of(out / "report.json", nodeid, said, child_settings.torch_settings)
+        return look_in_report(out / "report.json", nodeid, child_settings.torch_settings, said)
 
 
 def _verdict_in_fresh_pair(
@@ -189,7 +242,7 @@ def _verdict_in_fresh_pair(
     pair: SideConfig,
     timeout: float,
     torch_in_force: Mapping[str, Any] | None,
-) -> FreshVerdict:
+) -> Look:
     """Both sides of ``tprof ab`` run ``nodeid`` afresh, paired, each from the random state
     the head's test started from; the head child's verdict."""
     head_root, base_root = pair.head_root, pair.base_root
@@ -223,39 +276,7 @@ def _verdict_in_fresh_pair(
                 timeout=timeout,
             )
         if codes[1] < 0:
-            return FreshVerdict(None, f"the fresh pair took over {timeout:.0f} s")
+            return Look(verdict=None, why=f"the fresh pair took over {timeout:.0f} s")
         text = head_log.read_text(errors="replace")
-        return _verdict_of(
-            out / HEAD / "report.json", nodeid, (codes[1], text), torch_in_force or {}
-        )
-
-
-def _verdict_of(
-    report: Path,
-    nodeid: str,
-    said: tuple[int, str],
-    torch_in_force: Mapping[str, Any],
-) -> FreshVerdict:
-    try:
-        doc = json.loads(report.read_text())
-    except (OSError, ValueError):
-        tail = said[1].strip().splitlines()[-1:] or [""]
-        why = f"the fresh process gave no verdict (exit {said[0]}: {tail[0]})"
-        return FreshVerdict(None, why)
-    for test in doc.get("tests", []):
-        if test.get("nodeid") == nodeid:
-            moved = settings_differences(torch_in_force, test.get("settings") or {})
-            return FreshVerdict(verdict_in_report(test), "", tuple(moved))
-    return FreshVerdict(None, "the fresh process did not run the test")
-
-
-def verdict_in_report(test: Mapping[str, Any]) -> TestVerdict:
-    """A test's verdict as the JSON report gives it: what the confirmation policy reads."""
-    return TestVerdict(
-        verdict=test["verdict"],
-        reason=test["reason"],
-        families=tuple(FamilyResult.from_dict(f) for f in test.get("families", [])),
-        timing_compared=bool(test.get("timing_compared", True)),
-        differences=tuple(test.get("differences", [])),
-        causes=tuple(Cause.from_dict(c) for c in test.get("causes", [])),
-    )
+        report = out / HEAD / "report.json"
+        return look_in_report(report, nodeid, torch_in_force or {}, (codes[1], text))

@@ -10,9 +10,8 @@ from __future__ import annotations
 
 import contextlib
 import os
-import time
+import pickle
 from collections.abc import Generator
-from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -24,21 +23,15 @@ from pytest_tprof.marker import MARKER_HELP, marker_overrides
 from pytest_tprof.options import add_options, read_settings, requested_early
 from pytest_tprof.xdist import assign_worker_gpu, device_header
 from tprof_engine.api import (
-    AFTER_WORKERS,
-    FRESH_PROCESS,
     VERDICT_PROPERTY,
     Rule,
-    after_fresh_process,
     apply_torch_settings,
-    awaiting_serial_confirmation,
     failure_text,
     junit_properties,
     machine_now,
-    next_step,
     not_profiled,
     random_state,
     restore_random_state,
-    under_xdist,
     with_written,
 )
 from tprof_engine.config import Body
@@ -51,9 +44,6 @@ from tprof_engine.runner import Runner
 from tprof_engine.torch_support import torch_problem
 
 PLUGIN_KEY = pytest.StashKey["TprofPlugin"]()
-# The random generators' state as a profiled test started: a fresh process confirming its
-# regression starts the test from it.
-RANDOM_STATE_KEY = pytest.StashKey[dict[str, Any]]()
 PROPERTY = VERDICT_PROPERTY
 
 
@@ -86,7 +76,8 @@ def pytest_configure(config: pytest.Config) -> None:
         if _has_xdist(config):
             from pytest_tprof.xdist import XdistHooks
 
-            config.pluginmanager.register(XdistHooks(controller.add_results), "tprof-xdist")
+            hooks = XdistHooks(controller.add_results, plugin.fresh_steps.random_states)
+            config.pluginmanager.register(hooks, "tprof-xdist")
     plugin.ab = ab_side.register(config, plugin)  # a side of `tprof ab`
 
 
@@ -140,6 +131,14 @@ class TprofPlugin(SharesState):
         self.workers = int(workerinput.get("workercount", 1))
         self._runner: Runner | None = None
         self.ab: Any = None  # this process's ab_side.AbSide when `tprof ab` started it
+        # the confirmation steps the engine's loop asks of the glue (tprof_engine.confirm)
+        self.fresh_steps = fresh.Steps(
+            config,
+            lambda: self.settings,
+            workers=self.workers,
+            pair=lambda: None if self.ab is None else self.ab.config,  # a fresh pair
+            before=self._fresh_starts,
+        )
 
     @property
     def runner_made(self) -> bool:
@@ -149,6 +148,7 @@ class TprofPlugin(SharesState):
     def runner(self) -> Runner:
         if self._runner is None:
             self._runner = Runner(self.settings.run)
+            self._runner.fresh_steps = self.fresh_steps
         return self._runner
 
     # ------------------------------------------------------------------ profiling
@@ -161,21 +161,17 @@ class TprofPlugin(SharesState):
         rounds: int | None,
         warmup: int | None,
     ) -> tuple[Any, ProfiledTest]:
-        """Profile and judge a test's body (or its ranks'); a timing regression is confirmed
-        in a new process."""
+        """Profile and judge a test's body (or its ranks'), confirmed as the engine's loop
+        asks (:mod:`tprof_engine.confirm`; the fresh processes are :attr:`fresh_steps`)."""
         counts, rule = marker_overrides(item, self.settings.run.rule)
-        started = time.monotonic()
+        self.fresh_steps.started(item.nodeid)
         rounds = rounds if rounds is not None else counts.get("rounds")
         warmup = warmup if warmup is not None else counts.get("warmup")
         if isinstance(body, DistributedBody):
-            value, result = profile_distributed(
+            return profile_distributed(
                 self.runner, item.nodeid, body, rounds=rounds, warmup=warmup, rule=rule
             )
-        else:
-            value, result = self.runner.profile(
-                item.nodeid, body, rounds=rounds, warmup=warmup, rule=rule
-            )
-        return value, self._confirmed(item, result, started)
+        return self.runner.profile(item.nodeid, body, rounds=rounds, warmup=warmup, rule=rule)
 
     def borrowed_rounds(self, item: pytest.Item) -> Any:
         """A profiler session for the rounds of the test's pytest-benchmark fixture."""
@@ -185,11 +181,10 @@ class TprofPlugin(SharesState):
     def judge_borrowed(self, item: pytest.Item, borrowed: Any) -> ProfiledTest:
         """The verdict on pytest-benchmark's profiled rounds, confirmed like :meth:`profile`'s."""
         counts, rule = marker_overrides(item, self.settings.run.rule)
-        started = time.monotonic()
-        result = self.runner.judge_borrowed(
+        self.fresh_steps.started(item.nodeid)
+        return self.runner.judge_borrowed(
             item.nodeid, borrowed, warmup=counts.get("warmup"), rule=rule
         )
-        return self._confirmed(item, result, started)
 
     def profiling_threads(self) -> Any:
         return self.runner.threads()
@@ -198,34 +193,10 @@ class TprofPlugin(SharesState):
         """A test tprof meant to profile and couldn't: its line says why (and nothing saved)."""
         item.stash[RESULT_KEY] = not_profiled(item.nodeid, why, recording=self.settings.run.save)
 
-    def _confirmed(self, item: pytest.Item, result: ProfiledTest, started: float) -> ProfiledTest:
-        """The test once the confirmation policy's next step is taken on its verdict (under
-        xdist: left pending, to be confirmed alone once the workers finish)."""
-        verdict, pending = result.verdict, None
-        step = next_step(
-            verdict,
-            confirm=self.settings.run.confirm,
-            in_process=False,  # the runner's step is taken (or its source has none)
-            in_fresh_process=fresh.in_child(),
-            workers=self.workers,
-        )
-        if step == AFTER_WORKERS:
-            pending = verdict
-            verdict = awaiting_serial_confirmation(verdict, self.workers)
-        elif step == FRESH_PROCESS:
-            self._progress("[tprof: slower; confirming in a fresh process]")
-            self.runner.traces.quiet()  # no trace export beside the fresh process's rounds
-            child = fresh.verdict_in_fresh_process(
-                self.config,
-                self.settings,
-                item.nodeid,
-                timeout=60.0 + 5.0 * (time.monotonic() - started),
-                torch_in_force=result.settings,
-                pair=None if self.ab is None else self.ab.config,  # tprof ab: a fresh pair
-                random_state=item.stash.get(RANDOM_STATE_KEY, None),
-            )
-            verdict = after_fresh_process(verdict, *child)
-        return replace(result, verdict=under_xdist(verdict, self.workers), pending=pending)
+    def _fresh_starts(self) -> None:
+        """Before a fresh process: said on the progress line, no trace export beside it."""
+        self._progress("[tprof: slower; confirming in a fresh process]")
+        self.runner.traces.quiet()
 
     # ------------------------------------------------------------------ hooks
 
@@ -281,7 +252,7 @@ class TprofPlugin(SharesState):
         run = self.settings.run
         confirms = run.confirm and not run.save and not fresh.in_child()
         if confirms and "tprof" in getattr(item, "fixturenames", ()):
-            item.stash[RANDOM_STATE_KEY] = random_state()
+            self.fresh_steps.started(item.nodeid, random_state())
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_call(self, item: pytest.Item) -> None:
@@ -323,6 +294,13 @@ class TprofPlugin(SharesState):
         workeroutput = getattr(self.config, "workeroutput", None)
         if self.is_worker and workeroutput is not None:
             workeroutput["tprof"] = [r.to_dict() for r in self.results.values()]
+            # the serial re-run starts each pending test from the random state it started from
+            states = self.fresh_steps.random_states
+            workeroutput["tprof-random"] = {
+                n: pickle.dumps(states[n])
+                for n, r in self.results.items()
+                if r.pending is not None and n in states
+            }
 
     def _traces_written(self) -> None:
         """Wait for the traces still being written; a test whose trace couldn't be says so."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pickle
 from collections.abc import Callable, MutableMapping
 from typing import Any
 
@@ -19,12 +20,19 @@ WORKER_ID = "PYTEST_XDIST_WORKER"  # xdist sets it in a worker before pytest con
 class XdistHooks:
     """Registered only when xdist is installed; workers send builtin-only data."""
 
-    def __init__(self, add_results: Callable[[list[dict[str, Any]]], None]) -> None:
+    def __init__(
+        self,
+        add_results: Callable[[list[dict[str, Any]]], None],
+        random_states: MutableMapping[str, dict[str, Any]],
+    ) -> None:
         self.add_results = add_results
+        self.random_states = random_states  # where the serial re-run finds each test's
 
     def pytest_testnodedown(self, node: Any, error: Any) -> None:
         output = getattr(node, "workeroutput", None) or {}
         self.add_results(output.get("tprof", []))
+        for nodeid, state in (output.get("tprof-random") or {}).items():
+            self.random_states[nodeid] = pickle.loads(state)
 
 
 def assign_worker_gpu(

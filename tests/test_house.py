@@ -53,3 +53,15 @@ def test_each_package_names_its_modules_in_all() -> None:
         if named != modules:
             wrong[folder.relative_to(ROOT).as_posix()] = sorted(named ^ modules)
     assert wrong == {}
+
+
+def test_no_line_of_the_engine_or_the_glue_is_kept_from_the_formatter() -> None:
+    """The bounds hold as ruff lays the code out: no ``# fmt: skip`` or ``# fmt: off`` packs
+    lines to stay under them."""
+    kept = [
+        f"{p.relative_to(ROOT).as_posix()}:{n}"
+        for p in SOURCES
+        for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1)
+        if line.rstrip().endswith(("# fmt: skip", "# fmt: off"))
+    ]
+    assert kept == []

@@ -15,7 +15,9 @@ The package ``tprof_engine``, in the repository's ``profiler/`` folder
 - :mod:`.model`: the records every stage passes on (tables, verdicts, fingerprint, limits,
   errors).
 
-:mod:`.runner` drives one test through the stages for the pytest plugin, which reaches the
+:mod:`.runner` drives one test through the stages for the pytest plugin, over three rooms:
+:mod:`.recording` (its rounds), :mod:`.judging` (its verdict, confirmed by :mod:`.confirm`'s
+loop over the policy's steps) and :mod:`.saving` (its baseline).  The plugin reaches the
 engine through the front alone: these modules and :mod:`.api`, the records, words, errors and
 calls a harness needs; :mod:`.cli` is the
 ``tprof`` command over the same library, reading its inputs through :mod:`.sources`;
@@ -41,17 +43,21 @@ __all__ = [  # the stages and the front's modules
     "capture",
     "cli",
     "config",
+    "confirm",
     "decide",
     "diff_sides",
     "found",
     "in_process",
+    "judging",
     "model",
     "paired_run",
     "pairing",
     "ranked",
+    "recording",
     "reduce",
     "render",
     "runner",
+    "saving",
     "sources",
     "store",
     "torch_support",

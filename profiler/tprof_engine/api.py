@@ -23,17 +23,10 @@ A test's outcome (decide):
 - ``found_none``: the run's note when no profiled test found a baseline.
 - ``run_summary``: the run's summary lines on a busy machine (disturbed rounds).
 
-Re-measuring (decide's policy):
+The timing rule (decide):
 
 - ``Rule``: the timing rule's parameters, as the options and the marker set them.
 - ``paired_rule``: the rule for rounds paired with another side's (``tprof ab``).
-- ``next_step``: what a verdict asks for next: nothing, a fresh process now, or after the
-  workers (``FRESH_PROCESS``, ``AFTER_WORKERS``).
-- ``FRESH_PROCESS``, ``AFTER_WORKERS``: those two steps.
-- ``after_fresh_process``: the verdict once a fresh process re-measured the test.
-- ``awaiting_serial_confirmation``: the verdict an xdist worker hands on unconfirmed.
-- ``after_serial_confirmation``: that verdict once the controller confirmed it alone.
-- ``under_xdist``: a timing verdict saying other workers ran beside it.
 
 Reports (render):
 
@@ -79,15 +72,6 @@ from tprof_engine.decide.outcome import (
     outcome_of,
     typed_nodeid,
 )
-from tprof_engine.decide.policy import (
-    AFTER_WORKERS,
-    FRESH_PROCESS,
-    after_fresh_process,
-    after_serial_confirmation,
-    awaiting_serial_confirmation,
-    next_step,
-    under_xdist,
-)
 from tprof_engine.decide.timing.busy import run_summary
 from tprof_engine.decide.timing.rule import Rule, paired_rule
 from tprof_engine.render.markdown import markdown_summary
@@ -105,16 +89,11 @@ from tprof_engine.store.reading import check_not_baseline, read_nodeid
 from tprof_engine.store.trace_files import bounded, with_written
 
 __all__ = [
-    "AFTER_WORKERS",
     "DEFAULT_WINDOW",
-    "FRESH_PROCESS",
     "VERDICT_PROPERTY",
     "Outcome",
     "Rule",
-    "after_fresh_process",
-    "after_serial_confirmation",
     "apply_torch_settings",
-    "awaiting_serial_confirmation",
     "bounded",
     "check_not_baseline",
     "failure_text",
@@ -126,7 +105,6 @@ __all__ = [
     "junit_properties",
     "machine_now",
     "markdown_summary",
-    "next_step",
     "not_profiled",
     "not_saved",
     "outcome_of",
@@ -138,7 +116,6 @@ __all__ = [
     "slug",
     "summary_line",
     "typed_nodeid",
-    "under_xdist",
     "with_written",
     "write_atomic",
 ]

@@ -2,9 +2,9 @@
 (:func:`capture_again`), what a verdict needs before it stands (:func:`next_step`), and how
 each confirmation's outcome merges into it (:func:`evidence` says what it showed).
 
-The runner (captures again, a second capture in the same process) and the pytest glue (a
-fresh process, now or once xdist's workers finish) carry its answers out; nothing else
-decides to measure again.
+One loop (:mod:`tprof_engine.confirm`) carries its answers out over an executor: the engine
+captures again in this process, the glue runs a fresh process (a fresh pair, or once xdist's
+workers finish); nothing else decides to measure again.  The runner takes the busy retries.
 """
 
 from __future__ import annotations
@@ -84,12 +84,12 @@ def next_step(
     workers' load can't confirm it.  ``confirm=False`` (``--no-tprof-confirm``) takes every
     verdict as it is.
 
-    ``in_process``: whether a second capture in this process is still open.  The runner asks
-    with it open; the glue asks once the runner is done, and so with it closed, as for the
-    sources that can't be captured again here: pytest-benchmark's rounds (the benchmark owns
-    them) and tprof ab's pairs (the base side would have to run again in step), which go
-    straight to a fresh process (for a pair, a fresh pair).  The runner and the plugin carry
-    the steps out; the merges are :func:`after_remeasurement`, :func:`after_fresh_process`,
+    ``in_process``: whether a second capture in this process is still open: closed once it
+    was taken, and for the sources that can't be captured again here: pytest-benchmark's
+    rounds (the benchmark owns them) and tprof ab's pairs (the base side would have to run
+    again in step), which go straight to a fresh process (for a pair, a fresh pair).
+    :mod:`tprof_engine.confirm` carries the steps out; the merges are
+    :func:`after_remeasurement`, :func:`after_fresh_process`,
     :func:`awaiting_serial_confirmation` and :func:`after_serial_confirmation`.
     """
     if not confirm:
@@ -224,11 +224,13 @@ def second_is_kept(said: Evidence, again: TestVerdict) -> bool:
     return said == REFUTES or (said == CONFIRMS and again.regressed)
 
 
-def after_remeasurement(first: TestVerdict, again: TestVerdict) -> TestVerdict:
+def after_remeasurement(
+    first: TestVerdict, again: TestVerdict, *, alpha: float = DEFAULT_ALPHA
+) -> TestVerdict:
     """The verdict once measured a second time in this process: the second measurement's when
     it fails too or refutes the first; the first's, with the pooled figures, when the pooled
-    blocks keep it standing; else the first's, with a note saying why."""
-    said, why = evidence(first, again)
+    blocks keep it standing; else the first's, with a note saying why (``alpha``: the run's)."""
+    said, why = evidence(first, again, alpha=alpha)
     if said == CONFIRMS and again.regressed:
         return again.with_notes("confirmed by a second measurement")
     if said == CONFIRMS:
@@ -260,6 +262,8 @@ def after_fresh_process(
     child: TestVerdict | None,
     why: str = "",
     other_settings: Sequence[str] = (),
+    *,
+    alpha: float = DEFAULT_ALPHA,
 ) -> TestVerdict:
     """Merge the fresh process's verdict (None: it gave none, and ``why`` says why).
 
@@ -270,7 +274,7 @@ def after_fresh_process(
     """
     if child is None:
         return verdict.with_notes(f"not re-run in a fresh process: {why}")
-    said, figures = evidence(verdict, child, other_settings)
+    said, figures = evidence(verdict, child, other_settings, alpha=alpha)
     if said == CONFIRMS:
         pooled = f" pooled with this one: {figures}" if figures else ""
         return verdict.with_notes(f"confirmed in a fresh process{pooled}")
@@ -307,9 +311,11 @@ def after_serial_confirmation(
     child: TestVerdict | None,
     why: str = "",
     other_settings: Sequence[str] = (),
+    *,
+    alpha: float = DEFAULT_ALPHA,
 ) -> TestVerdict:
     """The verdict of a regression found under xdist, once a fresh process ran it alone."""
-    return after_fresh_process(pending, child, why, other_settings).with_notes(
+    return after_fresh_process(pending, child, why, other_settings, alpha=alpha).with_notes(
         "found beside other xdist workers; re-run alone once they finished"
     )
 

@@ -26,6 +26,7 @@ from tprof_engine.model.errors import BaselineError
 from tprof_engine.model.records import OpTable, RoundLoad, concat_rounds
 from tprof_engine.model.verdicts import CHANGED, INCONCLUSIVE, REGRESSED, UNCHANGED
 from tprof_engine.model.work import WorkRow, WorkTable
+from tprof_engine.recording import quiet_enough
 from tprof_engine.store import baselines, reading, schema
 from tprof_engine.store.trace_gzip import write_gzipped
 
@@ -391,25 +392,17 @@ class _Captured:  # the part of a capture's result the runner's retries look at
     table: OpTable
 
 
-def _runner() -> object:
-    from tprof_engine.config import RunConfig
-    from tprof_engine.runner import Runner
-
-    return Runner(RunConfig(trace_dir=None, census=False))
-
-
 def test_a_busy_capture_is_taken_again_up_to_twice_and_its_rounds_joined() -> None:
-    runner = _runner()
     runs = []
 
     def run() -> _Captured:
         runs.append(1)
         return _Captured(loaded(table(OPS, seed=len(runs)), list(range(15))))  # 5 quiet each
 
-    result = runner._quiet_enough(run, Rule(), 2, None)  # type: ignore[attr-defined]
+    result = quiet_enough(run, Rule(), 2, None)
     assert len(runs) == 2  # 5 + 5 undisturbed rounds reach the 10 needed
     assert result.table.rounds == 2 * ROUNDS
-    stays_busy = _runner()._quiet_enough(  # type: ignore[attr-defined]
+    stays_busy = quiet_enough(
         lambda: _Captured(loaded(table(OPS, seed=1), list(range(ROUNDS)))), Rule(), 2, None
     )
     assert stays_busy.table.rounds == 3 * ROUNDS  # at most 3x the rounds
@@ -436,7 +429,7 @@ def test_a_quiet_run_of_few_rounds_is_not_captured_again() -> None:
         runs.append(1)
         return _Captured(loaded(table(OPS, seed=1, rounds=5), []))
 
-    _runner()._quiet_enough(run, Rule(), 2, None)  # type: ignore[attr-defined]
+    quiet_enough(run, Rule(), 2, None)
     assert len(runs) == 1
 
 
@@ -450,9 +443,9 @@ def test_a_run_beside_a_neighbour_that_did_not_slow_it_is_not_captured_again() -
         return _Captured(loaded(table(OPS, seed=1), [], crowded=tuple(range(ROUNDS))))
 
     reference = busy.probe_reference(sessions())
-    _runner()._quiet_enough(run, Rule(), 2, reference)  # type: ignore[attr-defined]
+    quiet_enough(run, Rule(), 2, reference)
     assert len(runs) == 1
-    _runner()._quiet_enough(run, Rule(), 2, None)  # type: ignore[attr-defined]
+    quiet_enough(run, Rule(), 2, None)
     assert len(runs) == 1 + 3  # without a baseline to read them against: taken again twice
 
 

@@ -1,0 +1,135 @@
+"""One loop that carries out the confirmation policy's plan (docs/design.md §5).
+
+The policy (:mod:`tprof_engine.decide.policy`) says what a verdict needs before it stands:
+re-measure here, a fresh process (on a side of tprof ab, a fresh pair), or the serial re-run
+once xdist's workers finish; given each step's result it says the next, or the verdict.  This
+loop asks it and carries each step out over an :class:`Executor`: the engine re-measures in
+this process (:mod:`tprof_engine.runner`), the glue runs the fresh processes
+(:mod:`pytest_tprof.fresh`).  Nothing else decides to measure a test again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Protocol
+
+from tprof_engine import sources
+from tprof_engine.decide import policy
+from tprof_engine.model.errors import TprofError
+from tprof_engine.model.records import OpTable
+from tprof_engine.model.results import ProfiledTest
+from tprof_engine.model.settings import differences
+from tprof_engine.model.verdicts import TestVerdict
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Look:
+    """One step's result: the verdict it judged (None: it gave none, ``why`` says why), the
+    torch settings it ran under that differ from the first capture's, and (a re-measurement
+    here) the rounds it captured."""
+
+    verdict: TestVerdict | None
+    why: str = ""
+    other_settings: tuple[str, ...] = ()
+    table: OpTable | None = None
+
+
+class Executor(Protocol):
+    """What carries the steps out for one test."""
+
+    def remeasure(self, test: ProfiledTest) -> Look:
+        """Capture the rounds again in this process and judge them."""
+        ...
+
+    def fresh_process(self, test: ProfiledTest) -> Look:
+        """Run the test alone in a new process (on tprof ab's head side: a fresh pair)."""
+        ...
+
+    def after_workers(self, test: ProfiledTest) -> Look:
+        """Run the test alone in a new process once xdist's workers have finished."""
+        ...
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Plan:
+    """Where a test's confirmation stands: which steps are open to it here."""
+
+    confirm: bool = True  # False: --no-tprof-confirm takes every verdict as it is
+    in_process: bool = True  # a second capture in this process is open
+    fresh: bool = True  # a fresh process is open (False in one, or in a harness with none)
+    workers: int = 1  # xdist's workers beside this one
+    alpha: float = policy.DEFAULT_ALPHA  # the run's α, which the blocks are pooled at
+
+
+def confirmed(test: ProfiledTest, steps: Executor, plan: Plan) -> ProfiledTest:
+    """``test`` once every step its verdict needs is taken: a test left pending by xdist's
+    workers is run alone; else the policy's steps in turn until the verdict stands (under
+    xdist a fresh process waits for the workers, and the test is left pending)."""
+    if test.pending is not None:
+        look = steps.after_workers(test)
+        verdict = policy.after_serial_confirmation(
+            test.pending, look.verdict, look.why, look.other_settings, alpha=plan.alpha
+        )
+        return replace(test, verdict=verdict, pending=None)
+    in_process = plan.in_process
+    while True:
+        step = policy.next_step(
+            test.verdict,
+            confirm=plan.confirm,
+            in_process=in_process,
+            in_fresh_process=not plan.fresh,
+            workers=plan.workers,
+        )
+        if step == policy.REMEASURE:
+            test, in_process = _remeasured(test, steps.remeasure(test), plan.alpha), False
+            continue
+        if step == policy.AFTER_WORKERS:
+            waiting = policy.awaiting_serial_confirmation(test.verdict, plan.workers)
+            test = replace(test, verdict=waiting, pending=test.verdict)
+        elif step == policy.FRESH_PROCESS:
+            look = steps.fresh_process(test)
+            merged = policy.after_fresh_process(
+                test.verdict, look.verdict, look.why, look.other_settings, alpha=plan.alpha
+            )
+            test = replace(test, verdict=merged)
+        return replace(test, verdict=policy.under_xdist(test.verdict, plan.workers))
+
+
+def _remeasured(test: ProfiledTest, look: Look, alpha: float) -> ProfiledTest:
+    """The test once measured a second time here: the rounds of the measurement its verdict
+    now rests on, and whether the second look was evidence either way."""
+    repeat = look.verdict
+    if repeat is None:  # nothing captured: the first verdict stands, as with no evidence
+        why = look.why or "no second capture"
+        return replace(test, verdict=test.verdict.with_notes(f"not re-measured: {why}"))
+    said = policy.evidence(test.verdict, repeat, alpha=alpha)[0]
+    kept = look.table if policy.second_is_kept(said, repeat) else test.table
+    verdict = policy.after_remeasurement(test.verdict, repeat, alpha=alpha)
+    return replace(test, table=kept, confirmed=said != policy.NO_EVIDENCE, verdict=verdict)
+
+
+# What of a JSON report's test row a confirmation reads: the fields whose shape there is the
+# verdict record's own (ops, work and device rows are trimmed for the report).
+_VERDICT_FIELDS = ("verdict", "reason", "families", "timing_compared", "differences", "causes")
+
+
+def look_in_report(
+    report: Path, nodeid: str, torch_in_force: Mapping[str, Any], said: tuple[int, str]
+) -> Look:
+    """A fresh process's result, read back from its ``--tprof-json`` report with the records'
+    own loaders (``said``: its exit code and output, for when it wrote none)."""
+    try:
+        doc = sources.load_report(report)
+    except TprofError:
+        tail = said[1].strip().splitlines()[-1:] or [""]
+        return Look(
+            verdict=None, why=f"the fresh process gave no verdict (exit {said[0]}: {tail[0]})"
+        )
+    for row in doc["tests"]:
+        if row.get("nodeid") == nodeid:
+            verdict = TestVerdict.from_dict({k: row[k] for k in _VERDICT_FIELDS if k in row})
+            moved = differences(torch_in_force, row.get("settings") or {})
+            return Look(verdict=verdict, other_settings=tuple(moved))
+    return Look(verdict=None, why="the fresh process did not run the test")
