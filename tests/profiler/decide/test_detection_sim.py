@@ -26,14 +26,16 @@ SIMULATE = Path(__file__).parents[3] / "benchmarks" / "detection" / "simulate.py
 
 def _load() -> ModuleType:
     # benchmarks/ is not an installed package: load the script by path, the checkout's root
-    # on the path for the modules beside it (``benchmarks.detection.model``).
-    if str(SIMULATE.parents[2]) not in sys.path:
-        sys.path.insert(0, str(SIMULATE.parents[2]))
+    # on the path while it imports the modules beside it (``benchmarks.detection.model``).
     spec = importlib.util.spec_from_file_location("tprof_detection_simulate", SIMULATE)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
+    sys.path.insert(0, str(SIMULATE.parents[2]))
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.remove(str(SIMULATE.parents[2]))
     return module
 
 
