@@ -12,9 +12,6 @@ BANNED = "cuda"
 ALLOWED = {
     "profiler/tprof_engine/capture/backends.py": "the CUDA backend is its family's capture",
     "profiler/tprof_engine/model/family_specs.py": "the spec table holds the family's entry",
-    # torch.backends.cuda's numeric switches (TF32, reduced-precision reductions): a module of
-    # every torch build, read on the CPU too, and no device family
-    "profiler/tprof_engine/capture/settings.py": "torch.backends.cuda's attribute path",
 }
 
 

@@ -20,8 +20,10 @@ _B = torch.backends
 _Access = tuple[Callable[[], Any], Callable[[Any], None] | None]
 
 
-def _attribute(*path: str, convert: Callable[[Any], Any] = str) -> _Access:
-    """Read and set ``torch.backends.<path>``, looked up at each call (a release may lack it)."""
+def _attribute(dotted: str, convert: Callable[[Any], Any] = str) -> _Access:
+    """Read and set ``torch.backends.<dotted>``, looked up at each call (a release may lack
+    it)."""
+    path = dotted.split(".")
 
     def holder() -> Any:
         obj: Any = _B
@@ -34,8 +36,8 @@ def _attribute(*path: str, convert: Callable[[Any], Any] = str) -> _Access:
     )
 
 
-def _flag(*path: str) -> _Access:
-    return _attribute(*path, convert=bool)
+def _flag(dotted: str) -> _Access:
+    return _attribute(dotted, convert=bool)
 
 
 def _sdp(name: str) -> _Access:
@@ -52,27 +54,23 @@ _ACCESS: dict[str, _Access] = {
         torch.set_float32_matmul_precision,
     ),
     **{
-        f"{name}_fp32_precision": _attribute(*where, "fp32_precision")
+        f"{name}_fp32_precision": _attribute(f"{where}.fp32_precision")
         for name, where in (
-            ("cublas", ("cuda", "matmul")),
-            ("cudnn_conv", ("cudnn", "conv")),
-            ("cudnn_rnn", ("cudnn", "rnn")),
-            ("onednn_matmul", ("mkldnn", "matmul")),
-            ("onednn_conv", ("mkldnn", "conv")),
-            ("onednn_rnn", ("mkldnn", "rnn")),
+            ("cublas", "cuda.matmul"),
+            ("cudnn_conv", "cudnn.conv"),
+            ("cudnn_rnn", "cudnn.rnn"),
+            ("onednn_matmul", "mkldnn.matmul"),
+            ("onednn_conv", "mkldnn.conv"),
+            ("onednn_rnn", "mkldnn.rnn"),
         )
     },
     "fp32_precision": _attribute("fp32_precision"),
-    "fp16_reduced_precision_reduction": _flag(
-        "cuda", "matmul", "allow_fp16_reduced_precision_reduction"
-    ),
-    "bf16_reduced_precision_reduction": _flag(
-        "cuda", "matmul", "allow_bf16_reduced_precision_reduction"
-    ),
-    "cudnn_enabled": _flag("cudnn", "enabled"),
-    "cudnn_benchmark": _flag("cudnn", "benchmark"),
-    "cudnn_deterministic": _flag("cudnn", "deterministic"),
-    "onednn_enabled": _flag("mkldnn", "enabled"),
+    "fp16_reduced_precision_reduction": _flag("cuda.matmul.allow_fp16_reduced_precision_reduction"),
+    "bf16_reduced_precision_reduction": _flag("cuda.matmul.allow_bf16_reduced_precision_reduction"),
+    "cudnn_enabled": _flag("cudnn.enabled"),
+    "cudnn_benchmark": _flag("cudnn.benchmark"),
+    "cudnn_deterministic": _flag("cudnn.deterministic"),
+    "onednn_enabled": _flag("mkldnn.enabled"),
     "deterministic_algorithms": (
         torch.are_deterministic_algorithms_enabled,
         lambda v: torch.use_deterministic_algorithms(bool(v)),
