@@ -60,22 +60,33 @@ def test_planted(tprof):
 """
 
 
-def test_the_fresh_process_gets_the_parents_environment_inputs_and_random_state(
-    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def _planted_in_the_parent(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The suite's baseline saved without the plant, then the plant set in this (the parent's)
+    environment only: a child must inherit it to see it."""
     with_quiet_readings(pytester).makepyfile(test_plant=SUITE)
     monkeypatch.delenv(PLANT, raising=False)
     pytester.runpytest(*FAST, "--tprof-save").assert_outcomes(passed=1)
     (pytester.path / "seen.jsonl").unlink()
-    monkeypatch.setenv(PLANT, "1")  # set in the parent only: the child must inherit it
+    monkeypatch.setenv(PLANT, "1")
+
+
+def _seen(pytester: pytest.Pytester) -> list[dict[str, object]]:
+    """What each process's test wrote down, in the order they ran."""
+    lines = (pytester.path / "seen.jsonl").read_text().splitlines()
+    return [json.loads(line) for line in lines]
+
+
+def test_the_fresh_process_gets_the_parents_environment_inputs_and_random_state(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _planted_in_the_parent(pytester, monkeypatch)
     result = pytester.runpytest(*FAST, "--tprof", "--tprof-json=report.json")
     result.assert_outcomes(failed=1)
     (test,) = json.loads((pytester.path / "report.json").read_text())["tests"]
     assert test["verdict"] == "regressed"
     assert "confirmed in a fresh process" in test["notes"]
-    lines = (pytester.path / "seen.jsonl").read_text().splitlines()
     # the child writes first: the parent's test waits for it inside its tprof() call
-    child, parent = (json.loads(line) for line in lines)
+    child, parent = _seen(pytester)
     assert (parent["fresh"], child["fresh"]) == (False, True)
     assert parent["plant"] == child["plant"] == "1"
     assert parent["draws"] == child["draws"]  # the same random state as its test started
@@ -85,17 +96,12 @@ def test_the_fresh_process_gets_the_parents_environment_inputs_and_random_state(
 def test_under_xdist_the_serial_re_run_starts_from_the_workers_random_state(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    with_quiet_readings(pytester).makepyfile(test_plant=SUITE)
-    monkeypatch.delenv(PLANT, raising=False)
-    pytester.runpytest(*FAST, "--tprof-save").assert_outcomes(passed=1)
-    (pytester.path / "seen.jsonl").unlink()
-    monkeypatch.setenv(PLANT, "1")
+    _planted_in_the_parent(pytester, monkeypatch)
     # xdist's controller imports modules of its own: a process of its own (as in test_fresh)
     result = pytester.runpytest_subprocess(*FAST, "--tprof", "-n", "2")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["tprof: confirming 1 timing regression(s) found under xdist*"])
-    lines = (pytester.path / "seen.jsonl").read_text().splitlines()
-    worker, child = (json.loads(line) for line in lines)  # the child runs once workers finish
+    worker, child = _seen(pytester)  # the child runs once workers finish
     assert (worker["fresh"], child["fresh"]) == (False, True)
     assert worker["plant"] == child["plant"] == "1"
     assert worker["draws"] == child["draws"]

@@ -11,7 +11,7 @@ import numpy as np
 
 from tprof_engine.decide.timing import device as gpu
 from tprof_engine.decide.timing.rule import Rule
-from tprof_engine.decide.timing.samples import Side, Total, scale, total_test
+from tprof_engine.decide.timing.samples import Side, Total, gain_of, scale, total_test
 from tprof_engine.model import family_specs
 from tprof_engine.model.arrays import FloatArray
 from tprof_engine.model.device_tables import DeviceTable
@@ -76,7 +76,7 @@ def _host_side(tables: Sequence[OpTable], reference: float, rule: Rule) -> Side:
         session_total_medians=[rule.center(r) for r in rounds],
         raw_op_medians={},
         sessions=[],
-        gain=scale(tables[0], "probe_cpu_us", reference, rule) if len(tables) == 1 else 1.0,
+        gain=gain_of(tables, "probe_cpu_us", reference, rule),
     )
 
 

@@ -49,6 +49,13 @@ def scale(table: OpTable, probe_attr: str | None, reference: float, rule: Rule) 
     return reference / med if med > 0 else 1.0
 
 
+def gain_of(
+    tables: Sequence[OpTable], probe_attr: str | None, reference: float, rule: Rule
+) -> float:
+    """A side's :attr:`Side.gain`: its one session's probe factor (1 for pooled sessions)."""
+    return scale(tables[0], probe_attr, reference, rule) if len(tables) == 1 else 1.0
+
+
 def _ignored(name: str, patterns: Sequence[str]) -> bool:
     return any(fnmatchcase(name, p) for p in patterns)
 
@@ -87,7 +94,7 @@ def side_of(tables: Sequence[OpTable], family: str, reference: float, rule: Rule
         session_total_medians=[rule.center(t) for t in totals],
         raw_op_medians={k: rule.center(np.concatenate(v)) for k, v in raw.items()},
         sessions=session_rows,
-        gain=scale(tables[0], probe_attr, reference, rule) if len(tables) == 1 else 1.0,
+        gain=gain_of(tables, probe_attr, reference, rule),
     )
 
 
