@@ -45,6 +45,11 @@ class Scenario:
     # others (memory-bound vs compute-bound), which neither the probe nor the rest of the test
     # tracks.  0 in the main grid; the "op drift" cells set it.
     op_drift: float = 0.0
+    # The probe's own session drift (log SD), which the ops don't share: a probe that meets
+    # another cache or allocator state from process to process (an HF Llama generate test's
+    # moved -19 to +13 % while its ops held still).  0 in the main grid; the "probe wander"
+    # cell sets it.
+    probe_wander: float = 0.0
     unchanged_trials: int = 2000
     power_trials: int = 200  # per slowdown and op; the first trials of the unchanged ones
 
@@ -53,7 +58,9 @@ class Scenario:
         """Names the sample stream: the same scenario draws the same samples in every run."""
         return (
             f"K{self.ops} cv{self.cv:g} d{self.drift:g} n{self.rounds} S{self.sessions}"
-            f" heavy{int(self.heavy)}" + (f" opd{self.op_drift:g}" if self.op_drift else "")
+            f" heavy{int(self.heavy)}"
+            + (f" opd{self.op_drift:g}" if self.op_drift else "")
+            + (f" pw{self.probe_wander:g}" if self.probe_wander else "")
         )
 
     @property
@@ -61,6 +68,8 @@ class Scenario:
         drift = "heavy" if self.heavy else f"{self.drift:.0%}"
         if self.op_drift:
             drift = f"{drift}+{self.op_drift:.0%}op"
+        if self.probe_wander:
+            drift = f"{drift}+{self.probe_wander:.0%}pr"
         shape = f"K={self.ops:<2} CV {self.cv:.0%} drift {drift:<5}"
         return f"{shape} n={self.rounds} S={self.sessions}"
 
@@ -105,13 +114,16 @@ class Process:
     machine: float
     tracking: float
     heavy: float
+    probe: float = 0.0  # the probe's own drift in this process (log), which the ops don't share
 
 
 def draw_process(rng: np.random.Generator, scen: Scenario) -> Process:
     machine = rng.normal(0.0, scen.drift)
     tracking = rng.normal(0.0, scen.drift * PROBE_TRACKING)
     heavy = math.log(HEAVY_FACTOR) if scen.heavy and rng.random() < HEAVY_PROB else 0.0
-    return Process(machine=machine, tracking=tracking, heavy=heavy)
+    # drawn last and only where the scenario has it, so other scenarios' streams stay the same
+    probe = rng.normal(0.0, scen.probe_wander) if scen.probe_wander else 0.0
+    return Process(machine=machine, tracking=tracking, heavy=heavy, probe=probe)
 
 
 def capture(rng: np.random.Generator, scen: Scenario, layout: Layout, proc: Process) -> Session:
@@ -124,6 +136,7 @@ def capture(rng: np.random.Generator, scen: Scenario, layout: Layout, proc: Proc
     op_us[rng.random((k, n)) < OUTLIER_RATE] *= OUTLIER_FACTOR
     log_probe = (
         proc.machine
+        + proc.probe
         + proc.tracking
         + HEAVY_PROBE_SHARE * proc.heavy
         + PROBE_ROUND_SHARE * per_round

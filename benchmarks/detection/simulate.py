@@ -48,7 +48,7 @@ from benchmarks.detection.model import (
     to_table,
 )
 from tprof_engine.decide.timing import compare as timing
-from tprof_engine.decide.timing import families, samples, structure
+from tprof_engine.decide.timing import families, samples, structure, units
 from tprof_engine.decide.timing import rule as _rule_module
 from tprof_engine.decide.timing.compare import compare
 from tprof_engine.decide.timing.rule import Rule
@@ -115,8 +115,9 @@ def rule_variants() -> tuple[Variant, ...]:
 
 
 def previous() -> Variant:
-    """The rule before the op-against-the-rest route: ops in probe units only, 7 % floor."""
-    return Variant("no vs-rest route", rule_gate(Rule(vs_rest=False, min_rel_floor=0.07)))
+    """The rule before each family was judged in the units its sessions agree on best: probe
+    units wherever the family has a probe."""
+    return Variant("probe units always", rule_gate(Rule(choose_units=False)))
 
 
 # --- running --------------------------------------------------------------------------------
@@ -262,6 +263,8 @@ def default_grid() -> list[Scenario]:
         replace(c, ops=30, unchanged_trials=500, power_trials=100),
         replace(c, op_drift=0.02),
         replace(c, op_drift=0.02, sessions=10),
+        replace(c, probe_wander=0.10),
+        replace(c, probe_wander=0.10, sessions=10),
         replace(c, heavy=True, sessions=1, unchanged_trials=600, power_trials=100),
         replace(c, heavy=True, unchanged_trials=600, power_trials=100),
         replace(c, heavy=True, sessions=10, unchanged_trials=600, power_trials=100),
@@ -292,12 +295,13 @@ def variant_grid() -> list[Scenario]:
         replace(c, cv=0.10),
         replace(c, drift=0.05),
         replace(c, op_drift=0.02),
+        replace(c, probe_wander=0.10),
         replace(c, heavy=True),
         replace(c, heavy=True, sessions=10),
     ]
 
 
-RULE_MODULES = (timing, samples, structure, families, _rule_module)
+RULE_MODULES = (timing, samples, units, structure, families, _rule_module)
 
 
 def rule_version() -> str:
@@ -346,7 +350,7 @@ def check_targets(grid: Sequence[Scenario], results: Sequence[Counts]) -> list[s
     """
     lines = []
     for scen, counts in zip(grid, results, strict=True):
-        if scen.ops != 8 or scen.rounds != 20 or scen.heavy or scen.op_drift:
+        if scen.ops != 8 or scen.rounds != 20 or scen.heavy or scen.op_drift or scen.probe_wander:
             continue
         if scen.sessions < 3 or scen.drift != 0.02:
             continue
@@ -420,8 +424,8 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--previous",
         action="store_true",
-        help="also run the previous rule (no op-against-the-rest route) on the same samples "
-        "(default: off)",
+        help="also run the previous rule (probe units wherever a family has a probe) on the "
+        "same samples (default: off)",
     )
     parser.add_argument("--seed", type=int, default=SEED, help=f"base seed (default: {SEED})")
     processes_help = "worker processes (default: min(2, CPUs))"

@@ -139,6 +139,7 @@ class OpVerdict:
     # The op's time over the rest of its test, against the baseline's (material ops only).
     vs_rest_pct: float | None = None
     vs_rest_floor_pct: float | None = None
+    vs_rest_mde_pct: float | None = None  # the ratio's minimum detectable change
     # Regressed on the op-against-the-rest route alone (not in probe units).
     vs_rest_only: bool = False
     # The work census's op this op runs inside, when the census doesn't name it itself
@@ -189,6 +190,9 @@ class FamilyResult:
     # (model.family_specs: a device test's CPU time and idle time report).
     gates: bool = True
     too_noisy: bool = False  # its floor or detectable effect too wide to vouch for anything
+    # Judged in raw µs though it has a drift probe: its baseline sessions agreed better
+    # without it (decide.timing.samples.probe_narrows).
+    raw_us: bool = False
 
     @property
     def fails(self) -> bool:

@@ -2,7 +2,8 @@
 
 - :mod:`.compare`: the timing rule over a test's families (per-op tests, family totals,
   calls that came or went) into a verdict;
-- :mod:`.samples`: each op's and total's samples and their statistical tests; :mod:`.stats`:
+- :mod:`.samples`: each op's and total's samples and their statistical tests; :mod:`.units`:
+  whether a family is judged in drift-probe units or raw µs; :mod:`.stats`:
   the tests themselves (numpy); :mod:`.rule`: the parameters (floors, the paired rule);
 - :mod:`.families`: the host and device-idle families; :mod:`.device`: kernels, copies and
   host waits; :mod:`.structure`: calls and ops that came or went;
@@ -22,4 +23,5 @@ __all__ = [  # the package's modules (tests/test_house.py keeps it whole)
     "sides",
     "stats",
     "structure",
+    "units",
 ]

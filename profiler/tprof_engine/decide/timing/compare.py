@@ -23,7 +23,6 @@ from tprof_engine.decide.timing.samples import (
     Total,
     VsRest,
     op_tests,
-    raw_follows,
     side_of,
     sides_of,
     total_test,
@@ -35,6 +34,7 @@ from tprof_engine.decide.timing.structure import (
     structure_of,
     structure_reasons,
 )
+from tprof_engine.decide.timing.units import other_units_follow
 from tprof_engine.model import device_delta, family_specs
 from tprof_engine.model.arrays import FloatArray
 from tprof_engine.model.records import OpTable
@@ -104,7 +104,7 @@ def _classify_timed(
         o.p < rule.alpha
         and o.pct > o.floor
         and (o.cur_us - o.base_us) >= rule.abs_floor_us
-        and raw_follows(o.pct, o.floor, total.gain, rule)
+        and other_units_follow(o.pct, o.floor, total.to_other_units, rule)
     )
     rest_up = vs_rest is not None and vs_rest.regressed
     if (sig_up or rest_up) and o.share >= rule.material_share:
@@ -155,6 +155,7 @@ def _op_verdict(
         note=call.note,
         vs_rest_pct=None if vs_rest is None else vs_rest.pct * 100.0,
         vs_rest_floor_pct=None if vs_rest is None else vs_rest.floor * 100.0,
+        vs_rest_mde_pct=None if vs_rest is None else vs_rest.mde * 100.0,
         vs_rest_only=call.vs_rest_only,
     )
 
@@ -308,7 +309,7 @@ def compare(
         notes=(
             *device_note(baseline, current),
             *(_judged_on(results) if on_device else ()),
-            *_probe_ran_faster(results, probe_shift, rule),
+            *_held_back(results, probe_shift, rule),
         ),
         timing_compared=same_hardware,
         round_samples=tuple(s for o in outcomes for s in o.samples),
@@ -419,30 +420,37 @@ def _combine(results: Sequence[FamilyResult]) -> tuple[TestWord, str]:
     return word, " | ".join(reasons)
 
 
-def _probe_ran_faster(
-    results: Sequence[FamilyResult], probe_shift: float | None, rule: Rule
-) -> list[str]:
-    """A note for each family beyond its floor in probe units that :func:`raw_follows` held
-    back: the probe ran faster than the baseline's and the raw times did not follow it."""
-    if probe_shift is None or probe_shift >= 0:
+def _held_back(results: Sequence[FamilyResult], probe_shift: float | None, rule: Rule) -> list[str]:
+    """A note for each family beyond its floor that :func:`other_units_follow` held back:
+    in probe units, a probe that ran faster than the baseline's while the raw times did not;
+    in raw µs, a probe that ran slower by as much as the times did."""
+    if probe_shift is None:
         return []
-    gain = 1.0 / (1.0 + probe_shift / 100.0)
-    held = [
-        r
-        for r in results
-        if family_specs.spec(r.family).probe is not None
-        and not r.timing_regressed
-        and r.p_value < rule.alpha
-        and r.delta_pct > r.floor_pct
-        and not raw_follows(r.delta_pct / 100.0, r.floor_pct / 100.0, gain, rule)
-    ]
-    return [
-        f"{family_specs.spec(r.family).label} {r.delta_pct:+.0f}% in probe units is "
-        f"{((1 + r.delta_pct / 100.0) / gain - 1):+.0%} in raw µs: the drift probe ran "
-        f"{-probe_shift:.0f}% faster than the baseline's and these times did not, so it is "
-        "not read as a slowdown"
-        for r in held
-    ]
+    gain = 1.0 / (1.0 + probe_shift / 100.0)  # the current run's probe factor
+    notes = []
+    for r in results:
+        to_other = gain if r.raw_us else 1.0 / gain
+        beyond = r.p_value < rule.alpha and r.delta_pct > r.floor_pct
+        if family_specs.spec(r.family).probe is None or r.timing_regressed or not beyond:
+            continue
+        if not other_units_follow(r.delta_pct / 100.0, r.floor_pct / 100.0, to_other, rule):
+            notes.append(_held_back_note(r, (1 + r.delta_pct / 100.0) * to_other - 1, probe_shift))
+    return notes
+
+
+def _held_back_note(r: FamilyResult, other: float, probe_shift: float) -> str:
+    label = family_specs.spec(r.family).label
+    if r.raw_us:
+        return (
+            f"{label} {r.delta_pct:+.0f}% in raw µs is {other:+.0%} in probe units: the drift "
+            f"probe ran {probe_shift:.0f}% slower than the baseline's as well, so it is not "
+            "read as a slowdown"
+        )
+    return (
+        f"{label} {r.delta_pct:+.0f}% in probe units is {other:+.0%} in raw µs: the drift "
+        f"probe ran {-probe_shift:.0f}% faster than the baseline's and these times did not, "
+        "so it is not read as a slowdown"
+    )
 
 
 def says_nothing(verdict: TestVerdict) -> bool:

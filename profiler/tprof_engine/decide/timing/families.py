@@ -11,7 +11,14 @@ import numpy as np
 
 from tprof_engine.decide.timing import device as gpu
 from tprof_engine.decide.timing.rule import Rule
-from tprof_engine.decide.timing.samples import Side, Total, gain_of, scale, total_test
+from tprof_engine.decide.timing.samples import Side, Total, total_test
+from tprof_engine.decide.timing.units import (
+    RAW_BY_CHOICE,
+    gain_of,
+    pooled_probe,
+    raw_by_choice,
+    scale,
+)
 from tprof_engine.model import family_specs
 from tprof_engine.model.arrays import FloatArray
 from tprof_engine.model.device_tables import DeviceTable
@@ -65,9 +72,10 @@ def idle_family(
 HOST_FAMILY = "host"
 
 
-def _host_side(tables: Sequence[OpTable], reference: float, rule: Rule) -> Side:
-    """A side whose round total is the time outside any op, in drift-probe units."""
-    rounds = [t.host_us * scale(t, "probe_cpu_us", reference, rule) for t in tables]
+def _host_side(tables: Sequence[OpTable], reference: float, rule: Rule, *, raw: bool) -> Side:
+    """A side whose round total is the time outside any op, in drift-probe units (raw µs
+    where ``raw``; its :attr:`Side.gain` still the probe's)."""
+    rounds = [t.host_us * (1.0 if raw else scale(t, PROBE, reference, rule)) for t in tables]
     return Side(
         per_op={},
         per_session_op_medians={},
@@ -76,8 +84,12 @@ def _host_side(tables: Sequence[OpTable], reference: float, rule: Rule) -> Side:
         session_total_medians=[rule.center(r) for r in rounds],
         raw_op_medians={},
         sessions=[],
-        gain=gain_of(tables, "probe_cpu_us", reference, rule),
+        gain=gain_of(tables, PROBE, reference, rule),
+        raw_by_choice=raw,
     )
+
+
+PROBE = family_specs.spec(HOST_FAMILY).probe  # the host time's drift probe
 
 
 def host_family(
@@ -85,10 +97,13 @@ def host_family(
 ) -> FamilyResult:
     """The round's time outside any op (Python between ops, hooks, the loop) by the total
     test: what the op rows can't show, judged like a family's total."""
-    reference = rule.center(np.concatenate([b.probe_cpu_us for b in baseline]))
-    base = _host_side(baseline, reference, rule)
-    cur = _host_side([current], reference, rule)
-    total = _at_round_scale(baseline, base, cur, reference, rule, timed=timed)
+    reference = pooled_probe(baseline, PROBE, rule)
+    medians = [rule.center(t.host_us) for t in baseline]
+    raw = raw_by_choice(baseline, medians, HOST_FAMILY, reference, rule)
+    base = _host_side(baseline, reference, rule, raw=raw)
+    cur = _host_side([current], reference, rule, raw=raw)
+    units = 0.0 if raw else reference  # the reference the judged units are in (0: raw µs)
+    total = _at_round_scale(baseline, base, cur, units, rule, timed=timed)
     verdict: TestWord = REGRESSED if total.regressed else IMPROVED if total.improved else UNCHANGED
     reasons: tuple[str, ...] = ()
     grew: list[tuple[str, float]] = []
@@ -100,7 +115,7 @@ def host_family(
         )
         grew = [
             (op, d)
-            for op, d in _host_growth(baseline, current, reference, rule)
+            for op, d in _host_growth(baseline, current, units, rule)
             if d >= rule.attribution_share * (total.cur_us - total.base_us)
         ][:HOST_RANKED]
         if verdict == REGRESSED and grew:
@@ -133,7 +148,7 @@ def _at_round_scale(
     that drift.
     """
     host_us = rule.center(base.totals)
-    walls = [t.wall_us * scale(t, "probe_cpu_us", reference, rule) for t in baseline]
+    walls = [t.wall_us * scale(t, PROBE, reference, rule) for t in baseline]
     round_us = rule.center(np.concatenate(walls)) if walls else 0.0
     least = 0.0 if rule.paired or host_us <= 0 else rule.round_floor() * round_us / host_us
     total = total_test(
@@ -141,7 +156,7 @@ def _at_round_scale(
     )
     if least > 0 and total.floor == least:
         source = f"at the test's scale: {rule.round_floor():.0%} of its {round_us:,.0f} µs round"
-        total = replace(total, floor_source=source)
+        total = replace(total, floor_source=source + (RAW_BY_CHOICE if total.raw_us else ""))
     return total
 
 
@@ -157,10 +172,10 @@ def _host_growth(
     for t in baseline:
         if t.host_before_us is None:
             return []  # a baseline from before the gaps were kept: nothing to rank against
-        units = scale(t, "probe_cpu_us", reference, rule)
+        units = scale(t, PROBE, reference, rule)
         for i, name in enumerate(t.names):
             pooled.setdefault(name, []).append(t.host_before_us[i] * units)
-    units = scale(current, "probe_cpu_us", reference, rule)
+    units = scale(current, PROBE, reference, rule)
     grew = []
     for i, name in enumerate(current.names):
         before = rule.center(np.concatenate(pooled[name])) if name in pooled else 0.0
@@ -195,6 +210,7 @@ def family_result(
         structure_added_us=structure[0],
         structure_regressed=structure[1],
         reasons=tuple(reasons),
+        raw_us=total.raw_us,
     )
 
 

@@ -65,6 +65,10 @@ class Rule:
     strict_calls: bool = False
     ignore: tuple[str, ...] = ()  # fnmatch patterns of ops to leave out
     probe: bool = True  # compare in drift-probe units
+    # Each family in the units its baseline sessions agree on best: raw µs where the probe
+    # widens their learned floor (decide.timing.units.probe_narrows); False: probe units
+    # wherever a family has a probe.
+    choose_units: bool = True
 
     # Each material op is also judged against the rest of its own test (its time over the
     # other ops' time, round by round): drift that moves the whole test cancels there.

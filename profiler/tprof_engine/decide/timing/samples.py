@@ -13,6 +13,14 @@ import numpy as np
 
 from tprof_engine.decide.timing import stats
 from tprof_engine.decide.timing.rule import SYNC_OPS, Rule
+from tprof_engine.decide.timing.units import (
+    RAW_BY_CHOICE,
+    gain_of,
+    other_units_follow,
+    pooled_probe,
+    raw_by_choice,
+    scale,
+)
 from tprof_engine.model.arrays import FloatArray
 from tprof_engine.model.family_specs import is_device, spec
 from tprof_engine.model.records import OpTable
@@ -29,9 +37,18 @@ class Side:
     session_total_medians: list[float]
     raw_op_medians: dict[str, float]  # not probe-normalised, for the uniform shift
     sessions: list[tuple[dict[str, FloatArray], FloatArray]]  # per session: op → rounds, totals
-    # The factor one session's times were multiplied by to put them in probe units (above 1
+    # The factor one session's times are multiplied by to put them in probe units (above 1
     # where its probe ran faster than the reference); 1 for pooled sessions and raw µs.
     gain: float = 1.0
+    # The family is judged in raw µs though it has a drift probe: its baseline sessions agree
+    # better without it (:func:`probe_narrows`).
+    raw_by_choice: bool = False
+
+    @property
+    def to_other_units(self) -> float:
+        """What turns a ratio in the units this side is judged in into one in the other
+        units (raw µs ↔ probe units), by its probe's :attr:`gain`."""
+        return self.gain if self.raw_by_choice else 1.0 / self.gain
 
 
 def _metric(family: str) -> tuple[str, str | None]:
@@ -40,41 +57,32 @@ def _metric(family: str) -> tuple[str, str | None]:
     return found.column or "self_device_us", found.probe
 
 
-def scale(table: OpTable, probe_attr: str | None, reference: float, rule: Rule) -> float:
-    """Factor putting a session's times in units of the reference probe time (1 for a
-    family judged in raw µs)."""
-    if not rule.probe or probe_attr is None or reference <= 0:
-        return 1.0
-    med = rule.center(getattr(table, probe_attr))
-    return reference / med if med > 0 else 1.0
-
-
-def gain_of(
-    tables: Sequence[OpTable], probe_attr: str | None, reference: float, rule: Rule
-) -> float:
-    """A side's :attr:`Side.gain`: its one session's probe factor (1 for pooled sessions)."""
-    return scale(tables[0], probe_attr, reference, rule) if len(tables) == 1 else 1.0
-
-
 def _ignored(name: str, patterns: Sequence[str]) -> bool:
     return any(fnmatchcase(name, p) for p in patterns)
 
 
-def side_of(tables: Sequence[OpTable], family: str, reference: float, rule: Rule) -> Side:
+def _kept(t: OpTable, rule: Rule) -> list[int]:
+    """The rows of a table that are ops of its side: called in the measured rounds (a
+    warm-up-only op in older baselines has no calls there) and not ignored."""
+    return [i for i, n in enumerate(t.names) if t.calls[i].any() and not _ignored(n, rule.ignore)]
+
+
+def side_of(
+    tables: Sequence[OpTable], family: str, reference: float, rule: Rule, *, raw: bool = False
+) -> Side:
+    """One side of a family: in units of the ``reference`` probe time, or in raw µs where
+    ``raw`` (its :attr:`Side.gain` still the probe's)."""
     metric, probe_attr = _metric(family)
     per_op: dict[str, list[FloatArray]] = {}
-    raw: dict[str, list[FloatArray]] = {}
+    raw_rows: dict[str, list[FloatArray]] = {}
     per_session: dict[str, list[float]] = {}
     calls: dict[str, list[FloatArray]] = {}
     totals: list[FloatArray] = []
     session_rows: list[tuple[dict[str, FloatArray], FloatArray]] = []
     for t in tables:
-        s = scale(t, probe_attr, reference, rule)
+        s = 1.0 if raw else scale(t, probe_attr, reference, rule)
         values = getattr(t, metric)
-        # A row of no calls (a warm-up-only op in older baselines) is no op of this side.
-        keep = [
-            i for i, n in enumerate(t.names) if t.calls[i].any() and not _ignored(n, rule.ignore)
-        ]
+        keep = _kept(t, rule)
         round_total = values[keep].sum(axis=0) * s if keep else np.zeros(t.rounds)
         totals.append(round_total)
         scaled = values[keep] * s
@@ -83,7 +91,7 @@ def side_of(tables: Sequence[OpTable], family: str, reference: float, rule: Rule
         for i, row, centre in zip(keep, scaled, rule.centers(scaled), strict=True):
             name = t.names[i]
             per_op.setdefault(name, []).append(row)
-            raw.setdefault(name, []).append(values[i])
+            raw_rows.setdefault(name, []).append(values[i])
             per_session.setdefault(name, []).append(float(centre))
             calls.setdefault(name, []).append(t.calls[i])
     return Side(
@@ -92,23 +100,26 @@ def side_of(tables: Sequence[OpTable], family: str, reference: float, rule: Rule
         calls={k: round(stats.median(np.concatenate(v))) for k, v in calls.items()},
         totals=np.concatenate(totals) if totals else np.zeros(0),
         session_total_medians=[rule.center(t) for t in totals],
-        raw_op_medians={k: rule.center(np.concatenate(v)) for k, v in raw.items()},
+        raw_op_medians={k: rule.center(np.concatenate(v)) for k, v in raw_rows.items()},
         sessions=session_rows,
         gain=gain_of(tables, probe_attr, reference, rule),
+        raw_by_choice=raw,
     )
 
 
 def sides_of(
     baseline: Sequence[OpTable], current: OpTable, family: str, rule: Rule
 ) -> tuple[Side, Side]:
-    """Both sides of one family in units of the baseline's pooled probe time."""
-    _, probe_attr = _metric(family)
-    reference = (
-        0.0
-        if probe_attr is None
-        else rule.center(np.concatenate([getattr(b, probe_attr) for b in baseline]))
+    """Both sides of one family, in units of the baseline's pooled probe time, or in raw µs
+    where the probe spreads the baseline's sessions wider (:func:`probe_narrows`)."""
+    metric, probe_attr = _metric(family)
+    reference = pooled_probe(baseline, probe_attr, rule)
+    medians = [rule.center(getattr(t, metric)[_kept(t, rule)].sum(axis=0)) for t in baseline]
+    raw = raw_by_choice(baseline, medians, family, reference, rule)
+    return (
+        side_of(baseline, family, reference, rule, raw=raw),
+        side_of([current], family, reference, rule, raw=raw),
     )
-    return side_of(baseline, family, reference, rule), side_of([current], family, reference, rule)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -130,16 +141,8 @@ class Total:
     n_cur_low: int
     regressed: bool
     improved: bool
-    gain: float = 1.0  # the current side's (:attr:`Side.gain`)
-
-
-def raw_follows(delta_pct: float, floor: float, gain: float, rule: Rule) -> bool:
-    """Whether a slowdown of ``delta_pct`` in probe units is one in raw µs too: at least the
-    part of the floor the U tests shift by.  A probe that ran faster than the baseline's
-    (``gain`` above 1) can't make unchanged raw times read as slower: beside one busy process
-    the probe of an HF Llama ``generate`` test read 18 % faster while its ops' raw µs moved
-    under 1 %, and both its families read +16-23 % in probe units (``busy_reruns.py``)."""
-    return (1.0 + delta_pct) / gain - 1.0 >= rule.shift_share * floor
+    to_other_units: float = 1.0  # the current side's (:attr:`Side.to_other_units`)
+    raw_us: bool = False  # judged in raw µs by choice (:attr:`Side.raw_by_choice`)
 
 
 def _beyond_floor(
@@ -194,7 +197,7 @@ def total_test(
         cur_us=cur_us,
         delta_pct=delta_pct,
         floor=floor,
-        floor_source=rule.floor_source(sessions),
+        floor_source=rule.floor_source(sessions) + (RAW_BY_CHOICE if base.raw_by_choice else ""),
         p_greater=p_greater,
         p_less=p_less,
         sigma=sigma,
@@ -203,9 +206,10 @@ def total_test(
         n_cur=int(cur.totals.size),
         n_base_low=int(low_b.size),
         n_cur_low=int(low_c.size),
-        regressed=moved[0] and raw_follows(delta_pct, floor, cur.gain, rule),
+        regressed=moved[0] and other_units_follow(delta_pct, floor, cur.to_other_units, rule),
         improved=moved[1],
-        gain=cur.gain,
+        to_other_units=cur.to_other_units,
+        raw_us=base.raw_by_choice,
     )
 
 
@@ -343,6 +347,7 @@ class VsRest:
 
     pct: float  # change of the op-over-rest ratio, a fraction
     floor: float
+    mde: float = math.inf  # the ratio's minimum detectable change
     p: float = 1.0  # Holm-adjusted
     regressed: bool = False
 
@@ -388,7 +393,7 @@ def _vs_rest_one(
 ) -> tuple[VsRest, bool, float] | None:
     """The ratio's change, whether the op's own move backs it, and its raw p; None if untested.
 
-    The op must have moved by ``vs_rest_own_share`` of the ratio's change in probe units,
+    The op must have moved by ``vs_rest_own_share`` of the ratio's change in its family's units,
     and the rest must not have got clearly faster (a faster rest would read as a slower op).
     """
     if o.share < rule.material_share or 1.0 - o.share < rule.vs_rest_min_rest:
@@ -403,7 +408,9 @@ def _vs_rest_one(
     own_pct = o.cur_us / o.base_us - 1.0 if o.base_us > 0 else 0.0
     backed = own_pct >= rule.vs_rest_own_share * pct and rest_pct > -rule.shift_share * test_floor
     p = stats.mwu_greater(rc, rb * (1.0 + rule.vs_rest_shift_share * floor))
-    return VsRest(pct=pct, floor=floor), backed, p
+    sigma = stats.pooled_log_spread(rb, rc)
+    mde = stats.min_detectable_effect(sigma, rc.size, rb.size, alpha=rule.alpha)
+    return VsRest(pct=pct, floor=floor, mde=mde), backed, p
 
 
 def vs_rest_tests(

@@ -131,7 +131,8 @@ def structure_reasons(
             reasons.append(
                 f"{o.op} {o.vs_rest_pct:+.0f}% against the rest of the test ({o.share:.0%} of "
                 f"the round, floor {o.vs_rest_floor_pct:.0f}%, p={vs_rest[o.op].p:.2g}; "
-                f"{o.delta_pct:+.0f}% in probe units, floor {o.floor_pct:.0f}%)"
+                f"{o.delta_pct:+.0f}% in {'raw µs' if total.raw_us else 'probe units'}, "
+                f"floor {o.floor_pct:.0f}%)"
             )
         else:
             reasons.append(
