@@ -137,6 +137,7 @@ GRID = (
     Scenario(ops=8, cv=0.10, drift=0.05),
     Scenario(ops=8, cv=0.05, drift=0.02, heavy=True),
     Scenario(ops=8, cv=0.05, drift=0.02, op_drift=0.05),
+    Scenario(ops=8, cv=0.05, drift=0.02, probe_wander=0.10),
     Scenario(ops=16, cv=0.20, drift=0.05, rounds=12),
 )
 SLOWDOWNS = (0.10, 0.25)

@@ -203,3 +203,38 @@ def test_a_fresh_process_that_reads_the_slower_family_faster_than_every_baseline
         "recorded in)"
     )
     assert policy.after_fresh_process(slower, alone).verdict == REGRESSED
+
+
+def op_gated(ratio_pct: float, total_pct: float, regressed: bool) -> TestVerdict:
+    """A verdict whose CPU family failed on one op against the rest of its test alone (its
+    total +``total_pct``, under its 19 % floor), or only read it there."""
+    v = verdict_on(OPS)
+    op = next(o for o in v.ops if o.op == "aten::addmm")
+    moved = replace(
+        op,
+        verdict=REGRESSED if regressed else UNCHANGED,
+        vs_rest_pct=ratio_pct,
+        vs_rest_floor_pct=19.0,
+        vs_rest_mde_pct=8.0,
+        vs_rest_only=regressed,
+    )
+    ops = tuple(moved if o is op else o for o in v.ops)
+    cpu = {"delta_pct": total_pct, "floor_pct": 19.0, "mde_pct": 7.0, "p_value": 0.5}
+    if regressed:
+        cpu["op_gate"] = ("aten::addmm",)
+    return with_cpu(replace(v, ops=ops, verdict=REGRESSED if regressed else UNCHANGED), **cpu)
+
+
+def test_a_family_failed_by_one_op_is_pooled_on_that_op_not_on_its_total() -> None:
+    """A custom op +25 % against the rest of its test (the test +11 %, under its floor), then
+    +15 % in a fresh process: pooled +20 %, beyond the 19 % floor, so it stands; the total,
+    +11 % then +5 %, never was beyond it and can't take the op's failure back."""
+    first = op_gated(25.0, 11.0, regressed=True)
+    assert policy.slower_families(first) == ["cpu"]
+    said, why = policy.evidence(first, op_gated(15.0, 5.0, regressed=False))
+    assert said == policy.CONFIRMS, why
+    assert why.startswith("aten::addmm against the rest of the test +25% then +15%; pooled +")
+    # a fresh process that reads the op as it was takes it back, with both numbers
+    said, why = policy.evidence(first, op_gated(0.0, 5.0, regressed=False))
+    assert said == policy.REFUTES
+    assert why.startswith("aten::addmm against the rest of the test +25% then +0%; pooled +")

@@ -1,0 +1,45 @@
+"""Blocks of one change pooled (decide.timing.pooling): what keeps a regression standing."""
+
+from __future__ import annotations
+
+import math
+
+from tprof_engine.decide.timing import pooling
+
+ALPHA = 0.01
+
+
+def block(pct: float, mde_pct: float) -> pooling.Block:
+    made = pooling.block(pct, mde_pct, ALPHA)
+    assert made is not None
+    return made
+
+
+def stands(first: pooling.Block, newest: pooling.Block, floor_pct: float) -> bool:
+    return pooling.stands(pooling.pooled([first, newest]), newest, floor_pct, ALPHA)
+
+
+def test_a_noisy_second_look_that_is_not_significant_keeps_a_clear_first_one() -> None:
+    assert stands(block(82.0, 8.0), block(30.0, 60.0), 10.0)
+
+
+def test_a_clear_second_look_inside_the_floor_takes_it_back() -> None:
+    assert not stands(block(82.0, 8.0), block(0.0, 4.0), 10.0)
+
+
+def test_two_looks_that_disagree_beyond_their_noise_are_that_processs_speed() -> None:
+    """+40 % then +1 %, each sure to a few percent: pooled about +19 %, beyond a 10 % floor,
+    but one process saw it and the next did not."""
+    first, newest = block(40.0, 6.0), block(1.0, 6.0)
+    together = pooling.pooled([first, newest])
+    assert together.pct > 10.0 and together.q_p < ALPHA
+    assert not stands(first, newest, 10.0)
+    # a newest block that shows a slowdown by itself keeps it, however the two disagree:
+    # +122 % then +103 % of a host time, pooled beyond its 109 % floor
+    assert stands(block(122.0, 6.7), block(103.0, 6.7), 109.0)
+
+
+def test_a_change_with_no_finite_figures_is_no_block() -> None:
+    assert pooling.block(math.inf, 5.0, ALPHA) is None
+    assert pooling.block(-100.0, 5.0, ALPHA) is None
+    assert pooling.block(10.0, None, ALPHA) is not None
