@@ -235,6 +235,18 @@ def first_in_round(j: int) -> str:
     return BASE if j % 2 == 0 else HEAD
 
 
+def opens_turn(j: int, side: str) -> bool:
+    """Whether ``side``'s round ``j`` follows the peer's rounds rather than its own: where it
+    goes second in the pair.  In the order base, head, head, base, base, … every pair has one
+    round that follows its own side's last round and one that follows the peer's, whose
+    caches, TLB and allocator state it meets; the capture runs the body once, unmeasured,
+    before such a round (``capture.in_round``), so both rounds of a pair start from their own
+    side's state.  Without it, an EmbeddingBag whose lookups were shuffled read +9 and +14 %
+    in pairs where stored baselines read +59 % (``benchmarks/ab_reruns.py``): the head's
+    cache misses slowed the base's next round too."""
+    return first_in_round(j) != side
+
+
 class Pacer:
     """The measured rounds of one capture, taking turns with the peer's (or, in duet mode,
     started together).  The capture calls :meth:`before` and :meth:`after` around each round
@@ -249,9 +261,11 @@ class Pacer:
         self._p._peer_ran = 0
         self._p._barrier("ready")  # neither side's warm-up beside the other's rounds
 
-    def before(self, j: int) -> None:
+    def before(self, j: int) -> bool:
+        """Wait for this side's slot for round ``j``; whether the round opens its turn, right
+        after the peer's rounds (:func:`opens_turn`)."""
         if j < 0:
-            return
+            return False
         if j == 0:
             self.start()
         if self._duet:
@@ -259,9 +273,10 @@ class Pacer:
             if len(cpus) >= 2 and hasattr(os, "sched_setaffinity"):  # this thread's core
                 os.sched_setaffinity(0, {cpus[(j + (self._p.side == HEAD)) % len(cpus)]})
             self._p._barrier("go")
-            return
+            return False
         # the peer's rounds before this side's slot: its first j, and its j-th if it goes first
         self._p._rounds_done(j + (first_in_round(j) != self._p.side))
+        return opens_turn(j, self._p.side)
 
     def after(self, j: int) -> None:
         """The turn passes to the peer once this side's consecutive rounds are done (the

@@ -17,18 +17,14 @@ from tprof_engine.capture import torch_api
 from tprof_engine.capture.backends import detect, with_family
 from tprof_engine.capture.export import TraceWrite, metadata_for_trace, trace_writer
 from tprof_engine.capture.facts import REDUCTION_PATH, profiler_active
+from tprof_engine.capture.in_round import Probe, closing_sync
 from tprof_engine.capture.kineto import (
     events_from_kineto,
     kineto_lines_dropped,
     table_from_function_events,
 )
 from tprof_engine.capture.load import LoadMeter, round_counters, round_readings
-from tprof_engine.capture.session import (
-    CaptureResult,
-    Probe,
-    closing_sync,
-    warmup_settled,
-)
+from tprof_engine.capture.session import CaptureResult, warmup_settled
 from tprof_engine.model.costs import Stopwatch
 from tprof_engine.model.errors import CaptureError
 from tprof_engine.model.records import (

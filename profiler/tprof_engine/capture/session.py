@@ -19,7 +19,6 @@ from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
-import torch
 from torch.profiler import ProfilerActivity, profile, record_function
 
 from tprof_engine.capture import settings as torch_settings
@@ -35,6 +34,7 @@ from tprof_engine.capture.backends import (
 )
 from tprof_engine.capture.export import TraceWrite, metadata_for_trace, trace_writer
 from tprof_engine.capture.facts import REDUCTION_PATH, profiler_active
+from tprof_engine.capture.in_round import Probe, closing_sync, probe, turn_arguments
 from tprof_engine.capture.kineto import (
     events_from_kineto,
     started_quietly,
@@ -50,9 +50,7 @@ from tprof_engine.model.records import (
     RoundLoad,
 )
 from tprof_engine.reduce.ops import (
-    PROBE_PREFIX,
     ROUND_PREFIX,
-    SYNC_PREFIX,
     drop_leading_rounds,
     reduce_events,
 )
@@ -92,25 +90,6 @@ class CaptureResult:
     trace_later: bool = True
 
 
-class Probe:
-    """A fixed CPU workload (≈200 µs single-threaded) timed in every round to track drift."""
-
-    def __init__(self, device: DeviceBackend) -> None:
-        g = torch.Generator().manual_seed(0)
-        self.a = torch.randn(96, 96, generator=g)
-        self.b = torch.randn(96, 96, generator=g)
-        self.ga, self.gb = device.to_device(self.a), device.to_device(self.b)
-
-    def __call__(self) -> None:
-        x = self.a
-        for _ in range(4):
-            x = torch.tanh(torch.mm(x, self.b) * 0.01)
-        if self.ga is not None and self.gb is not None:
-            y = self.ga
-            for _ in range(4):
-                y = torch.tanh(torch.mm(y, self.gb) * 0.01)
-
-
 def start_up_profiler() -> float:
     """Seconds to start and stop one empty profiler session: what a process's first session
     costs beyond its rounds (kineto's own set-up), paid here instead of in a test's stages."""
@@ -119,14 +98,6 @@ def start_up_profiler() -> float:
         with started_quietly(profile(activities=[ProfilerActivity.CPU])):
             pass
     return time.perf_counter() - t0
-
-
-def closing_sync(device: DeviceBackend, r: int) -> None:
-    """The round's closing wait for its kernels, annotated ``tprof::sync#r``: the plugin's
-    own, so the reduction counts it in no family (the round's wall time keeps it)."""
-    if device.family is not None:
-        with record_function(f"{SYNC_PREFIX}{r}"):
-            device.synchronize()
 
 
 def calibrate_iterations(
@@ -203,6 +174,8 @@ class RoundSpec:
     before_rounds: Callable[[], None] | None = field(default=None, compare=False)
     # Paces the rounds with another process's (tprof ab: tprof_engine.pairing.Pacer): before(j)
     # and after(j) around each (j < 0: a profiled warm-up round), finish() after the last.
+    # before(j) says whether round j follows the peer's rounds: the body then runs once first,
+    # unmeasured.
     pace: Any = field(default=None, compare=False)
     # Writes the trace (store.trace_gzip.write_gzipped, handed in by the caller; None: none).
     write_trace: TraceWrite | None = field(default=None, compare=False)
@@ -226,7 +199,7 @@ class RoundSpec:
 
 
 # A capture of one process alone: its rounds paced by nothing.
-_NOT_PACED = SimpleNamespace(before=lambda j: None, after=lambda j: None, finish=lambda: None)
+_NOT_PACED = SimpleNamespace(before=lambda j: False, after=lambda j: None, finish=lambda: None)
 
 
 def capture(
@@ -391,13 +364,12 @@ def _profile_rounds(
         pace = spec.pace if spec.pace is not None else _NOT_PACED
         t_first = time.perf_counter()
         for r in range(rounds):
-            pace.before(r - profiled_warmup)  # the round's setup too runs on this side's turn
-            args, kwargs = call.arguments()
+            args, kwargs = turn_arguments(call, pace, r - profiled_warmup, spec.device, r)
             with (
                 device_range(spec.device, nvtx_rounds[r] if nvtx_rounds else None),
                 record_function(f"{ROUND_PREFIX}{r}"),
             ):
-                _probe(drift_probe, spec.device, r)
+                probe(drift_probe, spec.device, r)
                 meter.before()
                 t0 = time.perf_counter_ns()
                 for _ in range(spec.iterations):
@@ -413,14 +385,6 @@ def _profile_rounds(
     watch.add("rounds", t_last - t_first)
     watch.add("profiler", (t_first - t_start) + (time.perf_counter() - t_last))
     return prof, wall_us, (load, meter.starts_ns), value
-
-
-def _probe(drift_probe: Probe | None, device: DeviceBackend, r: int) -> None:
-    """Round ``r``'s drift probe, in its own annotation (none without a probe)."""
-    if drift_probe is not None:
-        with record_function(f"{PROBE_PREFIX}{r}"):
-            drift_probe()
-            device.synchronize()
 
 
 def _unprofiled_rounds(call: Call, spec: RoundSpec, early: int) -> tuple[Any, tuple[str, ...]]:

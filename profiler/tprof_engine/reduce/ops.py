@@ -51,6 +51,9 @@ PROBE_PREFIX = "tprof::probe#"
 # The round's closing device synchronize: the plugin's own wait for the body's kernels, in no
 # family (the round's wall time still includes it).
 SYNC_PREFIX = "tprof::sync#"
+# tprof ab's unmeasured call of the body before a round that follows the peer's rounds
+# (pairing.opens_turn): outside every round, so counted nowhere.
+REWARM_PREFIX = "tprof::rewarm#"
 
 
 def _names_starting(names: Sequence[str], prefix: str) -> npt.NDArray[np.bool_]:

@@ -79,12 +79,16 @@ def test_the_sides_agree_on_the_common_tests_in_the_base_order(
     assert got == (["t::a", "t::c"], ["t::a", "t::c"])
 
 
-def rounds_of(p: Pairing, rounds: int, log: list[str], warmup: int = 1) -> None:
+def rounds_of(
+    p: Pairing, rounds: int, log: list[str], warmup: int = 1, opened: list[str] | None = None
+) -> None:
     p.begin("t::a")
     pacer = p.pacer(rounds)
     assert pacer is not None
     for j in range(-warmup, rounds):  # the profiled warm-up rounds are not paced
-        pacer.before(j)
+        opens = pacer.before(j)
+        if opens and opened is not None:
+            opened.append(f"{p.side[0]}{j}")
         if j >= 0:
             log.append(f"{p.side[0]}{j}")
             time.sleep(0.002)
@@ -100,6 +104,27 @@ def test_alternating_rounds_never_overlap_and_go_in_turn(
     log: list[str] = []
     both(lambda: rounds_of(base, 6, log), lambda: rounds_of(head, 6, log))
     assert log == ["b0", "h0", "h1", "b1", "b2", "h2", "h3", "b3", "b4", "h4", "h5", "b5"]
+
+
+def test_a_round_right_after_the_peers_rounds_opens_its_sides_turn(
+    pair: Callable[..., tuple[Pairing, Pairing]],
+) -> None:
+    """Those rounds get the body once, unmeasured, before them (capture.session): each pair
+    has one, and it alternates sides with the order."""
+    base, head = pair()
+    log: list[str] = []
+    opened: list[str] = []
+    both(
+        lambda: rounds_of(base, 6, log, opened=opened),
+        lambda: rounds_of(head, 6, log, opened=opened),
+    )
+    assert sorted(opened) == sorted(["h0", "b1", "h2", "b3", "h4", "b5"])
+    for name in opened:  # each follows the other side's round in the log
+        assert log[log.index(name) - 1][0] != name[0]
+    duet: list[str] = []
+    base, head = pair(DUET)
+    both(lambda: rounds_of(base, 4, [], opened=duet), lambda: rounds_of(head, 4, [], opened=duet))
+    assert duet == []
 
 
 def test_duet_rounds_start_together(pair: Callable[..., tuple[Pairing, Pairing]]) -> None:
