@@ -12,8 +12,8 @@ the work census under a dispatch mode (:mod:`.census`, placing ops in modules wi
 call through :mod:`.torch_api`). What leaves it is plain records of :mod:`tprof_engine.model`.
 
 Importing this package loads nothing; :mod:`.session`, :mod:`.census`, :mod:`.borrowed`,
-:mod:`.kineto`, :mod:`.export`, :mod:`.in_round` and :mod:`.facts` load torch, so the runner imports them only
-once a test is profiled.
+:mod:`.kineto`, :mod:`.export`, :mod:`.in_round` and :mod:`.facts` load torch, so the runner
+imports them only once a test is profiled.
 """
 
 __all__ = [  # the stage's modules: its face (tests/test_house.py keeps it whole)
