@@ -24,7 +24,7 @@ from tprof_engine.render.rows import (
     OP_COLUMNS,
     SUMMARY_COLUMNS,
     OpRow,
-    drift,
+    drift_of,
     family_lines,
     op_rows,
     why,
@@ -131,7 +131,7 @@ def _summary_table(tests: Sequence[Mapping[str, Any]]) -> list[str]:
     out = [f"<table class='summary'><tr>{head}</tr>"]
     for i, t in enumerate(tests):
         said = "<br>".join(_e(c) for c in why(t))
-        moved = drift(t.get("uniform_shift"), t.get("probe_shift"))
+        moved = drift_of(t)
         out.append(
             f"<tr><td><a href='#t{i}'><code>{_breakable(t.get('nodeid'))}</code></a></td>"
             f"<td>{_badge(str(t.get('verdict')))}</td><td>{said or '-'}</td>"
@@ -148,7 +148,7 @@ def _section(i: int, t: Mapping[str, Any], link_base: Path | None) -> list[str]:
     ]
     if t.get("reason"):
         out.append(f"<p class='reason'>{_e(t['reason'])}</p>")
-    moved = drift(t.get("uniform_shift"), t.get("probe_shift"))
+    moved = drift_of(t)
     timing = ([_e(moved)] if moved else []) + [_e(line) for line in family_lines(t)]
     head, where = fmt.work_facts(t.get("work"))
     work = [_e(head) + _list(where)] if head else []

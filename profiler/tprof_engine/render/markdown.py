@@ -61,7 +61,7 @@ def markdown_from_report(doc: Mapping[str, Any]) -> str:
         verdict = str(t.get("verdict", ""))
         shown = f"**{verdict}**" if verdict in FAILING else verdict
         why = "<br>".join(_cell(c) for c in rows.why(t))
-        drift = _cell(rows.drift(t.get("uniform_shift"), t.get("probe_shift")))
+        drift = _cell(rows.drift_of(t))
         lines.append(f"| {_code(str(t.get('nodeid')))} | {shown} | {why or '-'} | {drift or '-'} |")
     lines.append("")
     for t in tests:
@@ -80,7 +80,7 @@ def _details(t: Mapping[str, Any]) -> list[str]:
     listed = len(out)
     head, moved = fmt.work_facts(t.get("work"))
     work = [f"- {_cell(head)}", *(f"  - {_cell(x)}" for x in moved)] if head else []
-    timing = [rows.drift(t.get("uniform_shift"), t.get("probe_shift")), *rows.family_lines(t)]
+    timing = [rows.drift_of(t), *rows.family_lines(t)]
     timing_items = [f"- {_cell(x)}" for x in timing if x]
     exact_first = fmt.work_failed(t.get("work"))
     out += [*work, *timing_items] if exact_first else [*timing_items, *work]

@@ -271,7 +271,7 @@ def details(test: ProfiledTest) -> list[str]:
     v = test.verdict
     doc = v.to_dict()
     out = []
-    moved = rows.drift(v.uniform_shift_pct, v.probe_shift_pct)
+    moved = rows.drift_of(doc)
     if moved:
         out.append(moved)
     out += rows.family_lines(doc)
@@ -293,9 +293,10 @@ def details(test: ProfiledTest) -> list[str]:
 def summary_line(test: ProfiledTest) -> str:
     """One line per test for the terminal summary: a failure names what failed it."""
     v = test.verdict
-    parts = [f"{v.verdict.upper():<12} {test.nodeid}", *rows.why(v.to_dict())]
+    doc = v.to_dict()
+    parts = [f"{v.verdict.upper():<12} {test.nodeid}", *rows.why(doc)]
     if v.verdict not in (SAVED, NOT_SAVED):
-        moved = rows.drift(v.uniform_shift_pct, v.probe_shift_pct)
+        moved = rows.drift_of(doc)
         if moved:
             parts.append(moved)
     said = "timings not compared: " + ", ".join(v.differences)

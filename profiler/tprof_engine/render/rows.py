@@ -261,13 +261,24 @@ def _structure_cause(label: str, f: Mapping[str, Any], ops: Sequence[Mapping[str
     return f"{label} calls changed: {named}{more} ({added} µs/round)"
 
 
-def drift(uniform: Any, probe: Any) -> str:
+def drift_of(t: Mapping[str, Any]) -> str:
+    """:func:`drift` of one test of a report (or ``TestVerdict.to_dict()``)."""
+    return drift(t.get("uniform_shift"), t.get("probe_shift"), raw=judged_raw(t.get("families")))
+
+
+def judged_raw(families: Any) -> bool:
+    """Whether a report's test had a family judged in raw µs by choice (``raw_us``)."""
+    return any(isinstance(f, Mapping) and f.get("raw_us") for f in families or ())
+
+
+def drift(uniform: Any, probe: Any, *, raw: bool = False) -> str:
     """The machine's drift in words, or ``""`` when it is too small to matter.
 
     ``uniform`` is the median change of the ops' raw times (before the drift probe corrects
     them), ``probe`` the drift probe's own change, both in percent.  When both moved alike
-    the machine was slower or faster and the comparison is corrected for it; when only the
-    ops moved, it is not the machine.
+    the machine was slower or faster and the comparison is corrected for it (``raw``: a
+    family was judged in raw µs, and a slowdown there had to show in probe units too); when
+    only the ops moved, it is not the machine.
     """
     u, p = fmt.num(uniform), fmt.num(probe)
     if u is None:
@@ -279,5 +290,6 @@ def drift(uniform: Any, probe: Any) -> str:
         return ops
     if abs(p) >= PROBE_STEADY_PCT:
         who = "slower" if p > 0 else "faster"
-        return f"machine {who}: drift probe {fmt.pct(p)}, {ops}; compared in probe units"
+        how = "raw µs held to probe units" if raw else "probe units"
+        return f"machine {who}: drift probe {fmt.pct(p)}, {ops}; compared in {how}"
     return f"all {ops}, drift probe steady ({fmt.pct(p)}): not the machine"
