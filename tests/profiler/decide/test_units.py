@@ -123,3 +123,16 @@ def test_a_rule_without_the_probe_judges_in_raw_us_and_says_nothing_of_a_choice(
     v = with_noise_check(compare(WANDERING, table(seed=7), rule), rule)
     assert not any(f.raw_us for f in v.families)
     assert "raw µs" not in family(v, "cpu").floor_source
+
+
+def test_the_drift_line_says_when_a_family_was_judged_in_raw_us() -> None:
+    from tprof_engine.render.rows import drift, drift_of, judged_raw
+
+    v = judged(WANDERING, table(seed=7, speed=1.25))
+    doc = v.to_dict()
+    assert judged_raw(doc["families"])
+    assert not judged_raw([{"raw_us": False}]) and not judged_raw(None)
+    line = drift_of(doc)
+    assert line.startswith("machine slower: drift probe +")
+    assert line.endswith("; compared in raw µs held to probe units")
+    assert drift(20.0, 20.0).endswith("; compared in probe units")
