@@ -9,7 +9,6 @@ workers finish); nothing else decides to measure again.  The runner takes the bu
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import Final, Literal
@@ -135,6 +134,9 @@ def slower_families(verdict: TestVerdict) -> list[str]:
 
 # The rule's α, which the blocks' significance is read at when the caller names none.
 DEFAULT_ALPHA = Rule().alpha
+# The share of its floor an op pooled on itself must show by itself in the newest block: the
+# part of the floor the rule's U tests shift by.
+SHIFT_SHARE = Rule().shift_share
 
 
 def evidence(
@@ -170,7 +172,11 @@ def evidence(
     if not [f for f in judged.values() if not f.too_noisy]:
         names = "/".join(FAMILIES[n].label if n in FAMILIES else n for n in slower)
         return NO_EVIDENCE, f"it could not judge {names} time ({again.verdict} there)"
-    pooled = [_pooled(first, again, f, alpha) for f in first.families if f.family in judged]
+    pooled = [
+        _pooled(first, again, f, judged[f.family], alpha)
+        for f in first.families
+        if f.family in judged
+    ]
     standing = [text for text, still in pooled if still]
     if standing:
         return CONFIRMS, "; ".join(standing)
@@ -199,7 +205,11 @@ def _faster_elsewhere(first: TestVerdict, again: TestVerdict) -> str:
 
 
 def _pooled(
-    first: TestVerdict, again: TestVerdict, family: FamilyResult, alpha: float
+    first: TestVerdict,
+    again: TestVerdict,
+    family: FamilyResult,
+    judged: FamilyResult,
+    alpha: float,
 ) -> tuple[str, bool]:
     """One family's two blocks pooled on what it failed on, and whether its regression stands:
     its total when that regressed; else each op that failed it on its own, by its own change
@@ -208,7 +218,6 @@ def _pooled(
     the first block never claimed (a custom op +25 % against the rest of its test, the test
     +11 % under a 19 % floor, read "process-dependent" once a fresh process read +5 %)."""
     label = FAMILIES[family.family].label if family.family in FAMILIES else family.family
-    judged = next(f for f in again.families if f.family == family.family)
     if family.timing_regressed or not family.op_gate:
         blocks = [pooling.block_of(f, alpha) for f in (family, judged)]
         return _pooled_text(label, blocks, family.floor_pct, f" ({_p(judged.p_value)})", alpha)
@@ -261,9 +270,8 @@ def _pooled_text(
         return f"{label}: no change to pool", False
     together = pooling.pooled(sure)
     still = pooling.stands(together, sure[-1], floor_pct, alpha)
-    if repeat:  # the newest shows it by itself: significantly slower, by half the floor or more
-        half = math.log1p(floor_pct / 200.0)
-        still = still and pooling.slower_at_all(sure[-1], alpha) and sure[-1].effect > half
+    if repeat:
+        still = still and pooling.shows_itself(sure[-1], SHIFT_SHARE * floor_pct, alpha)
     text = (
         f"{label} {sure[0].pct:+.0f}% then {sure[1].pct:+.0f}%{p}; "
         f"pooled {together.pct:+.0f}%, floor {floor_pct:.0f}%"

@@ -112,6 +112,12 @@ def slower_at_all(block: Block, alpha: float) -> bool:
     return block.effect - _z_alpha(alpha) * block.se > 0.0
 
 
+def shows_itself(block: Block, bar_pct: float, alpha: float) -> bool:
+    """The block by itself shows a slowdown of at least ``bar_pct``: significantly slower at
+    all, its change beyond the bar."""
+    return slower_at_all(block, alpha) and block.effect > math.log1p(bar_pct / 100.0)
+
+
 def _z_alpha(alpha: float) -> float:
     return _NORMAL.inv_cdf(min(max(1.0 - alpha, 1e-12), 1.0 - 1e-12))
 

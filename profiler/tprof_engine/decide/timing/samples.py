@@ -38,7 +38,8 @@ class Side:
     raw_op_medians: dict[str, float]  # not probe-normalised, for the uniform shift
     sessions: list[tuple[dict[str, FloatArray], FloatArray]]  # per session: op → rounds, totals
     # The factor one session's times are multiplied by to put them in probe units (above 1
-    # where its probe ran faster than the reference); 1 for pooled sessions and raw µs.
+    # where its probe ran faster than the reference); 1 for pooled sessions.  A side judged
+    # in raw µs keeps it, for the check in the other units.
     gain: float = 1.0
     # The family is judged in raw µs though it has a drift probe: its baseline sessions agree
     # better without it (:func:`probe_narrows`).
