@@ -111,8 +111,17 @@ def _remeasured(test: ProfiledTest, look: Look, alpha: float) -> ProfiledTest:
 
 
 # What of a JSON report's test row a confirmation reads: the fields whose shape there is the
-# verdict record's own (ops, work and device rows are trimmed for the report).
-_VERDICT_FIELDS = ("verdict", "reason", "families", "timing_compared", "differences", "causes")
+# verdict record's own (an op row keeps every field an op's pooling reads; work and device
+# rows are trimmed for the report).
+_VERDICT_FIELDS = (
+    "verdict",
+    "reason",
+    "families",
+    "timing_compared",
+    "differences",
+    "causes",
+    "ops",
+)
 
 
 def look_in_report(

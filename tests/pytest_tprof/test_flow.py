@@ -237,7 +237,8 @@ def test_the_json_report_and_the_summary_list_every_profiled_test(
     keys = {
         "op", "family", "verdict", "baseline_median_us", "current_median_us", "delta_us",
         "delta_pct", "p_value", "calls_baseline", "calls_current", "share", "mde_pct", "floor_pct",
-        "vs_rest_pct", "vs_rest_floor_pct", "note", "inside",
+        "gated", "vs_rest_pct", "vs_rest_floor_pct", "vs_rest_mde_pct", "vs_rest_only", "note",
+        "inside",
     }  # fmt: skip
     for t in tests.values():
         assert t["ops"]

@@ -159,6 +159,7 @@ class OpVerdict:
             return float("nan") if v is None else float(v)
 
         fields = {k: v for k, v in d.items() if k in _OP_FIELDS}
+        fields.setdefault("gated", False)  # reports before op rows carried it
         for k in ("baseline_median_us", "current_median_us", "delta_us", "delta_pct"):
             fields[k] = num(d[k])
         fields["share"] = num(d["share"])

@@ -325,7 +325,8 @@ def json_report(
 # An op row's keys in the JSON report.
 _OP_KEYS = (
     "op family verdict baseline_median_us current_median_us delta_us delta_pct p_value "
-    "calls_baseline calls_current share mde_pct floor_pct vs_rest_pct vs_rest_floor_pct note inside"
+    "calls_baseline calls_current share mde_pct floor_pct gated vs_rest_pct vs_rest_floor_pct "
+    "vs_rest_mde_pct vs_rest_only note inside"
 ).split()
 
 
