@@ -13,7 +13,7 @@ from typing import Any
 
 from tprof_engine import confirm, paired_run
 from tprof_engine.decide import judge, outcome, policy
-from tprof_engine.decide.timing.rule import Rule
+from tprof_engine.decide.timing.rule import Rule, paired_rule
 from tprof_engine.found import Found, verdict_on, without_baseline
 from tprof_engine.model.costs import Stopwatch
 from tprof_engine.model.results import ProfiledTest
@@ -82,9 +82,10 @@ class Steps:
         return look
 
 
-def plan(runner: Any, rule: Rule, *, in_process: bool) -> confirm.Plan:
+def plan(runner: Any, rule: Rule, *, in_process: bool, paired: bool = False) -> confirm.Plan:
     """Which confirmation steps are open to a test of this run (``in_process``: a second
-    capture here; the fresh processes where the glue runs them)."""
+    capture here; the fresh processes where the glue runs them; ``paired``: a side of tprof
+    ab, whose verdict short of its floor is measured again in a fresh pair)."""
     glue = runner.fresh_steps
     return confirm.Plan(
         confirm=runner.config.confirm,
@@ -92,16 +93,20 @@ def plan(runner: Any, rule: Rule, *, in_process: bool) -> confirm.Plan:
         fresh=glue is not None and glue.fresh_open,
         workers=1 if glue is None else glue.workers,
         alpha=rule.alpha,
+        pair_rule=paired_rule(rule) if paired else None,
     )
 
 
 def judged(test: ProfiledTest, steps: Steps, watch: Stopwatch, *, in_process: bool) -> ProfiledTest:
     """The test judged, then confirmed as the policy's plan asks (a pair is not captured
-    again here: the base side would have to run again in step)."""
+    again here: the base side would have to run again in step; a paired verdict short of its
+    floor is measured again in a fresh pair)."""
     with watch.stage("judge"):
         verdict = verdict_of(steps.runner, test.nodeid, steps.found, steps.current, steps.rule)
     test = replace(test, verdict=policy.with_exact_note(verdict))
-    return confirm.confirmed(test, steps, plan(steps.runner, steps.rule, in_process=in_process))
+    paired = steps.found.paired is not None
+    chosen = plan(steps.runner, steps.rule, in_process=in_process, paired=paired)
+    return confirm.confirmed(test, steps, chosen)
 
 
 def recorded(

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Final, Literal
 
+from tprof_engine.decide import again
 from tprof_engine.decide.timing import pooling
 from tprof_engine.decide.timing.busy import busy_of
 from tprof_engine.decide.timing.rule import Rule
@@ -29,11 +30,14 @@ from tprof_engine.model.verdicts import (
 )
 
 # What to do with a verdict before it stands: the confirmation policy's answers.
-Step = Literal["done", "remeasure", "fresh-process", "after-workers"]
+Step = Literal["done", "remeasure", "fresh-process", "after-workers", "measure-again"]
 DONE: Final = "done"
 REMEASURE: Final = "remeasure"  # capture the rounds again in this process, judge again
 FRESH_PROCESS: Final = "fresh-process"  # run the test alone in a new pytest process
 AFTER_WORKERS: Final = "after-workers"  # under xdist: that, once every worker has finished
+# tprof ab: a paired verdict short of its floor, measured again in a fresh pair and judged on
+# both pairs pooled (decide.again)
+MEASURE_AGAIN: Final = "measure-again"
 
 
 def busy_retries(retries: int, *, recording: bool, judged: bool, paired: bool) -> int:
@@ -76,6 +80,7 @@ def next_step(
     in_process: bool = True,
     in_fresh_process: bool = False,
     workers: int = 1,
+    pair_rule: Rule | None = None,
 ) -> Step:
     """The confirmation policy: what a verdict needs before it stands.
 
@@ -89,17 +94,24 @@ def next_step(
     was taken, and for the sources that can't be captured again here: pytest-benchmark's
     rounds (the benchmark owns them) and tprof ab's pairs (the base side would have to run
     again in step), which go straight to a fresh process (for a pair, a fresh pair).
+    ``pair_rule``: a side of tprof ab's rule for its pairs; a verdict whose families landed
+    short of their floor (:func:`.again.short_families`) is measured again in a fresh pair.
     :mod:`tprof_engine.confirm` carries the steps out; the merges are
     :func:`after_remeasurement`, :func:`after_fresh_process`,
-    :func:`awaiting_serial_confirmation` and :func:`after_serial_confirmation`.
+    :func:`awaiting_serial_confirmation`, :func:`after_serial_confirmation` and
+    :func:`.again.after_second_pair`.
     """
     if not confirm:
         return DONE
     if in_process and needs_remeasurement(verdict):
         return REMEASURE
-    if in_fresh_process or not needs_fresh_process(verdict):
+    if in_fresh_process:
         return DONE
-    return AFTER_WORKERS if workers > 1 else FRESH_PROCESS
+    if needs_fresh_process(verdict):
+        return AFTER_WORKERS if workers > 1 else FRESH_PROCESS
+    if pair_rule is not None and workers == 1 and again.short_families(verdict, pair_rule):
+        return MEASURE_AGAIN
+    return DONE
 
 
 def with_exact_note(verdict: TestVerdict) -> TestVerdict:

@@ -46,6 +46,7 @@ class Pooled:
     """Blocks pooled by inverse variance, with their disagreement."""
 
     effect: float
+    se: float  # the pooled change's standard error (inf: no block could say)
     q_p: float  # Cochran's Q test that the blocks measure one change (1.0 for one block)
 
     @property
@@ -65,7 +66,7 @@ def block(delta_pct: float, mde_pct: float | None, alpha: float) -> Block | None
         return None
     effect = math.log1p(delta_pct / 100.0)
     mde = math.inf if mde_pct is None else mde_pct / 100.0
-    z = _z(alpha)
+    z = z_power(alpha)
     se = math.log1p(mde) / z if math.isfinite(mde) and mde > 0 else math.inf
     return Block(effect=effect, se=max(se, 1e-6))
 
@@ -75,13 +76,13 @@ def pooled(blocks: Sequence[Block]) -> Pooled:
     sure = [b for b in blocks if math.isfinite(b.se)]
     if not sure:
         mean = sum(b.effect for b in blocks) / len(blocks)
-        return Pooled(effect=mean, q_p=1.0)
+        return Pooled(effect=mean, se=math.inf, q_p=1.0)
     weights = [1.0 / b.se**2 for b in sure]
     total = sum(weights)
     mean = sum(w * b.effect for w, b in zip(weights, sure, strict=True)) / total
     q = sum(w * (b.effect - mean) ** 2 for w, b in zip(weights, sure, strict=True))
     q_p = _chi2_sf(q, len(sure) - 1) if len(sure) > 1 else 1.0
-    return Pooled(effect=mean, q_p=q_p)
+    return Pooled(effect=mean, se=math.sqrt(1.0 / total), q_p=q_p)
 
 
 def inside_floor(block: Block, floor_pct: float, alpha: float) -> bool:
@@ -107,6 +108,14 @@ def stands(together: Pooled, newest: Block, floor_pct: float, alpha: float) -> b
     return together.effect > math.log1p(floor_pct / 100.0)
 
 
+def p_beyond(together: Pooled, shift_pct: float) -> float:
+    """One-sided p of the pooled change beyond ``shift_pct`` (normal, on its pooled error)."""
+    if not math.isfinite(together.se):
+        return 1.0
+    z = (together.effect - math.log1p(shift_pct / 100.0)) / together.se
+    return 1.0 - _NORMAL.cdf(z)
+
+
 def slower_at_all(block: Block, alpha: float) -> bool:
     """The block by itself shows a slowdown: its one-sided (1 − α) lower bound above 0."""
     return block.effect - _z_alpha(alpha) * block.se > 0.0
@@ -122,7 +131,9 @@ def _z_alpha(alpha: float) -> float:
     return _NORMAL.inv_cdf(min(max(1.0 - alpha, 1e-12), 1.0 - 1e-12))
 
 
-def _z(alpha: float) -> float:
+def z_power(alpha: float) -> float:
+    """The multiple of a change's standard error that is its minimum detectable effect at
+    ``alpha`` and :data:`POWER` (what :func:`block` divides by to recover the error)."""
     return _z_alpha(alpha) + _NORMAL.inv_cdf(POWER)
 
 

@@ -1,0 +1,214 @@
+"""Seeded simulation of tprof ab's whole verdict: false failures and power of a paired test's
+final verdict, with a verdict short of its floor measured again in a fresh pair
+(``decide.again``, the rule now) against one that stands as the first pairs read it (before).
+
+One trial is a ``tprof ab`` run of one test: a base process and a head process whose rounds
+alternate on one machine, so the machine's drift of the moment (``model.draw_process``) and
+each round's shared factor fall on both rounds of a pair; what each side keeps alone is its own
+per-op drift (``model.op_drift``), its own speed as a process (``side``) and its own per-round
+noise (``pair_noise``: a round's cache and frequency state, not shared with its partner).  The
+project's own ``compare`` judges the head's table against the base's under ``paired_rule``; a
+timing regression is confirmed by a fresh pair (``policy.after_fresh_process``), a verdict
+short of its floor is measured again by one (``again.after_second_pair``, the rule now).  A
+fresh pair is two new processes at another moment: every part is drawn again.
+
+    python -m benchmarks.detection.pairs [--trials 2000] [--power-trials 300]
+
+README.md in this folder has the last run's table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from benchmarks.detection.model import (
+    OUTLIER_FACTOR,
+    OUTLIER_RATE,
+    ROUND_SIGMA,
+    SEED,
+    Layout,
+    Scenario,
+    draw_process,
+    op_drift,
+    to_table,
+)
+from benchmarks.detection.model import Session as Rounds
+from benchmarks.detection.simulate import trial_rng
+from tprof_engine.decide import again, policy
+from tprof_engine.decide.timing.compare import compare
+from tprof_engine.decide.timing.rule import Rule, paired_rule
+from tprof_engine.model.arrays import FloatArray
+from tprof_engine.model.records import OpTable
+from tprof_engine.model.verdicts import REGRESSED, TestVerdict
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Cell:
+    """One cell: the test's shape and noise (``scen``), each side's own per-round noise and its
+    speed as a process (log SDs)."""
+
+    scen: Scenario
+    pair_noise: float
+    side: float = 0.0
+
+    @property
+    def label(self) -> str:
+        extra = f" op {self.scen.op_drift:.0%}" if self.scen.op_drift else ""
+        return (
+            f"K={self.scen.ops:<2} CV {self.scen.cv:.0%} own {self.pair_noise:.0%} "
+            f"side {self.side:.0%}{extra}"
+        )
+
+
+def sides(rng: np.random.Generator, cell: Cell, layout: Layout) -> tuple[OpTable, OpTable]:
+    """One pair's base and head tables: the machine's moment and each round's shared factor on
+    both, each side's process and noise its own."""
+    scen, n = cell.scen, cell.scen.rounds
+    machine = draw_process(rng, scen)
+    shared = machine.machine + machine.heavy + rng.normal(0.0, ROUND_SIGMA, n)
+    probe = np.full(n, 1000.0)
+    out = []
+    for _ in range(2):
+        own = rng.normal(0.0, cell.side) + rng.normal(0.0, cell.pair_noise, n)
+        sigma = math.sqrt(math.log1p(scen.cv**2))
+        noise = rng.normal(0.0, sigma, (scen.ops, n))
+        op_us = layout.base_us[:, None] * np.exp(shared + own + noise)
+        op_us[rng.random((scen.ops, n)) < OUTLIER_RATE] *= OUTLIER_FACTOR
+        op_us *= op_drift(rng, scen)[:, None]
+        out.append(to_table(Rounds(op_us=op_us, probe_us=probe), layout))
+    return out[0], out[1]
+
+
+def slowed(table: OpTable, op: int, factor: float) -> OpTable:
+    """``table`` with one op's times scaled by ``factor``."""
+    scaled: FloatArray = table.self_cpu_us.copy()
+    scaled[op] *= factor
+    wall = table.wall_us + (scaled[op] - table.self_cpu_us[op])
+    return OpTable(
+        names=table.names,
+        calls=table.calls,
+        self_cpu_us=scaled,
+        total_cpu_us=scaled,
+        self_device_us=table.self_device_us,
+        total_device_us=table.total_device_us,
+        wall_us=wall,
+        probe_cpu_us=table.probe_cpu_us,
+        probe_device_us=table.probe_device_us,
+    )
+
+
+RULE = paired_rule(Rule())
+PROCEDURES = ("measured again when short (now)", "first pairs stand (before)")
+
+
+def final_verdicts(cell: Cell, trial: int, test_slowdown: float, seed: int) -> dict[str, bool]:
+    """Whether each procedure's final verdict of one trial is regressed; ``test_slowdown``: the
+    share of the test the largest op is slowed by."""
+    scen = cell.scen
+    rng = trial_rng(seed, scen, trial)
+    layout = Layout.for_ops(scen.ops)
+    op = layout.target("largest")
+    factor = 1.0 + test_slowdown / float(layout.shares[op])
+
+    def pair() -> TestVerdict:
+        base, head = sides(rng, cell, layout)
+        return compare([base], slowed(head, op, factor) if test_slowdown else head, RULE)
+
+    first = pair()
+    step = policy.next_step(first, in_process=False, pair_rule=RULE)
+    if step == policy.DONE:
+        return dict.fromkeys(PROCEDURES, first.verdict == REGRESSED)
+    fresh = pair()
+    if step == policy.FRESH_PROCESS:
+        final = policy.after_fresh_process(first, fresh).verdict == REGRESSED
+        return dict.fromkeys(PROCEDURES, final)
+    now = again.after_second_pair(first, fresh, RULE).verdict == REGRESSED
+    return {PROCEDURES[0]: now, PROCEDURES[1]: first.verdict == REGRESSED}
+
+
+def measured_again(cell: Cell, trials: int, seed: int) -> int:
+    """How many of the unchanged trials a second pair was started for (its cost)."""
+    count = 0
+    for t in range(trials):
+        rng = trial_rng(seed, cell.scen, t)
+        layout = Layout.for_ops(cell.scen.ops)
+        base, head = sides(rng, cell, layout)
+        step = policy.next_step(compare([base], head, RULE), in_process=False, pair_rule=RULE)
+        count += step == policy.MEASURE_AGAIN
+    return count
+
+
+def _cell(ops: int, cv: float, pair_noise: float, *, side: float = 0.0, op: float = 0.0) -> Cell:
+    scen = Scenario(ops=ops, cv=cv, drift=0.02, op_drift=op)
+    return Cell(scen=scen, pair_noise=pair_noise, side=side)
+
+
+GRID = (
+    _cell(8, 0.05, 0.02),
+    _cell(8, 0.05, 0.06),
+    _cell(8, 0.05, 0.09),
+    _cell(8, 0.05, 0.06, side=0.02),
+    _cell(8, 0.05, 0.06, op=0.05),
+    _cell(16, 0.20, 0.09),
+)
+SLOWDOWNS = (0.05, 0.10, 0.25)  # of the test, in its largest op
+
+
+def run(trials: int, power_trials: int, seed: int) -> list[dict[str, object]]:
+    rows: list[dict[str, object]] = []
+    for cell in GRID:
+        row: dict[str, object] = {"cell": cell.label}
+        false = dict.fromkeys(PROCEDURES, 0)
+        for t in range(trials):
+            for name, failed in final_verdicts(cell, t, 0.0, seed).items():
+                false[name] += failed
+        row["false"] = false
+        row["again"] = measured_again(cell, trials, seed)
+        for slowdown in SLOWDOWNS:
+            hits = dict.fromkeys(PROCEDURES, 0)
+            for t in range(power_trials):
+                for name, caught in final_verdicts(cell, t, slowdown, seed).items():
+                    hits[name] += caught
+            row[f"+{slowdown:.0%}"] = hits
+        rows.append(row)
+        print_row(row, trials, power_trials)
+    return rows
+
+
+def print_row(row: dict[str, object], trials: int, power_trials: int) -> None:
+    for name in PROCEDURES:
+        false = row["false"][name]  # type: ignore[index]
+        cells = [f"{false / trials:7.2%}"]
+        for slowdown in SLOWDOWNS:
+            hits = row[f"+{slowdown:.0%}"][name]  # type: ignore[index]
+            cells.append(f"{hits / power_trials:7.1%}")
+        again_share = f"{row['again'] / trials:6.1%}" if name == PROCEDURES[0] else " " * 6  # type: ignore[operator]
+        print(f"{row['cell']:<36} {name:<32} {again_share}  " + "  ".join(cells), flush=True)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--trials", type=int, default=1000, help="unchanged trials per cell")
+    parser.add_argument("--power-trials", type=int, default=200, help="per slowdown")
+    parser.add_argument("--seed", type=int, default=SEED)
+    args = parser.parse_args(argv)
+    started = time.monotonic()
+    heads = "  ".join(f"{'+' + format(s, '.0%'):>7}" for s in SLOWDOWNS)
+    print(f"{'cell':<36} {'procedure':<32} {'again':>6}  {'false':>7}  {heads}   (of the test)")
+    run(args.trials, args.power_trials, args.seed)
+    print(
+        f"\n{time.monotonic() - started:.0f} s; again: unchanged trials measured again by a "
+        "second pair; false: unchanged trials whose final verdict is regressed"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

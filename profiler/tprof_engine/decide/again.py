@@ -1,0 +1,143 @@
+"""tprof ab's second pair for a verdict that landed short: a family whose paired change leaned
+slower without reaching significance beyond its floor is measured again in a fresh pair, and
+judged on both pairs pooled (docs/design.md §18, "Measured again when short").
+
+Why only paired: a paired family's floor is the rule's minimum or its pairs' minimum detectable
+effect, whichever is more, and more pairs shrink the latter; a stored baseline's floor is
+learned from how its sessions disagree, which more rounds of this run don't change.  What the
+second look costs in false failures is stated here and measured in
+``benchmarks/detection/pairs.py``: with each look at α, the two routes to a regression (the
+first pairs significant, or short and the pooled pairs significant) bound the procedure at 2α
+against the pairs' noise alone; each tests against half the floor, so far less is spent.  What
+pairs can't cancel, a process's own speed, is what the simulation charges it for.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import replace
+
+from tprof_engine.decide.timing import pooling
+from tprof_engine.decide.timing.rule import Rule
+from tprof_engine.decide.timing.samples import paired_floor
+from tprof_engine.model.family_specs import family_total, spec
+from tprof_engine.model.verdicts import (
+    IMPROVED,
+    REGRESSED,
+    UNCHANGED,
+    FamilyResult,
+    TestVerdict,
+    worst,
+)
+
+
+def short_families(verdict: TestVerdict, rule: Rule) -> list[FamilyResult]:
+    """The gating families of a paired verdict that landed short: timed, not failing the test,
+    not too noisy to judge, their change beyond ``rule.shift_share`` of the floor (the shift
+    its test is against) yet not regressed.  None once the test fails on anything.
+
+    A bar of p < 0.25 as well halved the unchanged tests measured again in the simulation
+    (``pairs.py``: 1.5 against 7 % at 6 % own noise per round) and gave up a third of the
+    gain (a +10 % change caught 90 against 95 %, 82 % before)."""
+    if verdict.verdict == REGRESSED or not verdict.timing_compared:
+        return []
+    return [
+        f
+        for f in verdict.families
+        if f.gates
+        and not f.fails
+        and not f.too_noisy
+        and f.delta_pct > rule.shift_share * f.floor_pct
+    ]
+
+
+def after_second_pair(
+    first: TestVerdict,
+    child: TestVerdict | None,
+    rule: Rule,
+    why: str = "",
+    other_settings: Sequence[str] = (),
+) -> TestVerdict:
+    """``first`` once a fresh pair measured its short families again: regressed when one of
+    them, pooled over both pairs, is significantly beyond its floor (:func:`pooled_family`);
+    else ``first`` with a note giving both readings.  A second pair that gave no verdict, ran
+    under other settings or compared no timings is no evidence: ``first`` stands as it was."""
+    short = short_families(first, rule)
+    if child is None:
+        return first.with_notes(f"short of its floor; not measured again: {why}")
+    if other_settings:
+        moved = ", ".join(other_settings)
+        return first.with_notes(f"short of its floor; a fresh pair ran under {moved} unlike it")
+    if not child.timing_compared:
+        return first.with_notes("short of its floor; the fresh pair compared no timings")
+    again = {f.family: f for f in child.families}
+    judged = [(f, pooled_family(f, again[f.family], rule)) for f in short if f.family in again]
+    failed = [(f, g) for f, g in judged if g.timing_regressed]
+    if not failed:
+        said = "; ".join(_readings(f, again[f.family], g) for f, g in judged) or "no family to pool"
+        return first.with_notes(f"short of its floor, measured again in a fresh pair: {said}")
+    pooled = {g.family: g for _, g in failed}
+    families = tuple(pooled.get(f.family, f) for f in first.families)
+    reasons = [f"{g.family.upper()}: " + "; ".join(g.reasons) for g in pooled.values()]
+    if first.verdict not in (UNCHANGED, IMPROVED) and first.reason:
+        reasons.append(first.reason)  # what else the first pairs found
+    return replace(
+        first,
+        verdict=worst([REGRESSED, first.verdict]),
+        reason=" | ".join(reasons),
+        families=families,
+        notes=(
+            *first.notes,
+            *(
+                "short of its floor, measured again in a fresh pair: "
+                + _readings(f, again[f.family], g)
+                for f, g in failed
+            ),
+        ),
+    )
+
+
+def pooled_family(first: FamilyResult, again: FamilyResult, rule: Rule) -> FamilyResult:
+    """A family's two pairs pooled (:mod:`.timing.pooling`, by inverse variance): its change,
+    its floor (the paired floor at the pooled detectable effect), the one-sided p of the
+    pooled change against ``rule.shift_share`` of that floor, and whether it regressed: beyond
+    the floor, p below ``rule.alpha``, and not two pairs that disagree beyond their noise where
+    the second shows no slowdown at all (that is the first pair's speed)."""
+    blocks = [pooling.block_of(f, rule.alpha) for f in (first, again)]
+    sure = [b for b in blocks if b is not None]
+    if len(sure) < 2:
+        return first
+    together = pooling.pooled(sure)
+    mde = math.expm1(pooling.z_power(rule.alpha) * together.se)
+    floor = paired_floor(rule, mde, op=False)
+    p = pooling.p_beyond(together, rule.shift_share * floor * 100.0)
+    split = together.q_p < rule.alpha and not pooling.slower_at_all(sure[-1], rule.alpha)
+    regressed = p < rule.alpha and together.effect > math.log1p(floor) and not split
+    if not regressed:
+        return replace(first, delta_pct=together.pct, p_value=p, floor_pct=floor * 100.0)
+    reason = (
+        f"{spec(first.family).total_words} {together.pct:+.1f}% over two pairs "
+        f"(p={p:.2g}, floor {floor:.0%} paired with the base's rounds; "
+        f"{first.delta_pct:+.1f}% then {again.delta_pct:+.1f}%)"
+    )
+    return replace(
+        first,
+        verdict=REGRESSED,
+        delta_pct=together.pct,
+        p_value=p,
+        floor_pct=floor * 100.0,
+        mde_pct=mde * 100.0,
+        floor_source=f"{first.floor_source}, over two pairs",
+        timing_regressed=True,
+        reasons=(reason, *first.reasons),
+    )
+
+
+def _readings(first: FamilyResult, again: FamilyResult, pooled: FamilyResult) -> str:
+    label = family_total(first.family)
+    return (
+        f"{label} {first.delta_pct:+.1f}% (p={first.p_value:.2g}, floor {first.floor_pct:.0f}%) "
+        f"then {again.delta_pct:+.1f}% (p={again.p_value:.2g}); pooled {pooled.delta_pct:+.1f}% "
+        f"(p={pooled.p_value:.2g}, floor {pooled.floor_pct:.0f}%)"
+    )

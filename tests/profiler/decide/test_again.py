@@ -1,0 +1,134 @@
+"""tprof ab's second pair for a verdict short of its floor (decide.again): which verdicts are
+measured again, the step the policy names, the two pairs pooled, and the loop that runs it."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+from tprof_testing import table
+
+from tprof_engine import confirm
+from tprof_engine.decide import again, judge, policy
+from tprof_engine.decide.judge import Recorded
+from tprof_engine.decide.timing.rule import Rule, paired_rule
+from tprof_engine.model.results import ProfiledTest
+from tprof_engine.model.verdicts import REGRESSED, UNCHANGED, TestVerdict
+
+OPS = {"aten::addmm": (800.0, 6), "aten::relu": (120.0, 3), "aten::copy_": (60.0, 4)}
+RULE = paired_rule(Rule())
+
+
+def paired(scale: float, *, seed: int = 2, cv: float = 0.03) -> TestVerdict:
+    """A paired verdict: the head's rounds ``scale`` times the base's."""
+    base = Recorded(tables=(table(OPS, seed=1, cv=cv),))
+    head = Recorded(tables=(table(OPS, seed=seed, cv=cv, scale=scale),))
+    return judge.judge(base, head, Rule(), paired=True)
+
+
+def with_cpu(v: TestVerdict, **figures: object) -> TestVerdict:
+    families = tuple(replace(f, **figures) if f.family == "cpu" else f for f in v.families)  # type: ignore[arg-type]
+    return replace(v, families=families)
+
+
+@pytest.fixture(scope="module")
+def short() -> TestVerdict:
+    """The +10 % plant's miss beside one busy process: CPU +9.2 % over 20 pairs, p=0.035, its
+    floor the pairs' detectable effect, 8.9 %."""
+    v = with_cpu(paired(1.0), delta_pct=9.2, p_value=0.035, floor_pct=8.9, mde_pct=8.9)
+    assert v.verdict == UNCHANGED
+    return v
+
+
+def test_a_change_beyond_half_its_floor_that_did_not_regress_is_short(short: TestVerdict) -> None:
+    assert [f.family for f in again.short_families(short, RULE)] == ["cpu"]
+    assert again.short_families(paired(1.0), RULE) == []  # unchanged pairs: within ±1 %
+    slower = paired(1.3)
+    assert slower.verdict == REGRESSED
+    assert again.short_families(slower, RULE) == []  # regressed: confirmed, not measured again
+    leaning = with_cpu(short, delta_pct=4.0)  # under half the floor
+    assert again.short_families(leaning, RULE) == []
+
+
+def test_the_policy_measures_a_short_pair_again_only_on_a_side_of_tprof_ab(
+    short: TestVerdict,
+) -> None:
+    assert policy.next_step(short, in_process=False, pair_rule=RULE) == policy.MEASURE_AGAIN
+    assert policy.next_step(short, in_process=False) == policy.DONE  # not a pair
+    assert policy.next_step(short, in_process=False, pair_rule=RULE, workers=2) == policy.DONE
+    assert (
+        policy.next_step(short, in_process=False, in_fresh_process=True, pair_rule=RULE)
+        == policy.DONE
+    )
+    assert policy.next_step(short, confirm=False, pair_rule=RULE) == policy.DONE
+
+
+def test_two_pairs_pooled_beyond_their_floor_fail_the_test(short: TestVerdict) -> None:
+    """+9.2 % then +10 % (mde 8 %): pooled +9.6 %, its floor the pooled pairs' detectable
+    effect (5.9 %), significant against half of it."""
+    second = with_cpu(paired(1.0, seed=3), delta_pct=10.0, p_value=0.02, floor_pct=8.0, mde_pct=8.0)
+    merged = again.after_second_pair(short, second, RULE)
+    assert merged.verdict == REGRESSED
+    cpu = next(f for f in merged.families if f.family == "cpu")
+    assert cpu.timing_regressed and round(cpu.delta_pct, 1) == 9.6
+    assert round(cpu.floor_pct, 1) == 5.9 and cpu.p_value < 1e-3
+    assert cpu.floor_source == "paired with the base's rounds, over two pairs"
+    assert merged.reason.startswith("CPU: total op time +9.6% over two pairs (p=")
+    assert merged.reason.endswith("paired with the base's rounds; +9.2% then +10.0%)")
+    assert merged.notes[-1].startswith(
+        "short of its floor, measured again in a fresh pair: CPU total op time +9.2% (p=0.035, "
+        "floor 9%) then +10.0% (p=0.02); pooled +9.6%"
+    )
+    assert policy.needs_fresh_process(merged)  # a regression now, its second pair its confirmation
+
+
+def test_a_second_pair_that_reads_no_slowdown_leaves_the_first_verdict(short: TestVerdict) -> None:
+    second = with_cpu(paired(1.0, seed=3), delta_pct=0.5, p_value=0.9, floor_pct=7.0, mde_pct=7.0)
+    merged = again.after_second_pair(short, second, RULE)
+    assert merged.verdict == UNCHANGED and merged.families == short.families
+    assert merged.notes[-1].startswith(
+        "short of its floor, measured again in a fresh pair: CPU total op time +9.2%"
+    )
+    assert merged.notes[-1].endswith("then +0.5% (p=0.9); pooled +3.8% (p=0.27, floor 5%)")
+
+
+def test_a_second_pair_that_could_not_say_leaves_the_first_verdict_with_why(
+    short: TestVerdict,
+) -> None:
+    gone = again.after_second_pair(short, None, RULE, "the fresh pair timed out")
+    assert gone.verdict == UNCHANGED
+    assert gone.notes[-1] == "short of its floor; not measured again: the fresh pair timed out"
+    other = again.after_second_pair(short, short, RULE, other_settings=("TF32",))
+    assert other.notes[-1] == "short of its floor; a fresh pair ran under TF32 unlike it"
+    blind = again.after_second_pair(short, replace(short, timing_compared=False), RULE)
+    assert blind.notes[-1] == "short of its floor; the fresh pair compared no timings"
+
+
+class Pair:
+    """An executor whose fresh pair reads ``verdict``; it counts its calls."""
+
+    def __init__(self, verdict: TestVerdict) -> None:
+        self.verdict, self.calls = verdict, 0
+
+    def remeasure(self, test: ProfiledTest) -> confirm.Look:
+        raise AssertionError("a pair is not captured again in its process")
+
+    def fresh_process(self, test: ProfiledTest) -> confirm.Look:
+        self.calls += 1
+        return confirm.Look(verdict=self.verdict)
+
+    def after_workers(self, test: ProfiledTest) -> confirm.Look:
+        raise AssertionError("no workers")
+
+
+def test_the_confirm_loop_runs_one_fresh_pair_for_a_short_verdict(short: TestVerdict) -> None:
+    second = with_cpu(paired(1.0, seed=3), delta_pct=10.0, p_value=0.02, floor_pct=8.0, mde_pct=8.0)
+    steps = Pair(second)
+    test = ProfiledTest(nodeid="t.py::test_op", verdict=short)
+    plan = confirm.Plan(in_process=False, pair_rule=RULE)
+    done = confirm.confirmed(test, steps, plan)
+    assert steps.calls == 1 and done.verdict.verdict == REGRESSED
+    # stored mode (no pair rule): the verdict stands as it is, nothing started
+    alone = Pair(second)
+    kept = confirm.confirmed(test, alone, confirm.Plan(in_process=False))
+    assert alone.calls == 0 and kept.verdict == short
