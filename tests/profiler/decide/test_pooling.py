@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import math
 
+import pytest
+
 from tprof_engine.decide.timing import pooling
 
 ALPHA = 0.01
@@ -43,3 +45,18 @@ def test_a_change_with_no_finite_figures_is_no_block() -> None:
     assert pooling.block(math.inf, 5.0, ALPHA) is None
     assert pooling.block(-100.0, 5.0, ALPHA) is None
     assert pooling.block(10.0, None, ALPHA) is not None
+
+
+def test_blocks_of_one_length_average_with_equal_weights() -> None:
+    """+5.6 % (mde 5.75 %) then +6.3 % (mde 2.9 %, a spread that came out small): the
+    average is the middle, not the block whose error looked smaller."""
+    first, second = block(5.6, 5.75), block(6.3, 2.93)
+    assert round(pooling.averaged([first, second]).pct, 2) == 5.95
+    assert round(pooling.pooled([first, second]).pct, 2) == 6.15  # inverse variance leans
+
+
+def test_independent_p_values_combine_by_their_normal_scores() -> None:
+    assert pooling.combined_p([0.5, 0.5]) == pytest.approx(0.5)
+    assert round(pooling.combined_p([0.035, 0.02]), 4) == 0.0031
+    assert round(pooling.combined_p([0.22, 0.041]), 3) == 0.038  # not significant at 0.01
+    assert pooling.combined_p([0.001, 0.999]) == pytest.approx(0.5)  # they cancel

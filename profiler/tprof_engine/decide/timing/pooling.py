@@ -108,11 +108,20 @@ def stands(together: Pooled, newest: Block, floor_pct: float, alpha: float) -> b
     return together.effect > math.log1p(floor_pct / 100.0)
 
 
-def p_beyond(together: Pooled, shift_pct: float) -> float:
-    """One-sided p of the pooled change beyond ``shift_pct`` (normal, on its pooled error)."""
-    if not math.isfinite(together.se):
-        return 1.0
-    z = (together.effect - math.log1p(shift_pct / 100.0)) / together.se
+def averaged(blocks: Sequence[Block]) -> Pooled:
+    """Blocks of the same length averaged with equal weights (tprof ab's pairs, each the same
+    number of rounds): a block's error read from its detectable effect rests on a robust
+    spread of a few rounds, and one that came out small by chance would outweigh the rest."""
+    mean = sum(b.effect for b in blocks) / len(blocks)
+    se = math.sqrt(sum(b.se**2 for b in blocks)) / len(blocks)
+    return Pooled(effect=mean, se=se, q_p=pooled(blocks).q_p)
+
+
+def combined_p(ps: Sequence[float]) -> float:
+    """One-sided p-values of independent blocks combined (Stouffer's sum of their normal
+    scores): valid whatever each block's spread, since each p is its own test's."""
+    clipped = [min(max(p, 1e-12), 1.0 - 1e-12) for p in ps]
+    z = sum(_NORMAL.inv_cdf(1.0 - p) for p in clipped) / math.sqrt(len(clipped))
     return 1.0 - _NORMAL.cdf(z)
 
 
