@@ -48,6 +48,8 @@ def test_a_change_beyond_half_its_floor_that_did_not_regress_is_short(short: Tes
     assert again.short_families(slower, RULE) == []  # regressed: confirmed, not measured again
     leaning = with_cpu(short, delta_pct=4.0)  # under half the floor
     assert again.short_families(leaning, RULE) == []
+    far = with_cpu(short, p_value=0.4)  # beyond half the floor, but far from significant
+    assert again.short_families(far, RULE) == []
 
 
 def test_the_policy_measures_a_short_pair_again_only_on_a_side_of_tprof_ab(
