@@ -251,7 +251,7 @@ def _pooled_op(
         blocks = [_vs_rest_block(o, alpha) for o in (was, now)]
         label = f"{name} against the rest of the test"
         return _pooled_text(label, blocks, was.vs_rest_floor_pct or 0.0, "", alpha, repeat=True)
-    blocks = [pooling.block(o.delta_pct, o.mde_pct, alpha) for o in (was, now)]
+    blocks = [pooling.block(o.delta_pct, o.mde_pct, alpha, p=o.p_value) for o in (was, now)]
     return _pooled_text(name, blocks, was.floor_pct, "", alpha, repeat=True)
 
 

@@ -60,3 +60,19 @@ def test_independent_p_values_combine_by_their_normal_scores() -> None:
     assert round(pooling.combined_p([0.035, 0.02]), 4) == 0.0031
     assert round(pooling.combined_p([0.22, 0.041]), 3) == 0.038  # not significant at 0.01
     assert pooling.combined_p([0.001, 0.999]) == pytest.approx(0.5)  # they cancel
+
+
+def test_a_block_whose_own_test_found_it_slower_is_slower_at_all() -> None:
+    """HF Llama generate's fresh process: host +13 % at p=0.00025, its detectable effect 25 %;
+    the bound read from that effect reaches below 0, its own test does not."""
+    wide = pooling.block(13.0, 25.0, ALPHA)
+    assert wide is not None and not pooling.slower_at_all(wide, ALPHA)
+    tested = pooling.block(13.0, 25.0, ALPHA, p=0.00025)
+    assert tested is not None and pooling.slower_at_all(tested, ALPHA)
+    # +98 % then that block: they disagree, but the newest is slower too, so it stands
+    first = pooling.block(98.0, 10.0, ALPHA, p=1.5e-6)
+    assert first is not None
+    together = pooling.pooled([first, tested])
+    assert together.q_p < ALPHA
+    assert pooling.stands(together, tested, 17.0, ALPHA)
+    assert not pooling.stands(pooling.pooled([first, wide]), wide, 17.0, ALPHA)
