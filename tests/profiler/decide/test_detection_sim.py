@@ -185,3 +185,18 @@ def test_the_confirmation_sequence_pools_without_new_false_failures_and_keeps_it
     caught = [sequence.final_verdicts(scen, t, 1.25, op, sim.SEED) for t in range(20)]
     assert sum(v[pooled] for v in caught) == 20
     assert all(v[pooled] >= v[alone] for v in caught)
+
+
+def test_a_paired_verdict_measured_again_when_short_catches_more_and_fails_no_unchanged_test(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.syspath_prepend(str(SIMULATE.parents[2]))
+    from benchmarks.detection import pairs
+
+    cell = pairs.GRID[1]  # 6 % own noise per round: the floor is often the pairs' noise
+    now, before = pairs.PROCEDURES
+    false = [pairs.final_verdicts(cell, t, 0.0, sim.SEED) for t in range(40)]
+    assert not any(v[now] or v[before] for v in false)
+    caught = [pairs.final_verdicts(cell, t, 0.10, sim.SEED) for t in range(40)]
+    assert all(v[now] >= v[before] for v in caught)
+    assert sum(v[now] for v in caught) > sum(v[before] for v in caught)
