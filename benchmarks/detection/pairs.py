@@ -40,6 +40,7 @@ from benchmarks.detection.model import (
     to_table,
 )
 from benchmarks.detection.model import Session as Rounds
+from benchmarks.detection.sequence import tally
 from benchmarks.detection.simulate import trial_rng
 from tprof_engine.decide import again, policy
 from tprof_engine.decide.timing.compare import compare
@@ -108,9 +109,12 @@ RULE = paired_rule(Rule())
 PROCEDURES = ("measured again when short (now)", "first pairs stand (before)")
 
 
-def final_verdicts(cell: Cell, trial: int, test_slowdown: float, seed: int) -> dict[str, bool]:
-    """Whether each procedure's final verdict of one trial is regressed; ``test_slowdown``: the
-    share of the test the largest op is slowed by."""
+def final_verdicts(
+    cell: Cell, trial: int, test_slowdown: float, seed: int
+) -> tuple[dict[str, bool], bool]:
+    """Whether each procedure's final verdict of one trial is regressed, and whether a second
+    pair was started for it (the cost); ``test_slowdown``: the share of the test the largest
+    op is slowed by."""
     scen = cell.scen
     rng = trial_rng(seed, scen, trial)
     layout = Layout.for_ops(scen.ops)
@@ -124,25 +128,13 @@ def final_verdicts(cell: Cell, trial: int, test_slowdown: float, seed: int) -> d
     first = pair()
     step = policy.next_step(first, in_process=False, pair_rule=RULE)
     if step == policy.DONE:
-        return dict.fromkeys(PROCEDURES, first.verdict == REGRESSED)
+        return dict.fromkeys(PROCEDURES, first.verdict == REGRESSED), False
     fresh = pair()
     if step == policy.FRESH_PROCESS:
         final = policy.after_fresh_process(first, fresh).verdict == REGRESSED
-        return dict.fromkeys(PROCEDURES, final)
+        return dict.fromkeys(PROCEDURES, final), False
     now = again.after_second_pair(first, fresh, RULE).verdict == REGRESSED
-    return {PROCEDURES[0]: now, PROCEDURES[1]: first.verdict == REGRESSED}
-
-
-def measured_again(cell: Cell, trials: int, seed: int) -> int:
-    """How many of the unchanged trials a second pair was started for (its cost)."""
-    count = 0
-    for t in range(trials):
-        rng = trial_rng(seed, cell.scen, t)
-        layout = Layout.for_ops(cell.scen.ops)
-        base, head = sides(rng, cell, layout)
-        step = policy.next_step(compare([base], head, RULE), in_process=False, pair_rule=RULE)
-        count += step == policy.MEASURE_AGAIN
-    return count
+    return {PROCEDURES[0]: now, PROCEDURES[1]: first.verdict == REGRESSED}, True
 
 
 def _cell(ops: int, cv: float, pair_noise: float, *, side: float = 0.0, op: float = 0.0) -> Cell:
@@ -164,19 +156,15 @@ SLOWDOWNS = (0.05, 0.10, 0.25)  # of the test, in its largest op
 def run(trials: int, power_trials: int, seed: int) -> list[dict[str, object]]:
     rows: list[dict[str, object]] = []
     for cell in GRID:
-        row: dict[str, object] = {"cell": cell.label}
-        false = dict.fromkeys(PROCEDURES, 0)
-        for t in range(trials):
-            for name, failed in final_verdicts(cell, t, 0.0, seed).items():
-                false[name] += failed
-        row["false"] = false
-        row["again"] = measured_again(cell, trials, seed)
+        unchanged = [final_verdicts(cell, t, 0.0, seed) for t in range(trials)]
+        row: dict[str, object] = {
+            "cell": cell.label,
+            "false": tally((v for v, _ in unchanged), PROCEDURES),
+            "again": sum(started for _, started in unchanged),
+        }
         for slowdown in SLOWDOWNS:
-            hits = dict.fromkeys(PROCEDURES, 0)
-            for t in range(power_trials):
-                for name, caught in final_verdicts(cell, t, slowdown, seed).items():
-                    hits[name] += caught
-            row[f"+{slowdown:.0%}"] = hits
+            trials_of = (final_verdicts(cell, t, slowdown, seed)[0] for t in range(power_trials))
+            row[f"+{slowdown:.0%}"] = tally(trials_of, PROCEDURES)
         rows.append(row)
         print_row(row, trials, power_trials)
     return rows

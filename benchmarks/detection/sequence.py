@@ -20,7 +20,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -143,23 +143,27 @@ GRID = (
 SLOWDOWNS = (0.10, 0.25)
 
 
+def tally(trials: Iterable[Mapping[str, bool]], names: Iterable[str]) -> dict[str, int]:
+    """How many of ``trials`` (each procedure's verdict: regressed or not) each named
+    procedure's verdict was regressed in."""
+    counts = dict.fromkeys(names, 0)
+    for verdicts in trials:
+        for name, failed in verdicts.items():
+            counts[name] += failed
+    return counts
+
+
 def run(trials: int, power_trials: int, seed: int) -> list[dict[str, object]]:
     rows: list[dict[str, object]] = []
+    names = [p.name for p in PROCEDURES]
     for scen in GRID:
-        layout = Layout.for_ops(scen.ops)
-        row: dict[str, object] = {"scenario": scen.label}
-        false = dict.fromkeys((p.name for p in PROCEDURES), 0)
-        for t in range(trials):
-            for name, failed in final_verdicts(scen, t, 1.0, 0, seed).items():
-                false[name] += failed
-        row["false"] = false
+        op = Layout.for_ops(scen.ops).target("largest")
+        unchanged = (final_verdicts(scen, t, 1.0, 0, seed) for t in range(trials))
+        row: dict[str, object] = {"scenario": scen.label, "false": tally(unchanged, names)}
         for slowdown in SLOWDOWNS:
-            op = layout.target("largest")
-            hits = dict.fromkeys((p.name for p in PROCEDURES), 0)
-            for t in range(power_trials):
-                for name, caught in final_verdicts(scen, t, 1.0 + slowdown, op, seed).items():
-                    hits[name] += caught
-            row[f"+{slowdown:.0%}"] = hits
+            factor = 1.0 + slowdown
+            caught = (final_verdicts(scen, t, factor, op, seed) for t in range(power_trials))
+            row[f"+{slowdown:.0%}"] = tally(caught, names)
         rows.append(row)
         print_row(row, trials, power_trials)
     return rows

@@ -128,7 +128,7 @@ def pooled_family(first: FamilyResult, again: FamilyResult, rule: Rule) -> Famil
         return replace(first, delta_pct=together.pct, p_value=p, floor_pct=floor * 100.0)
     reason = (
         f"{spec(first.family).total_words} {together.pct:+.1f}% over two pairs "
-        f"(p={p:.2g}, floor {floor:.0%} paired with the base's rounds; "
+        f"(p={p:.2g}, floor {floor:.0%} {first.floor_source}; "
         f"{first.delta_pct:+.1f}% then {again.delta_pct:+.1f}%)"
     )
     return replace(

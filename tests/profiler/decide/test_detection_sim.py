@@ -195,8 +195,8 @@ def test_a_paired_verdict_measured_again_when_short_catches_more_and_fails_no_un
 
     cell = pairs.GRID[1]  # 6 % own noise per round: the floor is often the pairs' noise
     now, before = pairs.PROCEDURES
-    false = [pairs.final_verdicts(cell, t, 0.0, sim.SEED) for t in range(40)]
+    false = [pairs.final_verdicts(cell, t, 0.0, sim.SEED)[0] for t in range(40)]
     assert not any(v[now] or v[before] for v in false)
-    caught = [pairs.final_verdicts(cell, t, 0.10, sim.SEED) for t in range(40)]
+    caught = [pairs.final_verdicts(cell, t, 0.10, sim.SEED)[0] for t in range(40)]
     assert all(v[now] >= v[before] for v in caught)
     assert sum(v[now] for v in caught) > sum(v[before] for v in caught)
