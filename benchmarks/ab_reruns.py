@@ -130,6 +130,11 @@ def judged(t: dict[str, Any]) -> bool:
     return bool(t.get("timing_compared", True)) and t["verdict"] not in ("inconclusive", "error")
 
 
+def measured_again(t: dict[str, Any]) -> bool:
+    """The test's verdict was short of its floor and measured again (``decide.again``)."""
+    return any(n.startswith("short of its floor") for n in t.get("notes") or ())
+
+
 def smallest_flagged(t: dict[str, Any]) -> float | None:
     """The smallest slowdown of the CPU total the rule could flag: max(floor, MDE), in %."""
     for f in t.get("families", []):
@@ -143,6 +148,7 @@ class Tally:
     test_runs: int = 0
     verdicts: Counter[str] = field(default_factory=Counter)
     judged: int = 0
+    again: int = 0  # measured again when short (a fresh process or pair each)
     false: list[str] = field(default_factory=list)
     walls: list[float] = field(default_factory=list)
     flagged: dict[str, list[float]] = field(default_factory=dict)
@@ -154,6 +160,7 @@ def tally_run(tally: Tally, tests: dict[str, dict[str, Any]], mode: str) -> None
         tally.test_runs += 1
         tally.verdicts[t["verdict"]] += 1
         tally.judged += judged(t)
+        tally.again += measured_again(t)
         if (flag := smallest_flagged(t)) is not None:
             tally.flagged.setdefault(name, []).append(flag)
         if t["verdict"] in FAILED:
@@ -190,9 +197,11 @@ def plant_run(folder: Path, plant: str, where: tuple[str, int, str], caught: Cau
     tests, _ = run(folder, mode, f"{condition}-{plant}{i}")
     t = tests[PLANTS[plant]]
     caught.setdefault((plant, condition, mode), []).append(t["verdict"])
+    again = " (measured again)" if measured_again(t) else ""
     others = [k for k, o in tests.items() if k != PLANTS[plant] and o["verdict"] in FAILED]
     print(
-        f"  {plant} {mode} run {i}: {t['verdict']} {t['reason'][:160]!r} collateral {others}",
+        f"  {plant} {mode} run {i}: {t['verdict']}{again} {t['reason'][:160]!r} "
+        f"collateral {others}",
         flush=True,
     )
 
@@ -224,11 +233,13 @@ def tables(
     modes = [m for m in MODES if any(k[0] == m for k in tallies)]
     conds = list(dict.fromkeys(c for _, c in tallies))
     print("\nunchanged (A = A): per mode and load")
-    print(f"  {'mode':<7}{'load':<8}{'test-runs':>10}{'false':>7}{'judged':>9}  verdicts")
+    print(
+        f"  {'mode':<7}{'load':<8}{'test-runs':>10}{'false':>7}{'judged':>9}{'again':>7}  verdicts"
+    )
     for (mode, cond), t in tallies.items():
         share = 100 * t.judged / t.test_runs if t.test_runs else 0
         print(
-            f"  {mode:<7}{cond:<8}{t.test_runs:>10}{len(t.false):>7}{share:>8.0f}%  "
+            f"  {mode:<7}{cond:<8}{t.test_runs:>10}{len(t.false):>7}{share:>8.0f}%{t.again:>7}  "
             f"{dict(t.verdicts)}"
         )
     print("\nsmallest CPU slowdown each test could flag, % (median over runs: max(floor, MDE))")

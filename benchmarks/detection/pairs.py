@@ -9,7 +9,7 @@ per-op drift (``model.op_drift``), its own speed as a process (``side``) and its
 noise (``pair_noise``: a round's cache and frequency state, not shared with its partner).  The
 project's own ``compare`` judges the head's table against the base's under ``paired_rule``; a
 timing regression is confirmed by a fresh pair (``policy.after_fresh_process``), a verdict
-short of its floor is measured again by one (``again.after_second_pair``, the rule now).  A
+short of its floor is measured again by one (``again.after_second_look``, the rule now).  A
 fresh pair is two new processes at another moment: every part is drawn again.
 
     python -m benchmarks.detection.pairs [--trials 2000] [--power-trials 300]
@@ -126,14 +126,14 @@ def final_verdicts(
         return compare([base], slowed(head, op, factor) if test_slowdown else head, RULE)
 
     first = pair()
-    step = policy.next_step(first, in_process=False, pair_rule=RULE)
+    step = policy.next_step(first, in_process=False, again_rule=RULE)
     if step == policy.DONE:
         return dict.fromkeys(PROCEDURES, first.verdict == REGRESSED), False
     fresh = pair()
     if step == policy.FRESH_PROCESS:
         final = policy.after_fresh_process(first, fresh).verdict == REGRESSED
         return dict.fromkeys(PROCEDURES, final), False
-    now = again.after_second_pair(first, fresh, RULE).verdict == REGRESSED
+    now = again.after_second_look(first, fresh, RULE).verdict == REGRESSED
     return {PROCEDURES[0]: now, PROCEDURES[1]: first.verdict == REGRESSED}, True
 
 

@@ -1,11 +1,16 @@
-"""Seeded simulation of the whole confirmation sequence: false failures and power of a test's
-final verdict, with each confirmation's measurement pooled with the others (the rule now,
-``decide.timing.pooling``) against each one judged on its own (the rule before).
+"""Seeded simulation of the whole confirmation sequence against a stored baseline: false
+failures and power of a test's final verdict, and what a verdict short of its floor measured
+again costs.  Three procedures on the same draws: a short verdict measured again in a fresh
+process and judged on both (``decide.again``, now); each confirmation's measurement pooled with
+the others (``decide.timing.pooling``), a short verdict standing as it is (before); each
+confirmation judged on its own (earlier).
 
 One trial: three baseline sessions, each a process of its own; then the run's process captures
 the test and the project's own ``compare`` judges it; a timing regression is captured again in
 the same process and merged (``policy.after_remeasurement``), and one still standing is run in
-a fresh process and merged again (``policy.after_fresh_process``).  A process is the model of
+a fresh process and merged again (``policy.after_fresh_process``); under the rule now, a
+verdict short of its floor is measured in a fresh process and judged on both
+(``again.after_second_look``).  A process is the model of
 ``model.py``, the noise model ``simulate.py`` draws from (``draw_process``, ``capture``): its
 machine drift, memory-bound mode and per-op drift drawn once and kept by every capture it
 takes; each capture draws its own rounds.  A trial fails when the final verdict is regressed.
@@ -39,7 +44,7 @@ from benchmarks.detection.model import (
     with_op_drift,
 )
 from benchmarks.detection.simulate import trial_rng
-from tprof_engine.decide import policy
+from tprof_engine.decide import again, policy
 from tprof_engine.decide.timing.compare import compare
 from tprof_engine.decide.timing.rule import Rule
 from tprof_engine.model.arrays import FloatArray
@@ -93,18 +98,26 @@ class Procedure:
     name: str
     remeasure: Merge
     fresh: Merge
+    again: bool = False  # a verdict short of its floor is measured again in a fresh process
 
 
 PROCEDURES = (
-    Procedure("pooled (now)", policy.after_remeasurement, policy.after_fresh_process),
-    Procedure("each on its own (before)", separate_remeasure, separate_fresh),
+    Procedure(
+        "measured again when short (now)",
+        policy.after_remeasurement,
+        policy.after_fresh_process,
+        again=True,
+    ),
+    Procedure("pooled (before)", policy.after_remeasurement, policy.after_fresh_process),
+    Procedure("each on its own (earlier)", separate_remeasure, separate_fresh),
 )
 
 
 def final_verdicts(
     scen: Scenario, trial: int, factor: float, op: int, seed: int
-) -> dict[str, bool]:
-    """Whether each procedure's final verdict of one trial is regressed."""
+) -> tuple[dict[str, bool], bool]:
+    """Whether each procedure's final verdict of one trial is regressed, and whether a fresh
+    process measured a short verdict again (the cost)."""
     rng = trial_rng(seed, scen, trial)
     layout = Layout.for_ops(scen.ops)
     rule = Rule()
@@ -119,17 +132,22 @@ def final_verdicts(
 
     here = draw_run(rng, scen)
     first = measured(here)
-    if policy.next_step(first) != policy.REMEASURE:
-        return {p.name: first.verdict == REGRESSED for p in PROCEDURES}
-    again = measured(here)
-    fresh = measured(draw_run(rng, scen))  # drawn for every trial: both procedures see it
+    step = policy.next_step(first, again_rule=rule)
+    if step == policy.MEASURE_AGAIN:
+        fresh = measured(draw_run(rng, scen))
+        now = again.after_second_look(first, fresh, rule).verdict == REGRESSED
+        return {p.name: now if p.again else first.verdict == REGRESSED for p in PROCEDURES}, True
+    if step != policy.REMEASURE:
+        return {p.name: first.verdict == REGRESSED for p in PROCEDURES}, False
+    second = measured(here)
+    fresh = measured(draw_run(rng, scen))  # drawn for every trial: each procedure sees it
     out = {}
     for p in PROCEDURES:
-        v = p.remeasure(first, again)
+        v = p.remeasure(first, second)
         if policy.next_step(v, in_process=False) == policy.FRESH_PROCESS:
             v = p.fresh(v, fresh)
         out[p.name] = v.verdict == REGRESSED
-    return out
+    return out, False
 
 
 GRID = (
@@ -158,11 +176,15 @@ def run(trials: int, power_trials: int, seed: int) -> list[dict[str, object]]:
     names = [p.name for p in PROCEDURES]
     for scen in GRID:
         op = Layout.for_ops(scen.ops).target("largest")
-        unchanged = (final_verdicts(scen, t, 1.0, 0, seed) for t in range(trials))
-        row: dict[str, object] = {"scenario": scen.label, "false": tally(unchanged, names)}
+        unchanged = [final_verdicts(scen, t, 1.0, 0, seed) for t in range(trials)]
+        row: dict[str, object] = {
+            "scenario": scen.label,
+            "false": tally((v for v, _ in unchanged), names),
+            "again": sum(started for _, started in unchanged),
+        }
         for slowdown in SLOWDOWNS:
             factor = 1.0 + slowdown
-            caught = (final_verdicts(scen, t, factor, op, seed) for t in range(power_trials))
+            caught = (final_verdicts(scen, t, factor, op, seed)[0] for t in range(power_trials))
             row[f"+{slowdown:.0%}"] = tally(caught, names)
         rows.append(row)
         print_row(row, trials, power_trials)
@@ -176,7 +198,8 @@ def print_row(row: dict[str, object], trials: int, power_trials: int) -> None:
         for slowdown in SLOWDOWNS:
             hits = row[f"+{slowdown:.0%}"][p.name]  # type: ignore[index]
             cells.append(f"{hits / power_trials:7.1%}")
-        print(f"{row['scenario']:<38} {p.name:<25} " + "  ".join(cells), flush=True)
+        again_share = f"{row['again'] / trials:6.1%}" if p.again else " " * 6  # type: ignore[operator]
+        print(f"{row['scenario']:<38} {p.name:<32} {again_share}  " + "  ".join(cells), flush=True)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -187,11 +210,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     started = time.monotonic()
     heads = "  ".join(f"{'+' + format(s, '.0%'):>7}" for s in SLOWDOWNS)
-    print(f"{'scenario':<38} {'procedure':<25} {'false':>7}  {heads}   (largest op slowed)")
+    print(
+        f"{'scenario':<38} {'procedure':<32} {'again':>6}  {'false':>7}  {heads}"
+        "   (largest op slowed)"
+    )
     run(args.trials, args.power_trials, args.seed)
     print(
         f"\n{time.monotonic() - started:.0f} s; final verdict after re-measurement and a "
-        "fresh process; false: unchanged trials whose final verdict is regressed"
+        "fresh process; again: unchanged trials measured again in a fresh process when short; "
+        "false: unchanged trials whose final verdict is regressed"
     )
     return 0
 

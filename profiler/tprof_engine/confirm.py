@@ -62,9 +62,9 @@ class Plan:
     fresh: bool = True  # a fresh process is open (False in one, or in a harness with none)
     workers: int = 1  # xdist's workers beside this one
     alpha: float = policy.DEFAULT_ALPHA  # the run's α, which the blocks are pooled at
-    # a side of tprof ab: the rule its pairs are judged by (a verdict short of its floor is
-    # measured again in a fresh pair); None: not a pair
-    pair_rule: Rule | None = None
+    # the rule a verdict short of its floor is measured again under (in a fresh process; on a
+    # side of tprof ab, a fresh pair, its pairs' rule); None: it stands as it is
+    again_rule: Rule | None = None
 
 
 def confirmed(test: ProfiledTest, steps: Executor, plan: Plan) -> ProfiledTest:
@@ -85,7 +85,7 @@ def confirmed(test: ProfiledTest, steps: Executor, plan: Plan) -> ProfiledTest:
             in_process=in_process,
             in_fresh_process=not plan.fresh,
             workers=plan.workers,
-            pair_rule=plan.pair_rule,
+            again_rule=plan.again_rule,
         )
         if step == policy.REMEASURE:
             test, in_process = _remeasured(test, steps.remeasure(test), plan.alpha), False
@@ -99,10 +99,10 @@ def confirmed(test: ProfiledTest, steps: Executor, plan: Plan) -> ProfiledTest:
                 test.verdict, look.verdict, look.why, look.other_settings, alpha=plan.alpha
             )
             test = replace(test, verdict=merged)
-        elif step == policy.MEASURE_AGAIN and plan.pair_rule is not None:
+        elif step == policy.MEASURE_AGAIN and plan.again_rule is not None:
             look = steps.fresh_process(test)
-            merged = again.after_second_pair(
-                test.verdict, look.verdict, plan.pair_rule, look.why, look.other_settings
+            merged = again.after_second_look(
+                test.verdict, look.verdict, plan.again_rule, look.why, look.other_settings
             )
             test = replace(test, verdict=merged)
         return replace(test, verdict=policy.under_xdist(test.verdict, plan.workers))

@@ -85,7 +85,8 @@ class Steps:
 def plan(runner: Any, rule: Rule, *, in_process: bool, paired: bool = False) -> confirm.Plan:
     """Which confirmation steps are open to a test of this run (``in_process``: a second
     capture here; the fresh processes where the glue runs them; ``paired``: a side of tprof
-    ab, whose verdict short of its floor is measured again in a fresh pair)."""
+    ab).  A verdict short of its floor is measured again in a fresh process, on a side of
+    tprof ab in a fresh pair, under that side's rule (:mod:`tprof_engine.decide.again`)."""
     glue = runner.fresh_steps
     return confirm.Plan(
         confirm=runner.config.confirm,
@@ -93,14 +94,14 @@ def plan(runner: Any, rule: Rule, *, in_process: bool, paired: bool = False) -> 
         fresh=glue is not None and glue.fresh_open,
         workers=1 if glue is None else glue.workers,
         alpha=rule.alpha,
-        pair_rule=paired_rule(rule) if paired else None,
+        again_rule=paired_rule(rule) if paired else rule,
     )
 
 
 def judged(test: ProfiledTest, steps: Steps, watch: Stopwatch, *, in_process: bool) -> ProfiledTest:
     """The test judged, then confirmed as the policy's plan asks (a pair is not captured
-    again here: the base side would have to run again in step; a paired verdict short of its
-    floor is measured again in a fresh pair)."""
+    again here: the base side would have to run again in step; a verdict short of its floor
+    is measured again in a fresh process, or pair)."""
     with watch.stage("judge"):
         verdict = verdict_of(steps.runner, test.nodeid, steps.found, steps.current, steps.rule)
     test = replace(test, verdict=policy.with_exact_note(verdict))

@@ -35,8 +35,8 @@ DONE: Final = "done"
 REMEASURE: Final = "remeasure"  # capture the rounds again in this process, judge again
 FRESH_PROCESS: Final = "fresh-process"  # run the test alone in a new pytest process
 AFTER_WORKERS: Final = "after-workers"  # under xdist: that, once every worker has finished
-# tprof ab: a paired verdict short of its floor, measured again in a fresh pair and judged on
-# both pairs pooled (decide.again)
+# a verdict short of its floor, measured again (a fresh process; on a side of tprof ab a
+# fresh pair) and judged on both looks pooled (decide.again)
 MEASURE_AGAIN: Final = "measure-again"
 
 
@@ -80,7 +80,7 @@ def next_step(
     in_process: bool = True,
     in_fresh_process: bool = False,
     workers: int = 1,
-    pair_rule: Rule | None = None,
+    again_rule: Rule | None = None,
 ) -> Step:
     """The confirmation policy: what a verdict needs before it stands.
 
@@ -94,12 +94,13 @@ def next_step(
     was taken, and for the sources that can't be captured again here: pytest-benchmark's
     rounds (the benchmark owns them) and tprof ab's pairs (the base side would have to run
     again in step), which go straight to a fresh process (for a pair, a fresh pair).
-    ``pair_rule``: a side of tprof ab's rule for its pairs; a verdict whose families landed
-    short of their floor (:func:`.again.short_families`) is measured again in a fresh pair.
+    ``again_rule``: the rule a verdict whose families landed short of their floor
+    (:func:`.again.short_families`) is measured again under, in a fresh process (a fresh
+    pair); None: it stands as it is.
     :mod:`tprof_engine.confirm` carries the steps out; the merges are
     :func:`after_remeasurement`, :func:`after_fresh_process`,
     :func:`awaiting_serial_confirmation`, :func:`after_serial_confirmation` and
-    :func:`.again.after_second_pair`.
+    :func:`.again.after_second_look`.
     """
     if not confirm:
         return DONE
@@ -109,7 +110,7 @@ def next_step(
         return DONE
     if needs_fresh_process(verdict):
         return AFTER_WORKERS if workers > 1 else FRESH_PROCESS
-    if pair_rule is not None and workers == 1 and again.short_families(verdict, pair_rule):
+    if again_rule is not None and workers == 1 and again.short_families(verdict, again_rule):
         return MEASURE_AGAIN
     return DONE
 
