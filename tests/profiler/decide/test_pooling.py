@@ -29,6 +29,24 @@ def test_a_clear_second_look_inside_the_floor_takes_it_back() -> None:
     assert not stands(block(82.0, 8.0), block(0.0, 4.0), 10.0)
 
 
+def test_a_second_look_inside_the_floor_whose_own_test_found_the_slowdown_leaves_it_pooled() -> (
+    None
+):
+    """A +25 % custom op read +28 % (floor 17 %), then +12 % in a fresh process, sure to a
+    few percent and significant by its own test: a smaller slowdown, not none; pooled
+    beyond the floor, it stands.  Without its own test's word it is taken back."""
+    first = pooling.block(28.0, 4.0, ALPHA, p=3.7e-6)
+    assert first is not None
+    sure = pooling.block(12.0, 5.0, ALPHA, p=0.0057)
+    assert sure is not None and pooling.inside_floor(sure, 17.0, ALPHA)
+    assert pooling.stands(pooling.pooled([first, sure]), sure, 17.0, ALPHA)
+    unsure = pooling.block(12.0, 5.0, ALPHA, p=0.2)
+    assert unsure is not None
+    assert not pooling.stands(pooling.pooled([first, unsure]), unsure, 17.0, ALPHA)
+    # pooled inside the floor, it is taken back whatever the newest's own test said
+    assert not pooling.stands(pooling.pooled([block(18.0, 6.0), sure]), sure, 17.0, ALPHA)
+
+
 def test_two_looks_that_disagree_beyond_their_noise_are_that_processs_speed() -> None:
     """+40 % then +1 %, each sure to a few percent: pooled about +19 %, beyond a 10 % floor,
     but one process saw it and the next did not."""
