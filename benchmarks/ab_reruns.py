@@ -230,7 +230,7 @@ def plants(
 def tables(
     tallies: dict[tuple[str, str], Tally], caught: dict[tuple[str, str, str], list[str]]
 ) -> None:
-    modes = [m for m in MODES if any(k[0] == m for k in tallies)]
+    modes = [m for m in MODES if any(k[0] == m for k in tallies) or any(k[2] == m for k in caught)]
     conds = list(dict.fromkeys(c for _, c in tallies))
     print("\nunchanged (A = A): per mode and load")
     print(
