@@ -7,8 +7,8 @@ rooms, each importing only the ones before it:
   settings), one module each, listed in :mod:`.gates.registry`;
 - the verdict, here at the stage's top: :mod:`.judge` (the one judging path: comparability →
   timing → the gates → too-noisy), :mod:`.policy` (the confirmation policy as data and the
-  merges of each confirmation into the verdict), :mod:`.again` (tprof ab's second pair for a
-  verdict short of its floor) and :mod:`.outcome` (what a verdict does: the
+  merges of each confirmation into the verdict), :mod:`.again` (a verdict short of its floor
+  measured again, in a fresh process or pair) and :mod:`.outcome` (what a verdict does: the
   test fails or not, its causes typed, the next steps, and the words no judgement gives).
 """
 

@@ -23,7 +23,8 @@ from dataclasses import replace
 
 from tprof_engine.decide.timing import pooling
 from tprof_engine.decide.timing.rule import Rule
-from tprof_engine.decide.timing.samples import paired_floor
+from tprof_engine.decide.timing.samples import beyond_floor, paired_floor
+from tprof_engine.decide.timing.units import other_units_follow
 from tprof_engine.model.family_specs import family_total, spec
 from tprof_engine.model.verdicts import (
     IMPROVED,
@@ -133,10 +134,12 @@ def pooled_family(first: FamilyResult, again: FamilyResult, rule: Rule) -> Famil
     mde = math.expm1(pooling.z_power(rule.alpha) * together.se)
     floor = paired_floor(rule, mde, op=False) if rule.paired else first.floor_pct / 100.0
     p = pooling.combined_p([first.p_value, again.p_value])
-    rise_us = first.baseline_total_us * math.expm1(together.effect)
-    regressed = p < rule.alpha and together.effect > math.log1p(floor)
-    regressed = regressed and rise_us >= rule.abs_floor_us
-    regressed = regressed and _other_units_follow(first, again, rule.shift_share * floor)
+    change = math.expm1(together.effect)
+    base_us = first.baseline_total_us
+    beyond = beyond_floor(rule, True, base_us, base_us * (1.0 + change), change, floor, p, 1.0)[0]
+    # each look's factor into the other units, averaged as their changes are
+    to_other = math.sqrt(first.to_other_units * again.to_other_units)
+    regressed = beyond and other_units_follow(change, floor, to_other, rule)
     if not regressed:
         return replace(first, delta_pct=together.pct, p_value=p, floor_pct=floor * 100.0)
     looks = "two pairs" if rule.paired else "two processes"
@@ -156,16 +159,6 @@ def pooled_family(first: FamilyResult, again: FamilyResult, rule: Rule) -> Famil
         timing_regressed=True,
         reasons=(reason, *first.reasons),
     )
-
-
-def _other_units_follow(first: FamilyResult, again: FamilyResult, least: float) -> bool:
-    """The two looks' change in the other units, averaged, is a slowdown of at least
-    ``least`` too (:func:`.timing.units.other_units_follow`, the check each look had)."""
-    other = [f.other_units_pct for f in (first, again)]
-    if None in other:
-        return True  # a look from before the other units were kept: the check it had stands
-    mean = sum(math.log1p(o / 100.0) for o in other if o is not None) / 2.0
-    return math.expm1(mean) >= least
 
 
 def _look(rule: Rule) -> str:

@@ -194,9 +194,9 @@ class FamilyResult:
     # Judged in raw µs though it has a drift probe: its baseline sessions agreed better
     # without it (decide.timing.samples.probe_narrows).
     raw_us: bool = False
-    # Its change in the other units (raw µs where judged in probe units, and the other way
-    # round), percent; the same change where it has one kind of units.
-    other_units_pct: float | None = None
+    # What turns its change into one in the other units (raw µs where judged in probe units,
+    # and the other way round; decide.timing.units.other_units_follow); 1 with one kind.
+    to_other_units: float = 1.0
 
     @property
     def fails(self) -> bool:

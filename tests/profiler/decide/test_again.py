@@ -29,9 +29,9 @@ def paired(scale: float, *, seed: int = 2, cv: float = 0.03) -> TestVerdict:
 
 def with_cpu(v: TestVerdict, **figures: object) -> TestVerdict:
     """``v`` with its CPU family's figures replaced (its change the same in both units unless
-    ``other_units_pct`` says otherwise)."""
+    ``to_other_units`` says otherwise)."""
     if "delta_pct" in figures:
-        figures.setdefault("other_units_pct", figures["delta_pct"])
+        figures.setdefault("to_other_units", 1.0)
     families = tuple(replace(f, **figures) if f.family == "cpu" else f for f in v.families)  # type: ignore[arg-type]
     return replace(v, families=families)
 
@@ -172,14 +172,17 @@ def test_a_stored_verdict_short_of_its_floor_is_pooled_over_two_processes_at_tha
     tiny = Rule(abs_floor_us=10_000.0)
     assert again.after_second_look(first, second, tiny).verdict == UNCHANGED
     # nor one the other units don't follow: probe units +11 %, raw µs +1 % (a slower probe)
-    raw_flat = with_cpu(second, other_units_pct=-6.0)
+    raw_flat = with_cpu(second, to_other_units=0.94 / 1.14)  # +14 % in probe units, −6 % raw
     assert again.after_second_look(first, raw_flat, Rule()).verdict == UNCHANGED
 
 
 def test_a_reading_beyond_its_floor_that_another_check_set_aside_is_not_short() -> None:
     """Significant and beyond the floor, yet unchanged (its other units didn't follow): a
     second look would change nothing of why."""
-    aside = with_cpu(stored(1.0), delta_pct=13.0, p_value=1e-6, floor_pct=10.0, other_units_pct=2)
+    raw_up_2 = 1.02 / 1.13  # +13 % in probe units, +2 % raw
+    aside = with_cpu(
+        stored(1.0), delta_pct=13.0, p_value=1e-6, floor_pct=10.0, to_other_units=raw_up_2
+    )
     assert aside.verdict == UNCHANGED and again.set_aside(
         next(f for f in aside.families if f.family == "cpu"), Rule()
     )

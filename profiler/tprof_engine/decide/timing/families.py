@@ -211,7 +211,7 @@ def family_result(
         structure_regressed=structure[1],
         reasons=tuple(reasons),
         raw_us=total.raw_us,
-        other_units_pct=((1.0 + total.delta_pct) * total.to_other_units - 1.0) * 100.0,
+        to_other_units=total.to_other_units,
     )
 
 

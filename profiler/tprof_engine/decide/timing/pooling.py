@@ -114,8 +114,7 @@ def stands(together: Pooled, newest: Block, floor_pct: float, alpha: float) -> b
     The last clause keeps pooling on an op honest where ops drift per process: simulated with
     5 % per-op drift per process, pooling an op's blocks without it failed 4.5 % of unchanged
     tests, against 2.6 % when such a failure had to repeat (``sequence.py``)."""
-    found_too = newest.p is not None and newest.p < alpha
-    if inside_floor(newest, floor_pct, alpha) and not found_too:
+    if inside_floor(newest, floor_pct, alpha) and not own_test_found(newest, alpha):
         return False
     if together.q_p < alpha and not slower_at_all(newest, alpha):
         return False
@@ -145,9 +144,12 @@ def slower_at_all(block: Block, alpha: float) -> bool:
     first: an error read back from a detectable effect can be wider than the test's rounds say
     (HF Llama ``generate``'s fresh process read host time +13 % at p=0.00025, and its bound
     from the detectable effect reached below 0: the plant was read "process-dependent")."""
-    if block.p is not None and block.p < alpha:
-        return True
-    return block.effect - _z_alpha(alpha) * block.se > 0.0
+    return own_test_found(block, alpha) or block.effect - _z_alpha(alpha) * block.se > 0.0
+
+
+def own_test_found(block: Block, alpha: float) -> bool:
+    """The block's own test found a slowdown (beyond the part of the floor it tests)."""
+    return block.p is not None and block.p < alpha
 
 
 def shows_itself(block: Block, bar_pct: float, alpha: float) -> bool:

@@ -146,7 +146,7 @@ class Total:
     raw_us: bool = False  # judged in raw µs by choice (:attr:`Side.raw_by_choice`)
 
 
-def _beyond_floor(
+def beyond_floor(
     rule: Rule,
     timed: bool,
     base_us: float,
@@ -158,7 +158,7 @@ def _beyond_floor(
 ) -> tuple[bool, bool]:
     """Whether a family's total regressed, and whether it improved: timed, significant,
     beyond the floor and by at least ``rule.abs_floor_us`` (one rule for stored and paired
-    rounds)."""
+    rounds, and for two looks pooled: ``decide.again``)."""
     regressed = p_greater < rule.alpha and delta_pct > floor
     improved = p_less < rule.alpha and delta_pct < -floor
     return (
@@ -192,7 +192,7 @@ def total_test(
     p_less = stats.mwu_less(low_c, low_b * (1.0 - shift))
     delta_pct = (cur_us / base_us - 1.0) if base_us > 0 else 0.0
     sigma = stats.pooled_log_spread(low_b, low_c)
-    moved = _beyond_floor(rule, timed, base_us, cur_us, delta_pct, floor, p_greater, p_less)
+    moved = beyond_floor(rule, timed, base_us, cur_us, delta_pct, floor, p_greater, p_less)
     return Total(
         base_us=base_us,
         cur_us=cur_us,
@@ -229,7 +229,7 @@ def paired_total(base: Side, cur: Side, rule: Rule, *, timed: bool) -> Total:
     base_us = stats.median(base.totals) if base.totals.size else 0.0
     cur_us = base_us * math.exp(centre)
     delta_pct = math.expm1(centre)
-    moved = _beyond_floor(rule, timed, base_us, cur_us, delta_pct, floor, p_greater, p_less)
+    moved = beyond_floor(rule, timed, base_us, cur_us, delta_pct, floor, p_greater, p_less)
     return Total(
         base_us=base_us,
         cur_us=cur_us,
