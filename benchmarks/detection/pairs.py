@@ -19,10 +19,8 @@ README.md in this folder has the last run's table.
 
 from __future__ import annotations
 
-import argparse
 import math
 import sys
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -32,7 +30,6 @@ from benchmarks.detection.model import (
     OUTLIER_FACTOR,
     OUTLIER_RATE,
     ROUND_SIGMA,
-    SEED,
     Layout,
     Scenario,
     draw_process,
@@ -40,7 +37,7 @@ from benchmarks.detection.model import (
     to_table,
 )
 from benchmarks.detection.model import Session as Rounds
-from benchmarks.detection.sequence import tally
+from benchmarks.detection.sequence import Table, main_of, tallied
 from benchmarks.detection.simulate import trial_rng
 from tprof_engine.decide import again, policy
 from tprof_engine.decide.timing.compare import compare
@@ -153,49 +150,30 @@ GRID = (
 SLOWDOWNS = (0.05, 0.10, 0.25)  # of the test, in its largest op
 
 
+TABLE = Table(
+    first="cell",
+    width=36,
+    slowdowns=SLOWDOWNS,
+    again=PROCEDURES[0],
+    under="again: unchanged trials measured again by a second pair; false: unchanged trials "
+    "whose final verdict is regressed",
+)
+
+
 def run(trials: int, power_trials: int, seed: int) -> list[dict[str, object]]:
     rows: list[dict[str, object]] = []
     for cell in GRID:
         unchanged = [final_verdicts(cell, t, 0.0, seed) for t in range(trials)]
-        row: dict[str, object] = {
-            "cell": cell.label,
-            "false": tally((v for v, _ in unchanged), PROCEDURES),
-            "again": sum(started for _, started in unchanged),
+        caught = {
+            s: [final_verdicts(cell, t, s, seed)[0] for t in range(power_trials)] for s in SLOWDOWNS
         }
-        for slowdown in SLOWDOWNS:
-            trials_of = (final_verdicts(cell, t, slowdown, seed)[0] for t in range(power_trials))
-            row[f"+{slowdown:.0%}"] = tally(trials_of, PROCEDURES)
-        rows.append(row)
-        print_row(row, trials, power_trials)
+        rows.append(tallied(cell.label, unchanged, caught, PROCEDURES))
+        TABLE.row(rows[-1], PROCEDURES, trials, power_trials)
     return rows
 
 
-def print_row(row: dict[str, object], trials: int, power_trials: int) -> None:
-    for name in PROCEDURES:
-        false = row["false"][name]  # type: ignore[index]
-        cells = [f"{false / trials:7.2%}"]
-        for slowdown in SLOWDOWNS:
-            hits = row[f"+{slowdown:.0%}"][name]  # type: ignore[index]
-            cells.append(f"{hits / power_trials:7.1%}")
-        again_share = f"{row['again'] / trials:6.1%}" if name == PROCEDURES[0] else " " * 6  # type: ignore[operator]
-        print(f"{row['cell']:<36} {name:<32} {again_share}  " + "  ".join(cells), flush=True)
-
-
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--trials", type=int, default=1000, help="unchanged trials per cell")
-    parser.add_argument("--power-trials", type=int, default=200, help="per slowdown")
-    parser.add_argument("--seed", type=int, default=SEED)
-    args = parser.parse_args(argv)
-    started = time.monotonic()
-    heads = "  ".join(f"{'+' + format(s, '.0%'):>7}" for s in SLOWDOWNS)
-    print(f"{'cell':<36} {'procedure':<32} {'again':>6}  {'false':>7}  {heads}   (of the test)")
-    run(args.trials, args.power_trials, args.seed)
-    print(
-        f"\n{time.monotonic() - started:.0f} s; again: unchanged trials measured again by a "
-        "second pair; false: unchanged trials whose final verdict is regressed"
-    )
-    return 0
+    return main_of(__doc__, TABLE, "of the test", run, argv)
 
 
 if __name__ == "__main__":

@@ -171,56 +171,108 @@ def tally(trials: Iterable[Mapping[str, bool]], names: Iterable[str]) -> dict[st
     return counts
 
 
-def run(trials: int, power_trials: int, seed: int) -> list[dict[str, object]]:
-    rows: list[dict[str, object]] = []
-    names = [p.name for p in PROCEDURES]
-    for scen in GRID:
-        op = Layout.for_ops(scen.ops).target("largest")
-        unchanged = [final_verdicts(scen, t, 1.0, 0, seed) for t in range(trials)]
-        row: dict[str, object] = {
-            "scenario": scen.label,
-            "false": tally((v for v, _ in unchanged), names),
-            "again": sum(started for _, started in unchanged),
-        }
-        for slowdown in SLOWDOWNS:
-            factor = 1.0 + slowdown
-            caught = (final_verdicts(scen, t, factor, op, seed)[0] for t in range(power_trials))
-            row[f"+{slowdown:.0%}"] = tally(caught, names)
-        rows.append(row)
-        print_row(row, trials, power_trials)
-    return rows
+# One trial: each procedure's final verdict (regressed or not), and whether it was measured
+# again when short (the cost).
+Trial = tuple[Mapping[str, bool], bool]
 
 
-def print_row(row: dict[str, object], trials: int, power_trials: int) -> None:
-    for p in PROCEDURES:
-        false = row["false"][p.name]  # type: ignore[index]
-        cells = [f"{false / trials:7.2%}"]
-        for slowdown in SLOWDOWNS:
-            hits = row[f"+{slowdown:.0%}"][p.name]  # type: ignore[index]
-            cells.append(f"{hits / power_trials:7.1%}")
-        again_share = f"{row['again'] / trials:6.1%}" if p.again else " " * 6  # type: ignore[operator]
-        print(f"{row['scenario']:<38} {p.name:<32} {again_share}  " + "  ".join(cells), flush=True)
+def tallied(
+    label: str,
+    unchanged: Sequence[Trial],
+    caught: Mapping[float, Iterable[Mapping[str, bool]]],
+    names: Sequence[str],
+) -> dict[str, object]:
+    """One cell's row (here and in ``pairs.py``): its unchanged trials' false failures and how
+    many were measured again, and per slowdown, how many trials each procedure caught."""
+    row: dict[str, object] = {
+        "label": label,
+        "false": tally((v for v, _ in unchanged), names),
+        "again": sum(started for _, started in unchanged),
+    }
+    for slowdown, verdicts in caught.items():
+        row[f"+{slowdown:.0%}"] = tally(verdicts, names)
+    return row
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+@dataclass(frozen=True, slots=True)
+class Table:
+    """How a simulation's table prints: its first column's head and width, its slowdowns, the
+    procedure whose cost the "again" column gives, and the words under it."""
+
+    first: str
+    width: int
+    slowdowns: Sequence[float]
+    again: str
+    under: str
+
+    def head(self, what: str) -> None:
+        heads = "  ".join(f"{'+' + format(s, '.0%'):>7}" for s in self.slowdowns)
+        print(
+            f"{self.first:<{self.width}} {'procedure':<32} {'again':>6}  {'false':>7}  {heads}"
+            f"   ({what})"
+        )
+
+    def row(self, row: dict[str, object], names: Sequence[str], trials: int, power: int) -> None:
+        for name in names:
+            false = row["false"][name]  # type: ignore[index]
+            cells = [f"{false / trials:7.2%}"]
+            for slowdown in self.slowdowns:
+                hits = row[f"+{slowdown:.0%}"][name]  # type: ignore[index]
+                cells.append(f"{hits / power:7.1%}")
+            share = f"{row['again'] / trials:6.1%}" if name == self.again else " " * 6  # type: ignore[operator]
+            label = f"{row['label']:<{self.width}} {name:<32} {share}"
+            print(f"{label}  " + "  ".join(cells), flush=True)
+
+
+def main_of(
+    doc: str,
+    table: Table,
+    what: str,
+    run_all: Callable[[int, int, int], object],
+    argv: Sequence[str] | None,
+) -> int:
+    """A simulation's command line (``--trials``, ``--power-trials``, ``--seed``): its table,
+    head first, rows as ``run_all`` makes them, then the time it took."""
+    parser = argparse.ArgumentParser(description=doc.split("\n")[0])
     parser.add_argument("--trials", type=int, default=1000, help="unchanged trials per cell")
     parser.add_argument("--power-trials", type=int, default=200, help="per slowdown")
     parser.add_argument("--seed", type=int, default=SEED)
     args = parser.parse_args(argv)
     started = time.monotonic()
-    heads = "  ".join(f"{'+' + format(s, '.0%'):>7}" for s in SLOWDOWNS)
-    print(
-        f"{'scenario':<38} {'procedure':<32} {'again':>6}  {'false':>7}  {heads}"
-        "   (largest op slowed)"
-    )
-    run(args.trials, args.power_trials, args.seed)
-    print(
-        f"\n{time.monotonic() - started:.0f} s; final verdict after re-measurement and a "
-        "fresh process; again: unchanged trials measured again in a fresh process when short; "
-        "false: unchanged trials whose final verdict is regressed"
-    )
+    table.head(what)
+    run_all(args.trials, args.power_trials, args.seed)
+    print(f"\n{time.monotonic() - started:.0f} s; {table.under}")
     return 0
+
+
+NAMES = [p.name for p in PROCEDURES]
+TABLE = Table(
+    first="scenario",
+    width=38,
+    slowdowns=SLOWDOWNS,
+    again=PROCEDURES[0].name,
+    under="final verdict after re-measurement and a fresh process; again: unchanged trials "
+    "measured again in a fresh process when short; false: unchanged trials whose final verdict "
+    "is regressed",
+)
+
+
+def run(trials: int, power_trials: int, seed: int) -> list[dict[str, object]]:
+    rows: list[dict[str, object]] = []
+    for scen in GRID:
+        op = Layout.for_ops(scen.ops).target("largest")
+        unchanged = [final_verdicts(scen, t, 1.0, 0, seed) for t in range(trials)]
+        caught = {
+            s: [final_verdicts(scen, t, 1.0 + s, op, seed)[0] for t in range(power_trials)]
+            for s in SLOWDOWNS
+        }
+        rows.append(tallied(scen.label, unchanged, caught, NAMES))
+        TABLE.row(rows[-1], NAMES, trials, power_trials)
+    return rows
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    return main_of(__doc__, TABLE, "largest op slowed", run, argv)
 
 
 if __name__ == "__main__":
