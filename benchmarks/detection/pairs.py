@@ -37,14 +37,16 @@ from benchmarks.detection.model import (
     to_table,
 )
 from benchmarks.detection.model import Session as Rounds
-from benchmarks.detection.sequence import Table, main_of, tallied
+from benchmarks.detection.sequence import Looks, Table, main_of, tallied
 from benchmarks.detection.simulate import trial_rng
-from tprof_engine.decide import again, policy
+from tprof_engine import confirm
+from tprof_engine.decide import policy
 from tprof_engine.decide.timing.compare import compare
 from tprof_engine.decide.timing.rule import Rule, paired_rule
 from tprof_engine.model.arrays import FloatArray
 from tprof_engine.model.records import OpTable
-from tprof_engine.model.verdicts import REGRESSED, TestVerdict
+from tprof_engine.model.results import ProfiledTest
+from tprof_engine.model.verdicts import TestVerdict
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -103,15 +105,21 @@ def slowed(table: OpTable, op: int, factor: float) -> OpTable:
 
 
 RULE = paired_rule(Rule())
-PROCEDURES = ("measured again when short (now)", "first pairs stand (before)")
+# Each procedure: the confirmation loop's plan, differing in how many looks a verdict may get.
+PROCEDURES = {
+    "up to three looks (now)": confirm.Plan(in_process=False, again_rule=RULE),
+    "two looks (before)": confirm.Plan(in_process=False, again_rule=RULE, most_looks=2),
+}
+NAMES = list(PROCEDURES)
 
 
 def final_verdicts(
     cell: Cell, trial: int, test_slowdown: float, seed: int
 ) -> tuple[dict[str, bool], bool]:
-    """Whether each procedure's final verdict of one trial is regressed, and whether a second
-    pair was started for it (the cost); ``test_slowdown``: the share of the test the largest
-    op is slowed by."""
+    """Whether each procedure's final verdict of one trial is regressed, and whether a fresh
+    pair was started for it beyond a confirmation's (the cost); ``test_slowdown``: the share
+    of the test the largest op is slowed by.  Every procedure runs the project's own
+    confirmation loop (``confirm.confirmed``) over the same draws."""
     scen = cell.scen
     rng = trial_rng(seed, scen, trial)
     layout = Layout.for_ops(scen.ops)
@@ -122,16 +130,11 @@ def final_verdicts(
         base, head = sides(rng, cell, layout)
         return compare([base], slowed(head, op, factor) if test_slowdown else head, RULE)
 
-    first = pair()
-    step = policy.next_step(first, in_process=False, again_rule=RULE)
-    if step == policy.DONE:
-        return dict.fromkeys(PROCEDURES, first.verdict == REGRESSED), False
-    fresh = pair()
-    if step == policy.FRESH_PROCESS:
-        final = policy.after_fresh_process(first, fresh).verdict == REGRESSED
-        return dict.fromkeys(PROCEDURES, final), False
-    now = again.after_second_look(first, fresh, RULE).verdict == REGRESSED
-    return {PROCEDURES[0]: now, PROCEDURES[1]: first.verdict == REGRESSED}, True
+    first = ProfiledTest(nodeid="sim", verdict=pair())
+    confirms = policy.needs_fresh_process(first.verdict)
+    pairs = Looks(pair)
+    out = {name: pairs.run(first, plan, name) for name, plan in PROCEDURES.items()}
+    return out, pairs.used[NAMES[0]] > (1 if confirms else 0)
 
 
 def _cell(ops: int, cv: float, pair_noise: float, *, side: float = 0.0, op: float = 0.0) -> Cell:
@@ -154,9 +157,9 @@ TABLE = Table(
     first="cell",
     width=36,
     slowdowns=SLOWDOWNS,
-    again=PROCEDURES[0],
-    under="again: unchanged trials measured again by a second pair; false: unchanged trials "
-    "whose final verdict is regressed",
+    again=NAMES[0],
+    under="again: unchanged trials given a fresh pair beyond a confirmation's; false: "
+    "unchanged trials whose final verdict is regressed",
 )
 
 
@@ -167,8 +170,8 @@ def run(trials: int, power_trials: int, seed: int) -> list[dict[str, object]]:
         caught = {
             s: [final_verdicts(cell, t, s, seed)[0] for t in range(power_trials)] for s in SLOWDOWNS
         }
-        rows.append(tallied(cell.label, unchanged, caught, PROCEDURES))
-        TABLE.row(rows[-1], PROCEDURES, trials, power_trials)
+        rows.append(tallied(cell.label, unchanged, caught, NAMES))
+        TABLE.row(rows[-1], NAMES, trials, power_trials)
     return rows
 
 

@@ -26,7 +26,7 @@ import argparse
 import sys
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -44,10 +44,11 @@ from benchmarks.detection.model import (
     with_op_drift,
 )
 from benchmarks.detection.simulate import trial_rng
-from tprof_engine.decide import again, policy
+from tprof_engine import confirm
 from tprof_engine.decide.timing.compare import compare
 from tprof_engine.decide.timing.rule import Rule
 from tprof_engine.model.arrays import FloatArray
+from tprof_engine.model.results import ProfiledTest
 from tprof_engine.model.verdicts import REGRESSED, TestVerdict
 
 
@@ -69,58 +70,63 @@ def captured(rng: np.random.Generator, scen: Scenario, layout: Layout, run: Run)
     return with_op_drift(capture(rng, scen, layout, run.process), run.ops)
 
 
-# A merge: the standing verdict and the new measurement's → the verdict after it.
-Merge = Callable[[TestVerdict, TestVerdict], TestVerdict]
+RULE = Rule()
+# Each procedure: the confirmation loop's plan, differing in what a verdict may be measured
+# again for.
+PROCEDURES = {
+    "up to three looks (now)": confirm.Plan(again_rule=RULE),
+    "two looks (before)": confirm.Plan(again_rule=RULE, most_looks=2),
+    "not measured again (earlier)": confirm.Plan(),
+}
+NAMES = list(PROCEDURES)
 
 
-def separate_remeasure(first: TestVerdict, again: TestVerdict) -> TestVerdict:
-    """The rule before pooling: the second measurement's verdict whenever it judged the
-    families that failed (repeated or not), the first's otherwise."""
-    slower = policy.slower_families(first)
-    judged = [f for f in again.families if f.family in slower and f.gates and not f.too_noisy]
-    return again if judged else first
+class Looks:
+    """The confirmation loop's executor for one trial (here and in ``pairs.py``): its
+    re-measurement and its fresh looks drawn once, in order, so that every procedure sees the
+    same ones; ``used`` records how many fresh looks each procedure started."""
 
+    def __init__(
+        self, fresh: Callable[[], TestVerdict], remeasure: Callable[[], TestVerdict] | None = None
+    ) -> None:
+        self.draw_fresh, self.draw_again = fresh, remeasure
+        self.fresh: list[TestVerdict] = []
+        self.again: list[TestVerdict] = []
+        self.at = 0
+        self.used: dict[str, int] = {}
 
-def separate_fresh(verdict: TestVerdict, child: TestVerdict) -> TestVerdict:
-    """The rule before pooling: a fresh process that judged the families and didn't find them
-    failing on their time took the regression back."""
-    slower = policy.slower_families(verdict)
-    judged = [f for f in child.families if f.family in slower and f.gates]
-    if any(f.timing_regressed or f.op_gate for f in judged):
-        return verdict
-    if [f for f in judged if not f.too_noisy]:
-        return replace(verdict, verdict="inconclusive")
-    return verdict
+    def run(self, test: ProfiledTest, plan: confirm.Plan, name: str) -> bool:
+        """Whether the loop's final verdict of ``test`` under ``plan`` is regressed."""
+        self.at = 0
+        final = confirm.confirmed(test, self, plan).verdict.verdict == REGRESSED
+        self.used[name] = self.at
+        return final
 
+    def fresh_process(self, test: ProfiledTest) -> confirm.Look:
+        if self.at == len(self.fresh):
+            self.fresh.append(self.draw_fresh())
+        self.at += 1
+        return confirm.Look(verdict=self.fresh[self.at - 1])
 
-@dataclass(frozen=True, slots=True)
-class Procedure:
-    name: str
-    remeasure: Merge
-    fresh: Merge
-    again: bool = False  # a verdict short of its floor is measured again in a fresh process
+    def remeasure(self, test: ProfiledTest) -> confirm.Look:
+        if self.draw_again is None:
+            raise AssertionError("not captured again in its process")
+        if not self.again:
+            self.again.append(self.draw_again())
+        return confirm.Look(verdict=self.again[0])
 
-
-PROCEDURES = (
-    Procedure(
-        "measured again when short (now)",
-        policy.after_remeasurement,
-        policy.after_fresh_process,
-        again=True,
-    ),
-    Procedure("pooled (before)", policy.after_remeasurement, policy.after_fresh_process),
-    Procedure("each on its own (earlier)", separate_remeasure, separate_fresh),
-)
+    def after_workers(self, test: ProfiledTest) -> confirm.Look:
+        raise AssertionError("no workers")
 
 
 def final_verdicts(
     scen: Scenario, trial: int, factor: float, op: int, seed: int
 ) -> tuple[dict[str, bool], bool]:
-    """Whether each procedure's final verdict of one trial is regressed, and whether a fresh
-    process measured a short verdict again (the cost)."""
+    """Whether each procedure's final verdict of one trial is regressed, and whether the rule
+    now started a fresh process beyond a confirmation's (the cost).  Every procedure runs the
+    project's own confirmation loop (``confirm.confirmed``) over the same draws."""
     rng = trial_rng(seed, scen, trial)
     layout = Layout.for_ops(scen.ops)
-    rule = Rule()
     base = [
         to_table(captured(rng, scen, layout, draw_run(rng, scen)), layout)
         for _ in range(scen.sessions)
@@ -128,26 +134,14 @@ def final_verdicts(
 
     def measured(run: Run) -> TestVerdict:
         s = captured(rng, scen, layout, run)
-        return compare(base, to_table(slowed(s, op, factor) if factor != 1.0 else s, layout), rule)
+        return compare(base, to_table(slowed(s, op, factor) if factor != 1.0 else s, layout), RULE)
 
     here = draw_run(rng, scen)
-    first = measured(here)
-    step = policy.next_step(first, again_rule=rule)
-    if step == policy.MEASURE_AGAIN:
-        fresh = measured(draw_run(rng, scen))
-        now = again.after_second_look(first, fresh, rule).verdict == REGRESSED
-        return {p.name: now if p.again else first.verdict == REGRESSED for p in PROCEDURES}, True
-    if step != policy.REMEASURE:
-        return {p.name: first.verdict == REGRESSED for p in PROCEDURES}, False
-    second = measured(here)
-    fresh = measured(draw_run(rng, scen))  # drawn for every trial: each procedure sees it
-    out = {}
-    for p in PROCEDURES:
-        v = p.remeasure(first, second)
-        if policy.next_step(v, in_process=False) == policy.FRESH_PROCESS:
-            v = p.fresh(v, fresh)
-        out[p.name] = v.verdict == REGRESSED
-    return out, False
+    first = ProfiledTest(nodeid="sim", verdict=measured(here))
+    looks = Looks(lambda: measured(draw_run(rng, scen)), lambda: measured(here))
+    out = {name: looks.run(first, plan, name) for name, plan in PROCEDURES.items()}
+    now, without = (looks.used[name] for name in (NAMES[0], NAMES[-1]))
+    return out, now > without
 
 
 GRID = (
@@ -245,15 +239,14 @@ def main_of(
     return 0
 
 
-NAMES = [p.name for p in PROCEDURES]
 TABLE = Table(
     first="scenario",
     width=38,
     slowdowns=SLOWDOWNS,
-    again=PROCEDURES[0].name,
+    again=NAMES[0],
     under="final verdict after re-measurement and a fresh process; again: unchanged trials "
-    "measured again in a fresh process when short; false: unchanged trials whose final verdict "
-    "is regressed",
+    "given a fresh process beyond a confirmation's; false: unchanged trials whose final "
+    "verdict is regressed",
 )
 
 

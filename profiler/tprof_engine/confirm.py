@@ -65,6 +65,9 @@ class Plan:
     # the rule a verdict short of its floor is measured again under (in a fresh process; on a
     # side of tprof ab, a fresh pair, its pairs' rule); None: it stands as it is
     again_rule: Rule | None = None
+    # the looks a verdict may get in all (the first included): a short one measured again, a
+    # regression a fresh look took back measured a third time (3); 2: neither gets a third
+    most_looks: int = again.MOST_LOOKS
 
 
 def confirmed(test: ProfiledTest, steps: Executor, plan: Plan) -> ProfiledTest:
@@ -94,18 +97,50 @@ def confirmed(test: ProfiledTest, steps: Executor, plan: Plan) -> ProfiledTest:
             waiting = policy.awaiting_serial_confirmation(test.verdict, plan.workers)
             test = replace(test, verdict=waiting, pending=test.verdict)
         elif step == policy.FRESH_PROCESS:
-            look = steps.fresh_process(test)
-            merged = policy.after_fresh_process(
-                test.verdict, look.verdict, look.why, look.other_settings, alpha=plan.alpha
-            )
-            test = replace(test, verdict=merged)
+            test = replace(test, verdict=_in_fresh_process(test, steps, plan))
         elif step == policy.MEASURE_AGAIN and plan.again_rule is not None:
-            look = steps.fresh_process(test)
-            merged = again.after_second_look(
-                test.verdict, look.verdict, plan.again_rule, look.why, look.other_settings
-            )
-            test = replace(test, verdict=merged)
+            test = replace(test, verdict=_measured_again(test, steps, plan.again_rule, plan))
         return replace(test, verdict=policy.under_xdist(test.verdict, plan.workers))
+
+
+def _in_fresh_process(test: ProfiledTest, steps: Executor, plan: Plan) -> TestVerdict:
+    """A timing regression confirmed in a fresh process (a fresh pair); one that look took
+    back is measured a third time where the rule breaks ties (:func:`.again.breaks_ties`), and
+    judged on every look pooled (:func:`.again.after_dispute`)."""
+    look = steps.fresh_process(test)
+    merged = policy.after_fresh_process(
+        test.verdict, look.verdict, look.why, look.other_settings, alpha=plan.alpha
+    )
+    rule = plan.again_rule
+    if rule is None or look.verdict is None or plan.most_looks < again.MOST_LOOKS:
+        return merged
+    if not (policy.not_confirmed(merged.reason) and again.breaks_ties(rule)):
+        return merged
+    third = steps.fresh_process(test)
+    if third.verdict is None:
+        return merged.with_notes(f"not measured a third time: {third.why}")
+    said = again.no_evidence(third.verdict, rule, other_settings=third.other_settings)
+    if said:
+        return merged.with_notes(f"measured a third time, no evidence: {said}")
+    return again.after_dispute(test.verdict, merged, [look.verdict, third.verdict], rule)
+
+
+def _measured_again(test: ProfiledTest, steps: Executor, rule: Rule, plan: Plan) -> TestVerdict:
+    """A verdict short of its floor measured again, look by look, while
+    :func:`.again.another_look` says so (up to ``plan.most_looks`` in all), and judged on
+    every look pooled."""
+    looks: list[TestVerdict] = []
+    while True:
+        look = steps.fresh_process(test)
+        said = again.no_evidence(look.verdict, rule, look.why, look.other_settings)
+        if said or look.verdict is None:
+            if not looks:
+                return test.verdict.with_notes(f"short of its floor; {said}")
+            break
+        looks.append(look.verdict)
+        if not again.another_look(test.verdict, looks, rule, most=plan.most_looks):
+            break
+    return again.after_looks(test.verdict, looks, rule)
 
 
 def _remeasured(test: ProfiledTest, look: Look, alpha: float) -> ProfiledTest:

@@ -37,6 +37,9 @@ from tprof_engine.model.verdicts import (
 
 # How far short a family may land and still be measured again: its one-sided p below this.
 SHORT_P = 0.25
+# The looks a verdict may get in all: the first and at most two more (a short verdict still
+# short over two looks; a regression a fresh look took back, to break the tie).
+MOST_LOOKS = 3
 
 
 def short_families(verdict: TestVerdict, rule: Rule) -> list[FamilyResult]:
@@ -81,72 +84,172 @@ def after_second_look(
     other_settings: Sequence[str] = (),
 ) -> TestVerdict:
     """``first`` once a second look (``rule.paired``: a fresh pair; else a fresh process)
-    measured its short families again: regressed when one of them, pooled over both looks, is
-    significantly beyond its floor (:func:`pooled_family`); else ``first`` with a note giving
-    both readings.  A second look that gave no verdict, ran under other settings or compared
-    no timings is no evidence: ``first`` stands as it was."""
+    measured its short families again: :func:`after_looks` over that one look, or ``first``
+    with a note saying why the look is no evidence (:func:`no_evidence`)."""
+    said = no_evidence(child, rule, why, other_settings)
+    if said or child is None:
+        return first.with_notes(f"short of its floor; {said}")
+    return after_looks(first, [child], rule)
+
+
+def no_evidence(
+    child: TestVerdict | None, rule: Rule, why: str = "", other_settings: Sequence[str] = ()
+) -> str:
+    """Why a look is no evidence, in words (empty: it is): it gave no verdict (``why``), ran
+    under other settings or compared no timings."""
     look = _look(rule)
-    short = short_families(first, rule)
     if child is None:
-        return first.with_notes(f"short of its floor; not measured again: {why}")
+        return f"not measured again: {why}"
     if other_settings:
-        moved = ", ".join(other_settings)
-        return first.with_notes(f"short of its floor; a {look} ran under {moved} unlike it")
+        return f"a {look} ran under {', '.join(other_settings)} unlike it"
     if not child.timing_compared:
-        return first.with_notes(f"short of its floor; the {look} compared no timings")
-    again = {f.family: f for f in child.families}
-    judged = [(f, pooled_family(f, again[f.family], rule)) for f in short if f.family in again]
-    failed = [(f, g) for f, g in judged if g.timing_regressed]
-    said = f"short of its floor, measured again in a {look}: "
+        return f"the {look} compared no timings"
+    return ""
+
+
+def after_looks(first: TestVerdict, looks: Sequence[TestVerdict], rule: Rule) -> TestVerdict:
+    """``first`` once ``looks`` (each a fresh pair or process that is evidence) measured its
+    short families again: regressed when one of them, pooled over every look, is
+    significantly beyond its floor (:func:`pooled_family`); else ``first`` with a note giving
+    every reading."""
+    pooled = _pooled_over(first, short_families(first, rule), looks, rule)
+    said = f"short of its floor, measured again in {_looks_words(rule, len(looks))}: "
+    failed = [(f, g) for f, g in pooled if g.timing_regressed]
     if not failed:
-        readings = "; ".join(_readings(f, again[f.family], g) for f, g in judged)
+        readings = "; ".join(_readings(f, looks, g) for f, g in pooled)
         return first.with_notes(said + (readings or "no family to pool"))
+    also = first.reason if first.verdict not in (UNCHANGED, IMPROVED) else ""
+    return _regressed(first, also, failed, [said + _readings(f, looks, g) for f, g in failed])
+
+
+def another_look(
+    first: TestVerdict, looks: Sequence[TestVerdict], rule: Rule, *, most: int = MOST_LOOKS
+) -> bool:
+    """Whether a verdict short of its floor gets one more look: fewer than ``most`` so far,
+    and a short family still short over every look pooled (beyond part of its floor with p
+    below :data:`SHORT_P`, not regressed).  A +10 % custom op beside one busy process read
+    +7.2 % (p=0.10), then +8.9 % (p=0.095): pooled +8.0 % at p=0.034, past α."""
+    if len(looks) + 1 >= most:
+        return False
+    pooled = _pooled_over(first, short_families(first, rule), looks, rule)
+    if any(g.timing_regressed for _, g in pooled):
+        return False
+    return any(
+        g.p_value < SHORT_P and g.delta_pct > rule.shift_share * g.floor_pct for _, g in pooled
+    )
+
+
+def after_dispute(
+    first: TestVerdict, disputed: TestVerdict, looks: Sequence[TestVerdict], rule: Rule
+) -> TestVerdict:
+    """A timing regression (``first``) whose fresh look took it back (``disputed``: the
+    process-dependent verdict), once a third look measured it: regressed when a family that
+    failed, pooled over every look as a short one is, is significantly beyond its floor;
+    else ``disputed`` with a note giving every reading.
+
+    A process's own speed is what a fresh look averages out, and one look alone can't say
+    which of two processes read right: beside one busy process a +10 % custom op read +13 %
+    in its first pair and +1 to +3 % in fresh ones (``ab_reruns.py``, 4 of 4 taken back),
+    and +5 to +9 % in others (``docs/timing.md``)."""
+    failed_families = [f for f in first.families if f.gates and f.timing_regressed]
+    pooled = _pooled_over(first, failed_families, looks, rule)
+    said = f"taken back, then measured a third time in {_looks_words(rule, len(looks))}: "
+    failed = [(f, g) for f, g in pooled if g.timing_regressed]
+    if not failed:
+        readings = "; ".join(_readings(f, looks, g) for f, g in pooled)
+        return disputed.with_notes(said + (readings or "no family to pool"))
+    return _regressed(
+        first, "", failed, [said + "; ".join(_readings(f, looks, g) for f, g in failed)]
+    )
+
+
+def breaks_ties(rule: Rule) -> bool:
+    """Whether a regression a fresh look took back is measured a third time under ``rule``:
+    on tprof ab's pairs, not against a stored baseline.  Both sides of a pair share the
+    machine's state of the moment, so what a look's pairs disagree on is their processes' own
+    speed, which a third pair averages; a stored look's change also carries the machine's
+    state against the baseline sessions, and a slow state that comes back in one process of
+    three wins the tie.  Simulated (``sequence.py``, 2,000 unchanged trials, 1 process in 3
+    at 1.6×), a third look there failed 4.70 % of unchanged tests against 2.55 %; on pairs
+    (``pairs.py``) no false-failure rate moved."""
+    return rule.paired
+
+
+def _pooled_over(
+    first: TestVerdict,
+    families: Sequence[FamilyResult],
+    looks: Sequence[TestVerdict],
+    rule: Rule,
+) -> list[tuple[FamilyResult, FamilyResult]]:
+    """Each of ``families`` (``first``'s) with its pooled result over ``first`` and every
+    look that judged it."""
+    out = []
+    for f in families:
+        again = [g for look in looks for g in look.families if g.family == f.family]
+        if len(again) == len(looks):
+            out.append((f, pooled_family([f, *again], rule)))
+    return out
+
+
+def _regressed(
+    first: TestVerdict,
+    also: str,
+    failed: Sequence[tuple[FamilyResult, FamilyResult]],
+    notes: Sequence[str],
+) -> TestVerdict:
+    """``first`` failed on its ``failed`` families pooled over every look (``also``: what
+    else its first look found, kept in the reason)."""
     pooled = {g.family: g for _, g in failed}
     reasons = [f"{g.family.upper()}: " + "; ".join(g.reasons) for g in pooled.values()]
-    if first.verdict not in (UNCHANGED, IMPROVED) and first.reason:
-        reasons.append(first.reason)  # what else the first look found
+    if also:
+        reasons.append(also)
     return replace(
         first,
         verdict=worst([REGRESSED, first.verdict]),
         reason=" | ".join(reasons),
         families=tuple(pooled.get(f.family, f) for f in first.families),
-        notes=(*first.notes, *(said + _readings(f, again[f.family], g) for f, g in failed)),
+        notes=(*first.notes, *notes),
     )
 
 
-def pooled_family(first: FamilyResult, again: FamilyResult, rule: Rule) -> FamilyResult:
-    """A family's two looks pooled: its change, the two looks' changes averaged (each ran the
-    same rounds); its p, their own one-sided p-values combined
+def pooled_family(looks: Sequence[FamilyResult], rule: Rule) -> FamilyResult:
+    """A family's looks pooled: its change, the looks' changes averaged (each ran the same
+    rounds); its p, their own one-sided p-values combined
     (:func:`.timing.pooling.combined_p`), each against half its floor; its floor, a pair's the
-    paired floor at the average's detectable effect, a stored family's the first look's (what
-    its baseline sessions allow of one process is what the floor bounds: the average of two
-    processes is held to it too).  It regressed when beyond the floor with p below
-    ``rule.alpha``.
+    paired floor at the average's detectable effect, a stored family's the first look's (it
+    bounds what its baseline sessions allow of one process, and of an average of several).
+    It regressed when beyond the floor with p below ``rule.alpha`` and its units follow.
 
     The p-values, not the errors read back from the detectable effects: one pair's robust
     spread of 20 rounds came out half its size in 1 of 2,000 simulated unchanged trials, and
     pooled by that error +5.6 % (p=0.22) then +6.3 % (p=0.041) read p=9e-6 (``pairs.py``)."""
-    blocks = [pooling.block_of(f, rule.alpha) for f in (first, again)]
+    first = looks[0]
+    blocks = [pooling.block_of(f, rule.alpha) for f in looks]
     sure = [b for b in blocks if b is not None]
-    if len(sure) < 2:
+    if len(sure) < len(looks):
         return first
     together = pooling.averaged(sure)
     mde = math.expm1(pooling.z_power(rule.alpha) * together.se)
     floor = paired_floor(rule, mde, op=False) if rule.paired else first.floor_pct / 100.0
-    p = pooling.combined_p([first.p_value, again.p_value])
+    p = pooling.combined_p([f.p_value for f in looks])
     change = math.expm1(together.effect)
     base_us = first.baseline_total_us
     beyond = beyond_floor(rule, True, base_us, base_us * (1.0 + change), change, floor, p, 1.0)[0]
     # each look's factor into the other units, averaged as their changes are
-    to_other = math.sqrt(first.to_other_units * again.to_other_units)
-    regressed = beyond and other_units_follow(change, floor, to_other, rule)
-    if not regressed:
-        return replace(first, delta_pct=together.pct, p_value=p, floor_pct=floor * 100.0)
-    looks = "two pairs" if rule.paired else "two processes"
+    to_other = math.prod(f.to_other_units for f in looks) ** (1.0 / len(looks))
+    if not (beyond and other_units_follow(change, floor, to_other, rule)):
+        return replace(
+            first,
+            delta_pct=together.pct,
+            p_value=p,
+            floor_pct=floor * 100.0,
+            timing_regressed=False,
+        )
+    over = _looks_words(rule, len(looks))
+    then = " then ".join(f"{f.delta_pct:+.1f}%" for f in looks)
     reason = (
-        f"{spec(first.family).total_words} {together.pct:+.1f}% over {looks} "
-        f"(p={p:.2g}, floor {floor:.0%} {first.floor_source}; "
-        f"{first.delta_pct:+.1f}% then {again.delta_pct:+.1f}%)"
+        f"{spec(first.family).total_words} {together.pct:+.1f}% over {over} "
+        f"(p={p:.2g}, floor {floor:.0%} {first.floor_source}; {then})"
     )
     return replace(
         first,
@@ -155,10 +258,21 @@ def pooled_family(first: FamilyResult, again: FamilyResult, rule: Rule) -> Famil
         p_value=p,
         floor_pct=floor * 100.0,
         mde_pct=mde * 100.0,
-        floor_source=f"{first.floor_source}, over {looks}",
+        floor_source=f"{first.floor_source}, over {over}",
         timing_regressed=True,
         reasons=(reason, *first.reasons),
     )
+
+
+def _looks_words(rule: Rule, n: int) -> str:
+    """``n`` looks under ``rule`` in words: "a fresh pair", "two pairs", "three processes"."""
+    if n == 1:
+        return f"a {_look(rule)}"
+    kind = "pairs" if rule.paired else "processes"
+    return f"{_COUNTS.get(n, str(n))} {kind}"
+
+
+_COUNTS = {2: "two", 3: "three", 4: "four"}
 
 
 def _look(rule: Rule) -> str:
@@ -166,10 +280,13 @@ def _look(rule: Rule) -> str:
     return "fresh pair" if rule.paired else "fresh process"
 
 
-def _readings(first: FamilyResult, again: FamilyResult, pooled: FamilyResult) -> str:
+def _readings(first: FamilyResult, looks: Sequence[TestVerdict], pooled: FamilyResult) -> str:
+    """A family's every reading and its pooled one, in words."""
     label = family_total(first.family)
+    again = [g for look in looks for g in look.families if g.family == first.family]
+    then = "".join(f" then {g.delta_pct:+.1f}% (p={g.p_value:.2g})" for g in again)
     return (
-        f"{label} {first.delta_pct:+.1f}% (p={first.p_value:.2g}, floor {first.floor_pct:.0f}%) "
-        f"then {again.delta_pct:+.1f}% (p={again.p_value:.2g}); pooled {pooled.delta_pct:+.1f}% "
-        f"(p={pooled.p_value:.2g}, floor {pooled.floor_pct:.0f}%)"
+        f"{label} {first.delta_pct:+.1f}% (p={first.p_value:.2g}, floor {first.floor_pct:.0f}%)"
+        f"{then}; pooled {pooled.delta_pct:+.1f}% (p={pooled.p_value:.2g}, "
+        f"floor {pooled.floor_pct:.0f}%)"
     )

@@ -200,3 +200,100 @@ def test_the_confirm_loop_runs_one_fresh_process_for_a_short_stored_verdict() ->
     for plan in (confirm.Plan(fresh=False, again_rule=Rule()), confirm.Plan(confirm=False)):
         idle = Pair(second)
         assert confirm.confirmed(test, idle, plan).verdict == first and idle.calls == 0
+
+
+class Looks:
+    """An executor whose fresh looks read ``verdicts`` in turn; it counts its calls."""
+
+    def __init__(self, *verdicts: TestVerdict | None) -> None:
+        self.verdicts, self.calls = verdicts, 0
+
+    def remeasure(self, test: ProfiledTest) -> confirm.Look:
+        raise AssertionError("a pair is not captured again in its process")
+
+    def fresh_process(self, test: ProfiledTest) -> confirm.Look:
+        self.calls += 1
+        verdict = self.verdicts[self.calls - 1]
+        return confirm.Look(verdict=verdict, why="" if verdict else "the fresh pair timed out")
+
+    def after_workers(self, test: ProfiledTest) -> confirm.Look:
+        raise AssertionError("no workers")
+
+
+PAIRS = confirm.Plan(in_process=False, again_rule=RULE)
+
+
+def test_a_verdict_still_short_over_two_pairs_gets_a_third(short: TestVerdict) -> None:
+    """+9.2 % (p=0.035), then +6 % (p=0.2): pooled still short; a third pair at +9 %
+    (p=0.01) makes three looks pooled beyond the floor."""
+    second = with_cpu(paired(1.0, seed=3), delta_pct=6.0, p_value=0.2, floor_pct=8.0, mde_pct=8.0)
+    assert again.another_look(short, [second], RULE)
+    assert not again.another_look(short, [second], RULE, most=2)
+    third = with_cpu(paired(1.0, seed=4), delta_pct=9.0, p_value=0.01, floor_pct=8.0, mde_pct=8.0)
+    steps = Looks(second, third)
+    done = confirm.confirmed(ProfiledTest(nodeid="t.py::test_op", verdict=short), steps, PAIRS)
+    assert steps.calls == 2 and done.verdict.verdict == REGRESSED
+    assert done.verdict.reason.startswith("CPU: total op time +8.1% over three pairs (p=")
+    assert done.verdict.reason.endswith("; +9.2% then +6.0% then +9.0%)")
+    assert done.verdict.notes[-1].startswith("short of its floor, measured again in two pairs: ")
+    # with two looks at most, the second leaves it short, and it stands
+    two = Looks(second, third)
+    plan = replace(PAIRS, most_looks=2)
+    kept = confirm.confirmed(ProfiledTest(nodeid="t.py::test_op", verdict=short), two, plan)
+    assert two.calls == 1 and kept.verdict.verdict == UNCHANGED
+
+
+def test_a_second_look_that_leaves_it_far_from_its_floor_ends_the_looks(
+    short: TestVerdict,
+) -> None:
+    flat = with_cpu(paired(1.0, seed=3), delta_pct=0.5, p_value=0.9, floor_pct=7.0, mde_pct=7.0)
+    assert not again.another_look(short, [flat], RULE)
+    steps = Looks(flat, flat)
+    done = confirm.confirmed(ProfiledTest(nodeid="t.py::test_op", verdict=short), steps, PAIRS)
+    assert steps.calls == 1 and done.verdict.verdict == UNCHANGED
+    # a look that gave nothing ends them too, the looks before it judged as they are
+    gone = Looks(None)
+    left = confirm.confirmed(ProfiledTest(nodeid="t.py::test_op", verdict=short), gone, PAIRS)
+    assert gone.calls == 1 and left.verdict.notes[-1] == (
+        "short of its floor; not measured again: the fresh pair timed out"
+    )
+
+
+def test_a_regression_a_fresh_pair_took_back_is_measured_a_third_time() -> None:
+    """+13 % in the first pair, +2 % in a fresh one (taken back, process-dependent), +9 % in
+    a third: pooled over three pairs, beyond the floor."""
+    first, low, again_slow = paired(1.13), paired(1.03, seed=3), paired(1.09, seed=4)
+    assert first.verdict == REGRESSED
+    steps = Looks(low, again_slow)
+    done = confirm.confirmed(ProfiledTest(nodeid="t.py::test_op", verdict=first), steps, PAIRS)
+    assert steps.calls == 2 and done.verdict.verdict == REGRESSED
+    assert " over three pairs (p=" in done.verdict.reason
+    assert done.verdict.notes[-1].startswith(
+        "taken back, then measured a third time in two pairs: CPU total op time +13.0%"
+    )
+    # a third pair that reads nothing leaves it process-dependent, with every reading
+    flat = Looks(low, paired(1.0, seed=4))
+    kept = confirm.confirmed(ProfiledTest(nodeid="t.py::test_op", verdict=first), flat, PAIRS)
+    assert flat.calls == 2 and policy.not_confirmed(kept.verdict.reason)
+    assert kept.verdict.notes[-1].startswith("taken back, then measured a third time")
+    # a third pair that gave nothing leaves it as the second left it, and says so
+    gone = Looks(low, None)
+    left = confirm.confirmed(ProfiledTest(nodeid="t.py::test_op", verdict=first), gone, PAIRS)
+    assert policy.not_confirmed(left.verdict.reason)
+    assert left.verdict.notes[-1] == "not measured a third time: the fresh pair timed out"
+    # a confirmed regression, or a plan of two looks, starts no third
+    for plan, second in ((PAIRS, again_slow), (replace(PAIRS, most_looks=2), low)):
+        two = Looks(second, again_slow)
+        confirm.confirmed(ProfiledTest(nodeid="t.py::test_op", verdict=first), two, plan)
+        assert two.calls == 1
+
+
+def test_a_stored_regression_a_fresh_process_took_back_gets_no_third_look() -> None:
+    """Against a stored baseline a look's change carries the machine's state too: a slow
+    state that comes back in one process of three would win the tie."""
+    first, flat, slow = paired(1.13), paired(1.03, seed=3), paired(1.09, seed=4)
+    assert not again.breaks_ties(Rule())
+    steps = Looks(flat, slow)
+    plan = confirm.Plan(in_process=False, again_rule=Rule())
+    done = confirm.confirmed(ProfiledTest(nodeid="t.py::test_op", verdict=first), steps, plan)
+    assert steps.calls == 1 and policy.not_confirmed(done.verdict.reason)

@@ -179,20 +179,20 @@ def test_the_confirmation_sequence_pools_without_new_false_failures_and_keeps_it
 
     scen = sequence.GRID[0]
     op = sim.Layout.for_ops(scen.ops).target("largest")
-    now, pooled, alone = (p.name for p in sequence.PROCEDURES)
+    now, two, without = sequence.NAMES
     false = [sequence.final_verdicts(scen, t, 1.0, 0, sim.SEED)[0] for t in range(40)]
-    assert not any(v[now] or v[pooled] or v[alone] for v in false)
+    assert not any(v[now] or v[two] or v[without] for v in false)
     caught = [sequence.final_verdicts(scen, t, 1.25, op, sim.SEED)[0] for t in range(20)]
-    assert sum(v[pooled] for v in caught) == 20
-    assert all(v[now] >= v[pooled] >= v[alone] for v in caught)
+    assert sum(v[without] for v in caught) == 20
+    assert all(v[now] >= v[two] >= v[without] for v in caught)
     # a noisy test (CV 20 %): a +25 % op read short of its floor is measured again, and the
-    # two processes pooled catch it more often, never less
+    # processes pooled catch it more often, never less
     noisy = sequence.GRID[-1]
     op = sim.Layout.for_ops(noisy.ops).target("largest")
     short = [sequence.final_verdicts(noisy, t, 1.25, op, sim.SEED) for t in range(60)]
     assert any(started for _, started in short)
-    assert all(v[now] >= v[pooled] for v, _ in short)
-    assert sum(v[now] for v, _ in short) > sum(v[pooled] for v, _ in short)
+    assert all(v[now] >= v[two] >= v[without] for v, _ in short)
+    assert sum(v[now] for v, _ in short) > sum(v[without] for v, _ in short)
 
 
 def test_a_paired_verdict_measured_again_when_short_catches_more_and_fails_no_unchanged_test(
@@ -202,7 +202,7 @@ def test_a_paired_verdict_measured_again_when_short_catches_more_and_fails_no_un
     from benchmarks.detection import pairs
 
     cell = pairs.GRID[1]  # 6 % own noise per round: the floor is often the pairs' noise
-    now, before = pairs.PROCEDURES
+    now, before = pairs.NAMES
     false = [pairs.final_verdicts(cell, t, 0.0, sim.SEED)[0] for t in range(40)]
     assert not any(v[now] or v[before] for v in false)
     caught = [pairs.final_verdicts(cell, t, 0.10, sim.SEED)[0] for t in range(40)]
