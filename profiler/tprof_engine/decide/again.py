@@ -76,22 +76,6 @@ def set_aside(family: FamilyResult, rule: Rule) -> bool:
     return family.p_value < rule.alpha and family.delta_pct > family.floor_pct
 
 
-def after_second_look(
-    first: TestVerdict,
-    child: TestVerdict | None,
-    rule: Rule,
-    why: str = "",
-    other_settings: Sequence[str] = (),
-) -> TestVerdict:
-    """``first`` once a second look (``rule.paired``: a fresh pair; else a fresh process)
-    measured its short families again: :func:`after_looks` over that one look, or ``first``
-    with a note saying why the look is no evidence (:func:`no_evidence`)."""
-    said = no_evidence(child, rule, why, other_settings)
-    if said or child is None:
-        return first.with_notes(f"short of its floor; {said}")
-    return after_looks(first, [child], rule)
-
-
 def no_evidence(
     child: TestVerdict | None, rule: Rule, why: str = "", other_settings: Sequence[str] = ()
 ) -> str:
@@ -153,7 +137,7 @@ def after_dispute(
     and +5 to +9 % in others (``docs/timing.md``)."""
     failed_families = [f for f in first.families if f.gates and f.timing_regressed]
     pooled = _pooled_over(first, failed_families, looks, rule)
-    said = f"taken back, then measured a third time in {_looks_words(rule, len(looks))}: "
+    said = f"taken back, then measured a third time in a {_look(rule)}: "
     failed = [(f, g) for f, g in pooled if g.timing_regressed]
     if not failed:
         readings = "; ".join(_readings(f, looks, g) for f, g in pooled)

@@ -99,8 +99,8 @@ def next_step(
     pair); None: it stands as it is.
     :mod:`tprof_engine.confirm` carries the steps out; the merges are
     :func:`after_remeasurement`, :func:`after_fresh_process`,
-    :func:`awaiting_serial_confirmation`, :func:`after_serial_confirmation` and
-    :func:`.again.after_second_look`.
+    :func:`awaiting_serial_confirmation`, :func:`after_serial_confirmation`,
+    :func:`.again.after_looks` and :func:`.again.after_dispute`.
     """
     if not confirm:
         return DONE

@@ -75,7 +75,7 @@ def test_two_pairs_pooled_beyond_their_floor_fail_the_test(short: TestVerdict) -
     """+9.2 % (p=0.035) then +10 % (p=0.02, mde 8 %): averaged +9.6 %, its floor the
     average's detectable effect (5.9 %), the two p-values combined 0.003."""
     second = with_cpu(paired(1.0, seed=3), delta_pct=10.0, p_value=0.02, floor_pct=8.0, mde_pct=8.0)
-    merged = again.after_second_look(short, second, RULE)
+    merged = again.after_looks(short, [second], RULE)
     assert merged.verdict == REGRESSED
     cpu = next(f for f in merged.families if f.family == "cpu")
     assert cpu.timing_regressed and round(cpu.delta_pct, 1) == 9.6
@@ -92,7 +92,7 @@ def test_two_pairs_pooled_beyond_their_floor_fail_the_test(short: TestVerdict) -
 
 def test_a_second_pair_that_reads_no_slowdown_leaves_the_first_verdict(short: TestVerdict) -> None:
     second = with_cpu(paired(1.0, seed=3), delta_pct=0.5, p_value=0.9, floor_pct=7.0, mde_pct=7.0)
-    merged = again.after_second_look(short, second, RULE)
+    merged = again.after_looks(short, [second], RULE)
     assert merged.verdict == UNCHANGED and merged.families == short.families
     assert merged.notes[-1].startswith(
         "short of its floor, measured again in a fresh pair: CPU total op time +9.2%"
@@ -103,103 +103,18 @@ def test_a_second_pair_that_reads_no_slowdown_leaves_the_first_verdict(short: Te
 def test_a_second_pair_that_could_not_say_leaves_the_first_verdict_with_why(
     short: TestVerdict,
 ) -> None:
-    gone = again.after_second_look(short, None, RULE, "the fresh pair timed out")
-    assert gone.verdict == UNCHANGED
-    assert gone.notes[-1] == "short of its floor; not measured again: the fresh pair timed out"
-    other = again.after_second_look(short, short, RULE, other_settings=("TF32",))
-    assert other.notes[-1] == "short of its floor; a fresh pair ran under TF32 unlike it"
-    blind = again.after_second_look(short, replace(short, timing_compared=False), RULE)
-    assert blind.notes[-1] == "short of its floor; the fresh pair compared no timings"
-
-
-class Pair:
-    """An executor whose fresh pair reads ``verdict``; it counts its calls."""
-
-    def __init__(self, verdict: TestVerdict) -> None:
-        self.verdict, self.calls = verdict, 0
-
-    def remeasure(self, test: ProfiledTest) -> confirm.Look:
-        raise AssertionError("a pair is not captured again in its process")
-
-    def fresh_process(self, test: ProfiledTest) -> confirm.Look:
-        self.calls += 1
-        return confirm.Look(verdict=self.verdict)
-
-    def after_workers(self, test: ProfiledTest) -> confirm.Look:
-        raise AssertionError("no workers")
-
-
-def test_the_confirm_loop_runs_one_fresh_pair_for_a_short_verdict(short: TestVerdict) -> None:
-    second = with_cpu(paired(1.0, seed=3), delta_pct=10.0, p_value=0.02, floor_pct=8.0, mde_pct=8.0)
-    steps = Pair(second)
-    test = ProfiledTest(nodeid="t.py::test_op", verdict=short)
-    plan = confirm.Plan(in_process=False, again_rule=RULE)
-    done = confirm.confirmed(test, steps, plan)
-    assert steps.calls == 1 and done.verdict.verdict == REGRESSED
-    # without a rule to measure again under, the verdict stands as it is, nothing started
-    alone = Pair(second)
-    kept = confirm.confirmed(test, alone, confirm.Plan(in_process=False))
-    assert alone.calls == 0 and kept.verdict == short
-
-
-def stored(scale: float) -> TestVerdict:
-    """A verdict against three stored sessions: the current rounds ``scale`` times theirs."""
-    base = Recorded(tables=tuple(table(OPS, seed=s, cv=0.03) for s in (1, 2, 3)))
-    return judge.judge(base, Recorded(tables=(table(OPS, seed=4, cv=0.03, scale=scale),)), Rule())
-
-
-def test_a_stored_verdict_short_of_its_floor_is_pooled_over_two_processes_at_that_floor() -> None:
-    """An LSTM step's host-loop plant read +8 % (p=0.02) in one process under a 10 % floor,
-    then +14 % in a fresh one: averaged +11 %, beyond the floor the baseline sessions allow
-    one process, which the average of two is held to as well."""
-    first = with_cpu(stored(1.0), delta_pct=8.0, p_value=0.02, floor_pct=10.0, mde_pct=6.0)
-    assert first.verdict == UNCHANGED
-    assert [f.family for f in again.short_families(first, Rule())] == ["cpu"]
-    second = with_cpu(stored(1.0), delta_pct=14.0, p_value=1e-4, floor_pct=10.0, mde_pct=6.0)
-    merged = again.after_second_look(first, second, Rule())
-    assert merged.verdict == REGRESSED
-    cpu = next(f for f in merged.families if f.family == "cpu")
-    assert round(cpu.delta_pct, 1) == 11.0 and cpu.floor_pct == 10.0
-    assert cpu.floor_source.endswith(", over two processes")
-    assert merged.reason.startswith("CPU: total op time +11.0% over two processes (p=")
-    assert merged.notes[-1].startswith("short of its floor, measured again in a fresh process: ")
-    # a second process that reads it smaller leaves the average inside the floor
-    low = with_cpu(stored(1.0), delta_pct=9.0, p_value=0.01, floor_pct=10.0, mde_pct=6.0)
-    kept = again.after_second_look(first, low, Rule())
-    assert kept.verdict == UNCHANGED and kept.families == first.families
-    assert kept.notes[-1].endswith("pooled +8.5% (p=0.00098, floor 10%)")
-    # nor is a rise under the rule's least µs a regression, however far beyond the floor
-    tiny = Rule(abs_floor_us=10_000.0)
-    assert again.after_second_look(first, second, tiny).verdict == UNCHANGED
-    # nor one the other units don't follow: probe units +11 %, raw µs +1 % (a slower probe)
-    raw_flat = with_cpu(second, to_other_units=0.94 / 1.14)  # +14 % in probe units, −6 % raw
-    assert again.after_second_look(first, raw_flat, Rule()).verdict == UNCHANGED
-
-
-def test_a_reading_beyond_its_floor_that_another_check_set_aside_is_not_short() -> None:
-    """Significant and beyond the floor, yet unchanged (its other units didn't follow): a
-    second look would change nothing of why."""
-    raw_up_2 = 1.02 / 1.13  # +13 % in probe units, +2 % raw
-    aside = with_cpu(
-        stored(1.0), delta_pct=13.0, p_value=1e-6, floor_pct=10.0, to_other_units=raw_up_2
-    )
-    assert aside.verdict == UNCHANGED and again.set_aside(
-        next(f for f in aside.families if f.family == "cpu"), Rule()
-    )
-    assert again.short_families(aside, Rule()) == []
-
-
-def test_the_confirm_loop_runs_one_fresh_process_for_a_short_stored_verdict() -> None:
-    first = with_cpu(stored(1.0), delta_pct=8.0, p_value=0.02, floor_pct=10.0, mde_pct=6.0)
-    second = with_cpu(stored(1.0), delta_pct=14.0, p_value=1e-4, floor_pct=10.0, mde_pct=6.0)
-    steps = Pair(second)
-    test = ProfiledTest(nodeid="t.py::test_lstm", verdict=first)
-    done = confirm.confirmed(test, steps, confirm.Plan(again_rule=Rule()))
-    assert steps.calls == 1 and done.verdict.verdict == REGRESSED
-    # the fresh process itself measures nothing again, nor does a run without confirmation
-    for plan in (confirm.Plan(fresh=False, again_rule=Rule()), confirm.Plan(confirm=False)):
-        idle = Pair(second)
-        assert confirm.confirmed(test, idle, plan).verdict == first and idle.calls == 0
+    gone = again.no_evidence(None, RULE, "the fresh pair timed out")
+    assert gone == "not measured again: the fresh pair timed out"
+    other = again.no_evidence(short, RULE, other_settings=("TF32",))
+    assert other == "a fresh pair ran under TF32 unlike it"
+    blind = again.no_evidence(replace(short, timing_compared=False), RULE)
+    assert blind == "the fresh pair compared no timings"
+    assert again.no_evidence(short, RULE) == ""
+    # the loop keeps the first verdict, and says why
+    steps = Looks(replace(short, timing_compared=False))
+    kept = confirm.confirmed(ProfiledTest(nodeid="t.py::test_op", verdict=short), steps, PAIRS)
+    assert kept.verdict.verdict == UNCHANGED
+    assert kept.verdict.notes[-1] == "short of its floor; the fresh pair compared no timings"
 
 
 class Looks:
@@ -221,6 +136,79 @@ class Looks:
 
 
 PAIRS = confirm.Plan(in_process=False, again_rule=RULE)
+
+
+def test_the_confirm_loop_runs_one_fresh_pair_for_a_short_verdict(short: TestVerdict) -> None:
+    second = with_cpu(paired(1.0, seed=3), delta_pct=10.0, p_value=0.02, floor_pct=8.0, mde_pct=8.0)
+    steps = Looks(second)
+    test = ProfiledTest(nodeid="t.py::test_op", verdict=short)
+    plan = confirm.Plan(in_process=False, again_rule=RULE)
+    done = confirm.confirmed(test, steps, plan)
+    assert steps.calls == 1 and done.verdict.verdict == REGRESSED
+    # without a rule to measure again under, the verdict stands as it is, nothing started
+    alone = Looks(second)
+    kept = confirm.confirmed(test, alone, confirm.Plan(in_process=False))
+    assert alone.calls == 0 and kept.verdict == short
+
+
+def stored(scale: float) -> TestVerdict:
+    """A verdict against three stored sessions: the current rounds ``scale`` times theirs."""
+    base = Recorded(tables=tuple(table(OPS, seed=s, cv=0.03) for s in (1, 2, 3)))
+    return judge.judge(base, Recorded(tables=(table(OPS, seed=4, cv=0.03, scale=scale),)), Rule())
+
+
+def test_a_stored_verdict_short_of_its_floor_is_pooled_over_two_processes_at_that_floor() -> None:
+    """An LSTM step's host-loop plant read +8 % (p=0.02) in one process under a 10 % floor,
+    then +14 % in a fresh one: averaged +11 %, beyond the floor the baseline sessions allow
+    one process, which the average of two is held to as well."""
+    first = with_cpu(stored(1.0), delta_pct=8.0, p_value=0.02, floor_pct=10.0, mde_pct=6.0)
+    assert first.verdict == UNCHANGED
+    assert [f.family for f in again.short_families(first, Rule())] == ["cpu"]
+    second = with_cpu(stored(1.0), delta_pct=14.0, p_value=1e-4, floor_pct=10.0, mde_pct=6.0)
+    merged = again.after_looks(first, [second], Rule())
+    assert merged.verdict == REGRESSED
+    cpu = next(f for f in merged.families if f.family == "cpu")
+    assert round(cpu.delta_pct, 1) == 11.0 and cpu.floor_pct == 10.0
+    assert cpu.floor_source.endswith(", over two processes")
+    assert merged.reason.startswith("CPU: total op time +11.0% over two processes (p=")
+    assert merged.notes[-1].startswith("short of its floor, measured again in a fresh process: ")
+    # a second process that reads it smaller leaves the average inside the floor
+    low = with_cpu(stored(1.0), delta_pct=9.0, p_value=0.01, floor_pct=10.0, mde_pct=6.0)
+    kept = again.after_looks(first, [low], Rule())
+    assert kept.verdict == UNCHANGED and kept.families == first.families
+    assert kept.notes[-1].endswith("pooled +8.5% (p=0.00098, floor 10%)")
+    # nor is a rise under the rule's least µs a regression, however far beyond the floor
+    tiny = Rule(abs_floor_us=10_000.0)
+    assert again.after_looks(first, [second], tiny).verdict == UNCHANGED
+    # nor one the other units don't follow: probe units +11 %, raw µs +1 % (a slower probe)
+    raw_flat = with_cpu(second, to_other_units=0.94 / 1.14)  # +14 % in probe units, −6 % raw
+    assert again.after_looks(first, [raw_flat], Rule()).verdict == UNCHANGED
+
+
+def test_a_reading_beyond_its_floor_that_another_check_set_aside_is_not_short() -> None:
+    """Significant and beyond the floor, yet unchanged (its other units didn't follow): a
+    second look would change nothing of why."""
+    raw_up_2 = 1.02 / 1.13  # +13 % in probe units, +2 % raw
+    aside = with_cpu(
+        stored(1.0), delta_pct=13.0, p_value=1e-6, floor_pct=10.0, to_other_units=raw_up_2
+    )
+    assert aside.verdict == UNCHANGED and again.set_aside(
+        next(f for f in aside.families if f.family == "cpu"), Rule()
+    )
+    assert again.short_families(aside, Rule()) == []
+
+
+def test_the_confirm_loop_runs_one_fresh_process_for_a_short_stored_verdict() -> None:
+    first = with_cpu(stored(1.0), delta_pct=8.0, p_value=0.02, floor_pct=10.0, mde_pct=6.0)
+    second = with_cpu(stored(1.0), delta_pct=14.0, p_value=1e-4, floor_pct=10.0, mde_pct=6.0)
+    steps = Looks(second)
+    test = ProfiledTest(nodeid="t.py::test_lstm", verdict=first)
+    done = confirm.confirmed(test, steps, confirm.Plan(again_rule=Rule()))
+    assert steps.calls == 1 and done.verdict.verdict == REGRESSED
+    # the fresh process itself measures nothing again, nor does a run without confirmation
+    for plan in (confirm.Plan(fresh=False, again_rule=Rule()), confirm.Plan(confirm=False)):
+        idle = Looks(second)
+        assert confirm.confirmed(test, idle, plan).verdict == first and idle.calls == 0
 
 
 def test_a_verdict_still_short_over_two_pairs_gets_a_third(short: TestVerdict) -> None:
@@ -269,7 +257,7 @@ def test_a_regression_a_fresh_pair_took_back_is_measured_a_third_time() -> None:
     assert steps.calls == 2 and done.verdict.verdict == REGRESSED
     assert " over three pairs (p=" in done.verdict.reason
     assert done.verdict.notes[-1].startswith(
-        "taken back, then measured a third time in two pairs: CPU total op time +13.0%"
+        "taken back, then measured a third time in a fresh pair: CPU total op time +13.0%"
     )
     # a third pair that reads nothing leaves it process-dependent, with every reading
     flat = Looks(low, paired(1.0, seed=4))
