@@ -1,16 +1,18 @@
 """Seeded simulation of tprof ab's whole verdict: false failures and power of a paired test's
-final verdict, with a verdict short of its floor measured again in a fresh pair
-(``decide.again``, the rule now) against one that stands as the first pairs read it (before).
+final verdict through the project's confirmation loop, with up to three looks (the rule now)
+and with two (before), on the same draws.
 
 One trial is a ``tprof ab`` run of one test: a base process and a head process whose rounds
 alternate on one machine, so the machine's drift of the moment (``model.draw_process``) and
 each round's shared factor fall on both rounds of a pair; what each side keeps alone is its own
 per-op drift (``model.op_drift``), its own speed as a process (``side``) and its own per-round
 noise (``pair_noise``: a round's cache and frequency state, not shared with its partner).  The
-project's own ``compare`` judges the head's table against the base's under ``paired_rule``; a
-timing regression is confirmed by a fresh pair (``policy.after_fresh_process``), a verdict
-short of its floor is measured again by one (``again.after_second_look``, the rule now).  A
-fresh pair is two new processes at another moment: every part is drawn again.
+project's own ``compare`` judges the head's table against the base's under ``paired_rule``,
+and ``confirm.confirmed`` takes it from there: a timing regression is confirmed by a fresh
+pair, and one that pair took back is measured by a third (``again.after_dispute``); a verdict
+short of its floor is measured again by a fresh pair, and by a third while still short
+(``again.after_looks``).  A fresh pair is two new processes at another moment: every part is
+drawn again.
 
     python -m benchmarks.detection.pairs [--trials 2000] [--power-trials 300]
 

@@ -1,19 +1,19 @@
 """Seeded simulation of the whole confirmation sequence against a stored baseline: false
 failures and power of a test's final verdict, and what a verdict short of its floor measured
-again costs.  Three procedures on the same draws: a short verdict measured again in a fresh
-process and judged on both (``decide.again``, now); each confirmation's measurement pooled with
-the others (``decide.timing.pooling``), a short verdict standing as it is (before); each
-confirmation judged on its own (earlier).
+again costs.  Three procedures on the same draws, each the project's confirmation loop
+(``confirm.confirmed``) under another plan: a short verdict measured again in a fresh process,
+and a third time while still short (now); measured again once (before); not measured again
+(earlier).
 
 One trial: three baseline sessions, each a process of its own; then the run's process captures
 the test and the project's own ``compare`` judges it; a timing regression is captured again in
 the same process and merged (``policy.after_remeasurement``), and one still standing is run in
-a fresh process and merged again (``policy.after_fresh_process``); under the rule now, a
-verdict short of its floor is measured in a fresh process and judged on both
-(``again.after_second_look``).  A process is the model of
-``model.py``, the noise model ``simulate.py`` draws from (``draw_process``, ``capture``): its
-machine drift, memory-bound mode and per-op drift drawn once and kept by every capture it
-takes; each capture draws its own rounds.  A trial fails when the final verdict is regressed.
+a fresh process and merged again (``policy.after_fresh_process``); a verdict short of its
+floor is measured in fresh processes and judged on every look (``again.after_looks``).  A
+process is the model of ``model.py``, the noise model ``simulate.py`` draws from
+(``draw_process``, ``capture``): its machine drift, memory-bound mode and per-op drift drawn
+once and kept by every capture it takes; each capture draws its own rounds.  A trial fails when
+the final verdict is regressed.
 
     python -m benchmarks.detection.sequence [--trials 1000] [--power-trials 200]
 
