@@ -114,7 +114,7 @@ def _in_fresh_process(test: ProfiledTest, steps: Executor, plan: Plan) -> TestVe
     rule = plan.again_rule
     if rule is None or look.verdict is None or plan.most_looks < again.MOST_LOOKS:
         return merged
-    if not (policy.not_confirmed(merged.reason) and again.breaks_ties(rule)):
+    if not (policy.not_confirmed(merged.reason) and again.breaks_ties(test.verdict, rule)):
         return merged
     third = steps.fresh_process(test)
     if third.verdict is None:

@@ -135,8 +135,7 @@ def after_dispute(
     which of two processes read right: beside one busy process a +10 % custom op read +13 %
     in its first pair and +1 to +3 % in fresh ones (``ab_reruns.py``, 4 of 4 taken back),
     and +5 to +9 % in others (``docs/timing.md``)."""
-    failed_families = [f for f in first.families if f.gates and f.timing_regressed]
-    pooled = _pooled_over(first, failed_families, looks, rule)
+    pooled = _pooled_over(first, _failed_totals(first), looks, rule)
     said = f"taken back, then measured a third time in a {_look(rule)}: "
     failed = [(f, g) for f, g in pooled if g.timing_regressed]
     if not failed:
@@ -147,16 +146,24 @@ def after_dispute(
     )
 
 
-def breaks_ties(rule: Rule) -> bool:
-    """Whether a regression a fresh look took back is measured a third time under ``rule``:
-    on tprof ab's pairs, not against a stored baseline.  Both sides of a pair share the
+def breaks_ties(first: TestVerdict, rule: Rule) -> bool:
+    """Whether a regression (``first``) a fresh look took back is measured a third time under
+    ``rule``: on tprof ab's pairs, not against a stored baseline, and when a family failed on
+    its total (what the looks pool; one that failed on a single op has no total beyond its
+    floor: an unchanged test's ``aten::copy_`` +42 % then +3 % got a third pair with nothing
+    to pool).  Both sides of a pair share the
     machine's state of the moment, so what a look's pairs disagree on is their processes' own
     speed, which a third pair averages; a stored look's change also carries the machine's
     state against the baseline sessions, and a slow state that comes back in one process of
     three wins the tie.  Simulated (``sequence.py``, 2,000 unchanged trials, 1 process in 3
     at 1.6×), a third look there failed 4.70 % of unchanged tests against 2.55 %; on pairs
     (``pairs.py``) no false-failure rate moved."""
-    return rule.paired
+    return rule.paired and bool(_failed_totals(first))
+
+
+def _failed_totals(first: TestVerdict) -> list[FamilyResult]:
+    """The gating families of ``first`` that failed on their total time."""
+    return [f for f in first.families if f.gates and f.timing_regressed]
 
 
 def _pooled_over(
