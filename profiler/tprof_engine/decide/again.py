@@ -98,12 +98,8 @@ def after_looks(first: TestVerdict, looks: Sequence[TestVerdict], rule: Rule) ->
     every reading."""
     pooled = _pooled_over(first, short_families(first, rule), looks, rule)
     said = f"short of its floor, measured again in {_looks_words(rule, len(looks))}: "
-    failed = [(f, g) for f, g in pooled if g.timing_regressed]
-    if not failed:
-        readings = "; ".join(_readings(f, looks, g) for f, g in pooled)
-        return first.with_notes(said + (readings or "no family to pool"))
     also = first.reason if first.verdict not in (UNCHANGED, IMPROVED) else ""
-    return _regressed(first, also, failed, [said + _readings(f, looks, g) for f, g in failed])
+    return _judged(first, first, pooled, looks, said, also)
 
 
 def another_look(
@@ -135,15 +131,9 @@ def after_dispute(
     which of two processes read right: beside one busy process a +10 % custom op read +13 %
     in its first pair and +1 to +3 % in fresh ones (``ab_reruns.py``, 4 of 4 taken back),
     and +5 to +9 % in others (``docs/timing.md``)."""
-    pooled = _pooled_over(first, _failed_totals(first), looks, rule)
+    pooled = _pooled_over(first, failed_totals(first), looks, rule)
     said = f"taken back, then measured a third time in a {_look(rule)}: "
-    failed = [(f, g) for f, g in pooled if g.timing_regressed]
-    if not failed:
-        readings = "; ".join(_readings(f, looks, g) for f, g in pooled)
-        return disputed.with_notes(said + (readings or "no family to pool"))
-    return _regressed(
-        first, "", failed, [said + "; ".join(_readings(f, looks, g) for f, g in failed)]
-    )
+    return _judged(first, disputed, pooled, looks, said, "")
 
 
 def breaks_ties(first: TestVerdict, rule: Rule) -> bool:
@@ -158,12 +148,12 @@ def breaks_ties(first: TestVerdict, rule: Rule) -> bool:
     three wins the tie.  Simulated (``sequence.py``, 2,000 unchanged trials, 1 process in 3
     at 1.6×), a third look there failed 4.70 % of unchanged tests against 2.55 %; on pairs
     (``pairs.py``) no false-failure rate moved."""
-    return rule.paired and bool(_failed_totals(first))
+    return rule.paired and bool(failed_totals(first))
 
 
-def _failed_totals(first: TestVerdict) -> list[FamilyResult]:
-    """The gating families of ``first`` that failed on their total time."""
-    return [f for f in first.families if f.gates and f.timing_regressed]
+def failed_totals(verdict: TestVerdict) -> list[FamilyResult]:
+    """The gating families of ``verdict`` that failed on their total time (not on one op)."""
+    return [f for f in verdict.families if f.gates and f.timing_regressed]
 
 
 def _pooled_over(
@@ -182,23 +172,31 @@ def _pooled_over(
     return out
 
 
-def _regressed(
+def _judged(
     first: TestVerdict,
+    otherwise: TestVerdict,
+    pooled: Sequence[tuple[FamilyResult, FamilyResult]],
+    looks: Sequence[TestVerdict],
+    said: str,
     also: str,
-    failed: Sequence[tuple[FamilyResult, FamilyResult]],
-    notes: Sequence[str],
 ) -> TestVerdict:
-    """``first`` failed on its ``failed`` families pooled over every look (``also``: what
-    else its first look found, kept in the reason)."""
-    pooled = {g.family: g for _, g in failed}
-    reasons = [f"{g.family.upper()}: " + "; ".join(g.reasons) for g in pooled.values()]
+    """``first`` failed on the families that regressed pooled over every look (a note each,
+    after ``said``; ``also``: what else its first look found, kept in the reason); with none,
+    ``otherwise`` with a note giving every reading."""
+    failed = [(f, g) for f, g in pooled if g.timing_regressed]
+    if not failed:
+        readings = "; ".join(_readings(f, looks, g) for f, g in pooled)
+        return otherwise.with_notes(said + (readings or "no family to pool"))
+    notes = [said + _readings(f, looks, g) for f, g in failed]
+    pooled_by = {g.family: g for _, g in failed}
+    reasons = [f"{g.family.upper()}: " + "; ".join(g.reasons) for g in pooled_by.values()]
     if also:
         reasons.append(also)
     return replace(
         first,
         verdict=worst([REGRESSED, first.verdict]),
         reason=" | ".join(reasons),
-        families=tuple(pooled.get(f.family, f) for f in first.families),
+        families=tuple(pooled_by.get(f.family, f) for f in first.families),
         notes=(*first.notes, *notes),
     )
 

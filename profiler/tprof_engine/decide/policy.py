@@ -147,9 +147,9 @@ def slower_families(verdict: TestVerdict) -> list[str]:
 
 # The rule's α, which the blocks' significance is read at when the caller names none.
 DEFAULT_ALPHA = Rule().alpha
-_SHIFT_SHARE = Rule().shift_share  # the share of its floor a leaning family's change is beyond
-# The share of its floor an op pooled on itself must show by itself in the newest block: the
-# part of the floor the rule's U tests shift by.
+# The share of its floor an op pooled on itself must show by itself in the newest block, and a
+# family in another context must still lean slower by: the part of the floor the rule's U
+# tests shift by.
 SHIFT_SHARE = Rule().shift_share
 
 
@@ -200,8 +200,8 @@ def evidence(
     return REFUTES, "; ".join(text for text, _ in pooled)
 
 
-def _faster_elsewhere(first: TestVerdict, again: TestVerdict) -> str:
-    """Why ``again`` measured another context, when it did: a family it read significantly
+def _faster_elsewhere(first: TestVerdict, child: TestVerdict) -> str:
+    """Why ``child`` measured another context, when it did: a family it read significantly
     faster than every baseline session that ``first`` read slower, while another family
     ``first`` read slower still leans slower there (beyond the rule's share of its floor).
     A test run alone in a fresh process can run faster than in the suite its baselines were
@@ -211,13 +211,13 @@ def _faster_elsewhere(first: TestVerdict, again: TestVerdict) -> str:
     otherwise.  A child that reads every family ``first`` found slower no slower is evidence:
     the slowdown was the parent process's (Llama ``generate`` unchanged read CPU +26 % and
     host +17 % in one process and −19 % alone, and it failed its test)."""
-    slower = {f.family: f for f in first.families if f.gates and f.timing_regressed}
+    slower = {f.family: f for f in again.failed_totals(first)}
     still = [
         f
-        for f in again.families
-        if f.gates and f.family in slower and f.delta_pct > _SHIFT_SHARE * f.floor_pct
+        for f in child.families
+        if f.gates and f.family in slower and f.delta_pct > SHIFT_SHARE * f.floor_pct
     ]
-    for f in again.families:
+    for f in child.families:
         if f.gates and f.verdict == IMPROVED and f.family in slower and still:
             label, shows = _label(f.family), still[0]
             return (
