@@ -17,7 +17,7 @@ from tprof_engine.capture import torch_api
 from tprof_engine.capture.backends import detect, with_family
 from tprof_engine.capture.export import TraceWrite, metadata_for_trace, trace_writer
 from tprof_engine.capture.facts import REDUCTION_PATH, profiler_active
-from tprof_engine.capture.in_round import Probe, closing_sync, overhead
+from tprof_engine.capture.in_round import Probe, closing_sync
 from tprof_engine.capture.kineto import (
     events_from_kineto,
     kineto_lines_dropped,
@@ -103,13 +103,12 @@ class BorrowedRounds:
             yield
             return
         r = len(self._walls_us)
-        assert self._meter is not None  # opened with the session
-        self._meter.overhead(overhead(self._probe, r))
         with record_function(f"{ROUND_PREFIX}{r}"):
             if self._probe is not None:
                 with record_function(f"{PROBE_PREFIX}{r}"):
                     self._probe()
                     self.device.synchronize()
+            assert self._meter is not None  # opened with the session
             self._meter.before()
             t0 = time.perf_counter_ns()
             try:

@@ -51,7 +51,6 @@ class LoadMeter:
         self._switches: list[int] = []
         self._blocks: list[int] = []
         self._neighbours: list[int] = []
-        self._overhead: list[float] = []
 
     def _queued_ns(self) -> int:
         if self._sched is None:
@@ -99,11 +98,6 @@ class LoadMeter:
         if self._gpu is not None:
             self._gpu.after()
 
-    def overhead(self, us: float | None) -> None:
-        """The drift probe's overhead half of the round about to start (None: no probe)."""
-        if us is not None:
-            self._overhead.append(us)
-
     def result(self) -> RoundLoad:
         """The readings so far, one value per round."""
         linux, counted = self._sched is not None, _RUSAGE_THREAD is not None
@@ -121,9 +115,6 @@ class LoadMeter:
             gpu_slowed=slowed,
             gpu_sm_mhz=sm_mhz,
             gpu_others=gpu_others,
-            overhead_us=np.asarray(self._overhead, dtype=np.float64)
-            if self._overhead and len(self._overhead) == len(self._cpu)
-            else None,
         )
 
     def close(self) -> None:
@@ -166,15 +157,7 @@ def round_counters(
     if load is None:
         return []
     rows = round_readings(wall_us, load)
-    keys = (
-        "wall_us",
-        "cpu_us",
-        "queued_us",
-        "overhead_us",
-        "neighbours",
-        "gpu_sm_mhz",
-        "gpu_others",
-    )
+    keys = ("wall_us", "cpu_us", "queued_us", "neighbours", "gpu_sm_mhz", "gpu_others")
     return [
         (start, {k: row[k] for k in keys if k in row})
         for start, row in zip(starts_ns, rows, strict=False)

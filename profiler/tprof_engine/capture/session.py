@@ -34,13 +34,7 @@ from tprof_engine.capture.backends import (
 )
 from tprof_engine.capture.export import TraceWrite, metadata_for_trace, trace_writer
 from tprof_engine.capture.facts import REDUCTION_PATH, profiler_active
-from tprof_engine.capture.in_round import (
-    Probe,
-    closing_sync,
-    overhead,
-    probe,
-    turn_arguments,
-)
+from tprof_engine.capture.in_round import Probe, closing_sync, probe, turn_arguments
 from tprof_engine.capture.kineto import (
     events_from_kineto,
     started_quietly,
@@ -228,9 +222,8 @@ def capture(
 ) -> CaptureResult:
     """Profile ``fn(*args, **kwargs)`` for ``warmup`` + ``rounds`` rounds in one session.
 
-    Each round is a ``ProfilerStep#N`` annotation (so trace tools see iterations), after the
-    drift probe's overhead half (``tprof::overhead#N``, a load reading); inside it the drift
-    probe runs first (``tprof::probe#N``), then ``iterations`` calls of the body,
+    Each round is a ``ProfilerStep#N`` annotation (so trace tools see iterations); inside it
+    the drift probe runs first (``tprof::probe#N``), then ``iterations`` calls of the body,
     then a device synchronize when a device is profiled (``tprof::sync#N``, in no family).
     ``setup`` runs before each round,
     outside the round, and may return ``(args, kwargs)`` for it.  If the ops called in the
@@ -372,7 +365,6 @@ def _profile_rounds(
         t_first = time.perf_counter()
         for r in range(rounds):
             args, kwargs = turn_arguments(call, pace, r - profiled_warmup, spec.device, r)
-            meter.overhead(overhead(drift_probe, r))
             with (
                 device_range(spec.device, nvtx_rounds[r] if nvtx_rounds else None),
                 record_function(f"{ROUND_PREFIX}{r}"),

@@ -163,7 +163,7 @@ def quiet_rounds(
     When either is short, both sides keep every round: timing is not compared, and calls
     are read from the same rounds as ever.
     """
-    reference = busy.quiet_reference(baseline)
+    reference = busy.probe_reference(baseline)
     now = busy.busy_of(current, rule, reference)
     quiet_now = busy.quiet_table(current, rule, reference)
     kept = [busy.quiet_table(t, rule, reference) for t in baseline]

@@ -237,9 +237,8 @@ class RoundLoad:
     the machine at the round's end (``/proc/loadavg``).  With a GPU whose driver answers
     (NVML): ``gpu_slowed``, the clock-event reasons seen at the round's start or end
     (``capture.gpu_state``), ``gpu_sm_mhz``, its SM clock at the round's end, and
-    ``gpu_others``, other processes holding a context on it.  ``overhead_us``: the drift
-    probe's overhead half, timed just before the round (``capture.in_round.Probe``).  Each
-    array has one value per round.
+    ``gpu_others``, other processes holding a context on it.  Each array has one value per
+    round.
     """
 
     cpu_us: FloatArray
@@ -251,13 +250,9 @@ class RoundLoad:
     gpu_slowed: IntArray | None = None  # NVML clock-event reason bits
     gpu_sm_mhz: IntArray | None = None
     gpu_others: IntArray | None = None
-    overhead_us: FloatArray | None = None  # µs, per round (not per call of the body)
 
     def _parts(self, pick: Any) -> dict[str, Any]:
-        return {
-            k: None if (v := getattr(self, k)) is None else pick(v)
-            for k in (*LOAD_COUNTS, "overhead_us")
-        }
+        return {k: None if (v := getattr(self, k)) is None else pick(v) for k in LOAD_COUNTS}
 
     def rounds_slice(self, keep: Any) -> RoundLoad:
         return RoundLoad(
@@ -268,8 +263,7 @@ class RoundLoad:
         )
 
     def per_iteration(self, iterations: int) -> RoundLoad:
-        """Times per call of the body, as the round's other times; counts and the probe's
-        overhead half (run once a round) stay the round's."""
+        """Times per call of the body, as the round's other times; counts stay the round's."""
         return replace(
             self,
             cpu_us=self.cpu_us / iterations,
@@ -280,8 +274,6 @@ class RoundLoad:
         out: dict[str, Any] = {"cpu_us": rounded(self.cpu_us), "cpus": self.cpus}
         if self.queued_us is not None:
             out["queued_us"] = rounded(self.queued_us)
-        if self.overhead_us is not None:
-            out["overhead_us"] = rounded(self.overhead_us)
         for key in LOAD_COUNTS:
             values = getattr(self, key)
             if values is not None:
@@ -293,7 +285,7 @@ class RoundLoad:
         """Inverse of :meth:`to_dict`, checked: a malformed part is a ``ValueError`` naming it."""
         if not isinstance(data, Mapping):
             raise ValueError("must be an object of per-round arrays")
-        known = {"cpu_us", "queued_us", "overhead_us", "cpus", *LOAD_COUNTS}
+        known = {"cpu_us", "queued_us", "cpus", *LOAD_COUNTS}
         unknown = sorted(set(data) - known)
         if unknown:
             raise ValueError(f"unknown key {unknown[0]!r}")
@@ -309,13 +301,11 @@ class RoundLoad:
                 raise ValueError(f"'{key}' must hold whole numbers")
             return values.astype(np.int64)
 
-        def times(key: str) -> FloatArray | None:
-            return None if data.get(key) is None else per_round(data[key], rounds, key)
-
         return cls(
             cpu_us=per_round(data.get("cpu_us"), rounds, "cpu_us"),
-            queued_us=times("queued_us"),
-            overhead_us=times("overhead_us"),
+            queued_us=None
+            if data.get("queued_us") is None
+            else per_round(data["queued_us"], rounds, "queued_us"),
             cpus=cpus,
             **{key: counts(key) for key in LOAD_COUNTS},
         )
@@ -365,7 +355,6 @@ def _concat_loads(loads: Sequence[RoundLoad]) -> RoundLoad:
     return RoundLoad(
         cpu_us=np.concatenate([x.cpu_us for x in loads]),
         queued_us=part("queued_us"),
-        overhead_us=part("overhead_us"),
         cpus=loads[0].cpus,
         **{key: part(key) for key in LOAD_COUNTS},
     )

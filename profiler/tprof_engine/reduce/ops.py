@@ -48,9 +48,6 @@ FILTERED_NAMES = frozenset(
 
 ROUND_PREFIX = "ProfilerStep#"  # torch.profiler's own step annotation: trace tools see iterations
 PROBE_PREFIX = "tprof::probe#"
-# The overhead probe's tiny ops, just before each round's step annotation: outside every round,
-# so counted nowhere (its time is a load reading, ``RoundLoad.overhead_us``).
-OVERHEAD_PREFIX = "tprof::overhead#"
 # The round's closing device synchronize: the plugin's own wait for the body's kernels, in no
 # family (the round's wall time still includes it).
 SYNC_PREFIX = "tprof::sync#"

@@ -63,17 +63,15 @@ def _joined_load(loads: Sequence[RoundLoad | None]) -> RoundLoad | None:
         values = [getattr(x, key) for x in known]
         return None if any(v is None for v in values) else np.sum(values, axis=0)
 
-    def most(key: str) -> Any:  # the rank that read the most
-        values = [getattr(x, key) for x in known]
-        return None if any(v is None for v in values) else np.max(np.asarray(values), axis=0)
-
+    neighbours = [x.neighbours for x in known]
     return RoundLoad(
         cpu_us=np.sum([x.cpu_us for x in known], axis=0),
         queued_us=total("queued_us"),
         switches=total("switches"),
         blocks=total("blocks"),
-        neighbours=most("neighbours"),
-        overhead_us=most("overhead_us"),
+        neighbours=None
+        if any(n is None for n in neighbours)
+        else np.max(np.asarray(neighbours), axis=0),
         cpus=known[0].cpus,
     )
 

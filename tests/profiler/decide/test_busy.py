@@ -37,17 +37,11 @@ linux_only = pytest.mark.skipif(
 
 
 def loaded(
-    t: OpTable,
-    waited: list[int],
-    *,
-    wait_us: float = 3000.0,
-    crowded: tuple[int, ...] = (),
-    overhead_us: float | None = None,
+    t: OpTable, waited: list[int], *, wait_us: float = 3000.0, crowded: tuple[int, ...] = ()
 ) -> OpTable:
     """``t`` with readings on a 2-CPU machine: the rounds in ``waited`` waited ``wait_us`` for
     a CPU, and that wait landed in its first op (a preemption inside an op), as it does on a
-    busy machine; the rounds in ``crowded`` ran beside another busy process; with
-    ``overhead_us``, the probe's overhead half read about that in each round."""
+    busy machine; the rounds in ``crowded`` ran beside another busy process."""
     neighbours = np.zeros(t.rounds, dtype=np.int64)
     neighbours[list(crowded)] = 1
     queued = np.zeros(t.rounds)
@@ -62,9 +56,6 @@ def loaded(
         blocks=np.zeros(t.rounds, dtype=np.int64),
         neighbours=neighbours,
         cpus=2,
-        overhead_us=None
-        if overhead_us is None
-        else overhead_us * (1.0 + 0.02 * np.random.default_rng(t.rounds).standard_normal(t.rounds)),
     )
     return replace(t, self_cpu_us=cpu, total_cpu_us=cpu, wall_us=wall, load=load)
 
@@ -127,7 +118,7 @@ def test_a_neighbour_that_did_not_slow_this_process_is_reported_and_not_a_veto()
     current = loaded(slow, [], crowded=tuple(range(ROUNDS)))
     v = verdict_of(current)
     assert v.verdict == REGRESSED and v.timing_regressed, v.reason
-    said = busy.busy_of(current, Rule(), busy.quiet_reference(sessions()))
+    said = busy.busy_of(current, Rule(), busy.probe_reference(sessions()))
     assert said is not None and said.disturbed == 0 and said.crowded == ROUNDS
     assert said.describe() == "20 of 20 ran beside other processes busy on the machine's 2 CPU(s)"
 
@@ -144,46 +135,8 @@ def test_rounds_beside_busy_processes_that_slowed_this_one_are_left_out() -> Non
         "(20 of them slower for it, by the drift probe)"
     )
     # the run's own xdist workers are not neighbours: beside one, no round shared the machine
-    said = busy.busy_of(current, replace(Rule(), siblings=1), busy.quiet_reference(sessions()))
+    said = busy.busy_of(current, replace(Rule(), siblings=1), busy.probe_reference(sessions()))
     assert said is not None and said.crowded == 0 and said.disturbed == 0
-
-
-def test_rounds_beside_busy_processes_whose_tiny_ops_ran_slower_are_left_out() -> None:
-    # the compute half of the probe as fast as the baseline's, its overhead half (tiny ops:
-    # dispatch and the profiler's own cost per op) +40 %: the neighbour slowed every op's
-    # fixed cost, as an MLP's aten::t and aten::relu read +70-105 % beside one spin loop
-    slow = table({**OPS, "aten::addmm": (1200.0, 6)}, seed=1)
-    base = tuple(loaded(table(OPS, seed=10 + i), [], overhead_us=60.0) for i in range(3))
-    every = tuple(range(ROUNDS))
-    steady = loaded(slow, [], crowded=every, overhead_us=60.0)
-    slowed = loaded(slow, [], crowded=every, overhead_us=84.0)
-    v = verdict_of(slowed, base)
-    assert v.verdict == INCONCLUSIVE and not v.timing_regressed, v.reason
-    assert v.reason.endswith("(20 of them slower for it, by the drift probe)")
-    # the same rounds with the overhead half as fast as the baseline's are judged (and fail)
-    v = verdict_of(steady, base)
-    assert v.verdict == REGRESSED and v.timing_regressed, v.reason
-    reference = busy.quiet_reference(base)
-    assert reference.probe is not None and reference.overhead == pytest.approx(60.0, rel=0.05)
-
-
-def test_a_baseline_without_the_overhead_half_reads_rounds_by_the_compute_half_alone() -> None:
-    # a baseline saved before the overhead half: every round of the run shared the machine, so
-    # there is nothing to read the half against, and the compute half decides as it did
-    slow = table({**OPS, "aten::addmm": (1200.0, 6)}, seed=1)
-    current = loaded(slow, [], crowded=tuple(range(ROUNDS)), overhead_us=84.0)
-    assert busy.quiet_reference(sessions()).overhead is None
-    v = verdict_of(current)
-    assert v.verdict == REGRESSED and v.timing_regressed, v.reason
-    # with some rounds alone, those rounds are the half's reference
-    half = loaded(slow, [], crowded=tuple(range(0, ROUNDS, 2)), overhead_us=60.0)
-    load = half.load
-    assert load is not None and load.overhead_us is not None
-    overhead = load.overhead_us.copy()
-    overhead[0::2] *= 1.4
-    half = replace(half, load=replace(load, overhead_us=overhead))
-    said = busy.busy_of(half, Rule(), busy.quiet_reference(sessions()))
-    assert said is not None and said.disturbed == ROUNDS // 2 and said.crowded == ROUNDS // 2
 
 
 def test_calls_still_gate_on_a_busy_machine() -> None:
@@ -220,19 +173,8 @@ def test_the_readings_travel_with_the_table_and_a_bad_one_is_named() -> None:
     assert again.load is not None and again.load.queued_us is not None
     assert again.load.queued_us[2] == 3000.0
     assert again.load.switches is not None and list(again.load.switches[:3]) == [0, 0, 1]
-    assert again.load.overhead_us is None  # no probe's overhead half: none stored
     with pytest.raises(ValueError, match="'neighbours' must hold whole numbers"):
         RoundLoad.from_dict({"cpu_us": [1.0, 2.0], "neighbours": [0.5, 1]}, 2)
-    with pytest.raises(ValueError, match="overhead_us"):
-        RoundLoad.from_dict({"cpu_us": [1.0, 2.0], "overhead_us": [50.0]}, 2)
-    halves = loaded(table(OPS, seed=1), [], overhead_us=60.0)
-    assert halves.load is not None and halves.load.overhead_us is not None
-    stored = OpTable.from_dict(halves.to_dict()).load
-    assert stored is not None and stored.overhead_us is not None
-    assert np.allclose(stored.overhead_us, halves.load.overhead_us, atol=1e-3)
-    joined = concat_rounds([halves, halves]).load
-    assert joined is not None and joined.overhead_us is not None
-    assert joined.overhead_us.shape == (2 * ROUNDS,)
 
 
 def test_a_baseline_with_a_malformed_load_is_an_error_naming_it(tmp_path: object) -> None:
@@ -378,20 +320,7 @@ def test_each_round_carries_its_readings_into_the_table_and_the_trace(tmp_path: 
     assert [c["name"] for c in counters] == ["tprof round"] * len(rounds)
     for (start, end), c in zip(steps, counters, strict=True):
         assert start <= c["ts"] <= end  # the sample sits in its own round
-        assert set(c["args"]) >= {"wall_us", "cpu_us", "overhead_us"}
-    # the probe's overhead half ran before each round, outside it: its tiny ops (an add, a
-    # relu, views) are in no round's table, and its time is the round's load reading
-    assert load.overhead_us is not None and load.overhead_us.shape == (4,)
-    assert (load.overhead_us > 0).all()
-    assert not {"aten::relu", "aten::add", "aten::unsqueeze"} & set(result.table.names)
-    halves = sorted(
-        (e["ts"], e["ts"] + e["dur"])
-        for e in trace["traceEvents"]
-        if str(e.get("name", "")).startswith("tprof::overhead#")
-    )
-    assert len(halves) == len(steps)
-    for (_, half_end), (step_start, _) in zip(halves, steps, strict=True):
-        assert half_end <= step_start
+        assert set(c["args"]) >= {"wall_us", "cpu_us"}
 
 
 def test_a_confirmation_on_a_busy_machine_is_no_evidence() -> None:
@@ -513,7 +442,7 @@ def test_a_run_beside_a_neighbour_that_did_not_slow_it_is_not_captured_again() -
         runs.append(1)
         return _Captured(loaded(table(OPS, seed=1), [], crowded=tuple(range(ROUNDS))))
 
-    reference = busy.quiet_reference(sessions())
+    reference = busy.probe_reference(sessions())
     quiet_enough(run, Rule(), 2, reference)
     assert len(runs) == 1
     quiet_enough(run, Rule(), 2, None)

@@ -80,7 +80,7 @@ def slowed_gpu_rounds(table: OpTable) -> BoolArray | None:
 
 
 def disturbed_rounds(
-    table: OpTable, rule: Disturbance, reference: Reference | None = None
+    table: OpTable, rule: Disturbance, reference: float | None = None
 ) -> BoolArray | None:
     """Rounds that waited for a CPU, ran beside busy processes and slower for it (the drift
     probe's ``reference``: :func:`slowed_beside_others`), or ran on a slowed GPU; None
@@ -104,7 +104,7 @@ class _Masks(NamedTuple):
     beside: BoolArray  # shared the machine, slower or not (reported)
 
 
-def _masks(table: OpTable, rule: Disturbance, reference: Reference | None = None) -> _Masks | None:
+def _masks(table: OpTable, rule: Disturbance, reference: float | None = None) -> _Masks | None:
     """The rounds that waited, were crowded and slowed, or ran on a slowed GPU.
 
     A distributed test's table (one of joined ranks) counts its ranks' own threads, each
@@ -124,69 +124,31 @@ def _masks(table: OpTable, rule: Disturbance, reference: Reference | None = None
     return _Masks(waited, slowed, none if gpu is None else gpu, beside)
 
 
-class Reference(NamedTuple):
-    """The drift probe on a quiet machine (µs), each half read against its own: the compute
-    half's (``OpTable.probe_cpu_us``) and the overhead half's (``RoundLoad.overhead_us``);
-    None where the tables have no readings of it."""
-
-    probe: float | None
-    overhead: float | None
-
-
 def slowed_beside_others(
-    table: OpTable, rule: Disturbance, shared: BoolArray, reference: Reference | None
+    table: OpTable, rule: Disturbance, shared: BoolArray, reference: float | None
 ) -> BoolArray:
     """Which rounds' drift probe read slower than ``reference`` by more than
-    ``rule.probe_slowed``, in either half: this process slowed by a neighbour that took no
-    CPU from it (one sharing its caches or memory bandwidth, or the core's other thread).
-    ``reference``: the probe on a quiet machine, the baseline's (:func:`quiet_reference`);
-    where it has no reading of a half, this table's own rounds that didn't share the machine.
-    Without a reading of either half every round that shared the machine counts as slowed,
-    as before readings of the probe."""
-    ref = reference or Reference(None, None)
-    load = table.load
-    halves = [
-        _slower(table.probe_cpu_us, shared, ref.probe, rule),
-        _slower(None if load is None else load.overhead_us, shared, ref.overhead, rule),
-    ]
-    read = [h for h in halves if h is not None]
-    if not read:
+    ``rule.probe_slowed``: this process slowed by a neighbour that took no CPU from it (one
+    sharing its caches or memory bandwidth).  ``reference`` (µs): the probe on a quiet
+    machine, the baseline's (:func:`probe_reference`); without one, this table's own rounds
+    that didn't share the machine.  Without a probe (or with no reference at all) every
+    round that shared the machine counts as slowed, as before readings of the probe."""
+    probe = table.probe_cpu_us
+    if reference is None and probe.size == table.rounds and (~shared).any():
+        reference = probe_reference([table.with_rounds(np.flatnonzero(~shared))])
+    if reference is None or reference <= 0 or probe.size != table.rounds or not probe.any():
         return np.ones(table.rounds, dtype=bool)
-    slowed: BoolArray = np.logical_or.reduce(read)
+    slowed: BoolArray = probe > reference * (1.0 + rule.probe_slowed)
     return slowed
 
 
-def _slower(
-    readings: FloatArray | None, shared: BoolArray, reference: float | None, rule: Disturbance
-) -> BoolArray | None:
-    """Which rounds' ``readings`` (one half of the probe) exceed ``reference`` by more than
-    ``rule.probe_slowed`` (the rounds that didn't share the machine stand in for a missing
-    reference); None when the half can't say: no readings, or nothing to read them against."""
-    if readings is None or readings.size != shared.size or not readings.any():
+def probe_reference(tables: Sequence[OpTable]) -> float | None:
+    """The drift probe's time on the quietest rounds of ``tables`` (their lower quartile, µs);
+    None when they have no probe readings."""
+    probes = [t.probe_cpu_us for t in tables if t.probe_cpu_us.size and t.probe_cpu_us.any()]
+    if not probes:
         return None
-    if reference is None and (~shared).any():
-        reference = _lower_quartile([readings[~shared]])
-    if reference is None or reference <= 0:
-        return None
-    slowed: BoolArray = readings > reference * (1.0 + rule.probe_slowed)
-    return slowed
-
-
-def quiet_reference(tables: Sequence[OpTable]) -> Reference:
-    """The drift probe's time on the quietest rounds of ``tables`` (their lower quartile, µs),
-    each half's; a half is None when they have no readings of it."""
-    overheads = [t.load.overhead_us for t in tables if t.load is not None]
-    return Reference(
-        probe=_lower_quartile([t.probe_cpu_us for t in tables]),
-        overhead=_lower_quartile([o for o in overheads if o is not None]),
-    )
-
-
-def _lower_quartile(readings: Sequence[FloatArray]) -> float | None:
-    found = [r for r in readings if r.size and r.any()]
-    if not found:
-        return None
-    return float(np.quantile(np.concatenate(found), 0.25))
+    return float(np.quantile(np.concatenate(probes), 0.25))
 
 
 class Disturbance(Protocol):
@@ -253,7 +215,7 @@ class Busy:
         return "; ".join(parts) or f"0 of {self.rounds} rounds disturbed"
 
 
-def busy_of(table: OpTable, rule: Disturbance, reference: Reference | None = None) -> Busy | None:
+def busy_of(table: OpTable, rule: Disturbance, reference: float | None = None) -> Busy | None:
     """The table's rounds as :class:`Busy`; None without readings."""
     found = _masks(table, rule, reference)
     waited = waited_us(table)
@@ -275,7 +237,7 @@ def busy_of(table: OpTable, rule: Disturbance, reference: Reference | None = Non
     )
 
 
-def quiet_table(table: OpTable, rule: Disturbance, reference: Reference | None = None) -> OpTable:
+def quiet_table(table: OpTable, rule: Disturbance, reference: float | None = None) -> OpTable:
     """The table without its disturbed rounds (as it is without readings)."""
     mask = disturbed_rounds(table, rule, reference)
     if mask is None or not mask.any():

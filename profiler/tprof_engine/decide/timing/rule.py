@@ -104,8 +104,8 @@ class Rule:
     wait_min_us: float = 20.0
     crowd_share: float = 0.5
     # A round beside busy processes counts as disturbed only when this process ran slower for
-    # it: either half of its drift probe (compute, overhead) above the baseline's quiet probe
-    # by this share.  A neighbour on another core is reported, not a veto (docs/design.md §16).
+    # it: its drift probe above the baseline's quiet probe by this share.  A neighbour on
+    # another core is reported, not a veto (docs/design.md §16).
     probe_slowed: float = 0.15
     siblings: int = 0
     min_quiet_rounds: int = 10
