@@ -34,7 +34,7 @@ from tprof_engine.api import (
     slug,
     typed_nodeid,
 )
-from tprof_engine.confirm import Plan, confirmed
+from tprof_engine.confirm import Plan, confirmed, serial_words
 from tprof_engine.model.errors import BaselineError
 from tprof_engine.model.results import ProfiledTest
 from tprof_engine.runner import Runner
@@ -189,18 +189,18 @@ class Controller(SharesState):
             self.results[r.nodeid] = r
 
     def _confirm_serially(self) -> bool:
-        """Re-run alone each timing regression the xdist workers found; True if one failed."""
+        """Re-run alone each timing regression the xdist workers found, and each verdict
+        short of its floor; True if one failed."""
         pending = sorted(r.nodeid for r in self.results.values() if r.pending is not None)
         tr = self.config.pluginmanager.get_plugin("terminalreporter")
         if pending and tr is not None:
             tr.line("")  # after the progress line
-            tr.write_line(
-                f"tprof: confirming {len(pending)} timing regression(s) found under xdist, "
-                "each alone in a fresh process"
-            )
+            waiting = [r.pending for n in pending if (r := self.results[n]).pending is not None]
+            tr.write_line(f"tprof: {serial_words(waiting)}")
         failed = False
         steps = self._runners.fresh_steps
-        plan = Plan(alpha=self.settings.run.rule.alpha)
+        rule = self.settings.run.rule
+        plan = Plan(alpha=rule.alpha, again_rule=rule)
         for nodeid in pending:
             r = confirmed(self.results[nodeid], steps, plan)
             if self.outcome(r).fails and r.outcome == "passed":

@@ -74,6 +74,8 @@ def confirmed(test: ProfiledTest, steps: Executor, plan: Plan) -> ProfiledTest:
     """``test`` once every step its verdict needs is taken: a test left pending by xdist's
     workers is run alone; else the policy's steps in turn until the verdict stands (under
     xdist a fresh process waits for the workers, and the test is left pending)."""
+    if test.pending is not None and not policy.needs_fresh_process(test.pending):
+        return _short_after_workers(test, steps, plan)
     if test.pending is not None:
         look = steps.after_workers(test)
         verdict = policy.after_serial_confirmation(
@@ -101,6 +103,45 @@ def confirmed(test: ProfiledTest, steps: Executor, plan: Plan) -> ProfiledTest:
         elif step == policy.MEASURE_AGAIN and plan.again_rule is not None:
             test = replace(test, verdict=_measured_again(test, steps, plan.again_rule, plan))
         return replace(test, verdict=policy.under_xdist(test.verdict, plan.workers))
+
+
+def _short_after_workers(test: ProfiledTest, steps: Executor, plan: Plan) -> ProfiledTest:
+    """A verdict short of its floor beside other xdist workers, once they finished: the test
+    run alone in a fresh process, and that run's verdict taken through the steps a serial
+    run's takes (confirmed in a fresh process if it regressed, measured again if short).  The
+    first look is not pooled: other workers' load moved it, as they move a regression's."""
+    first = test.pending
+    assert first is not None  # the caller's condition
+    look = steps.after_workers(test)
+    rule = plan.again_rule
+    said = again.no_evidence(look.verdict, rule or Rule(), look.why, look.other_settings)
+    if said or look.verdict is None or rule is None:
+        why = said or "no rule to measure it again under"
+        kept = first.with_notes(f"short of its floor beside other workers; {why}")
+        return replace(test, verdict=kept, pending=None)
+    alone = look.verdict.with_notes(
+        f"short of its floor beside other xdist workers ({_short_words(first, rule)}); "
+        "measured alone once they finished: this is that run's verdict"
+    )
+    lone = replace(test, verdict=alone, pending=None)
+    return confirmed(lone, steps, replace(plan, in_process=False, workers=1))
+
+
+def serial_words(pending: list[TestVerdict]) -> str:
+    """What the serial pass after xdist's workers does with the verdicts left pending."""
+    regressed = sum(policy.needs_fresh_process(v) for v in pending)
+    parts = [f"confirming {regressed} timing regression(s)"] if regressed else []
+    if len(pending) > regressed:
+        parts.append(f"measuring {len(pending) - regressed} verdict(s) short of their floor again")
+    return f"{' and '.join(parts)} found under xdist, each alone in a fresh process"
+
+
+def _short_words(verdict: TestVerdict, rule: Rule) -> str:
+    """The short families of a verdict, as ``CPU +7.8% (p=0.045)``."""
+    return ", ".join(
+        f"{f.family.upper()} {f.delta_pct:+.1f}% (p={f.p_value:.2g})"
+        for f in again.short_families(verdict, rule)
+    )
 
 
 def _in_fresh_process(test: ProfiledTest, steps: Executor, plan: Plan) -> TestVerdict:

@@ -96,7 +96,8 @@ def next_step(
     again in step), which go straight to a fresh process (for a pair, a fresh pair).
     ``again_rule``: the rule a verdict whose families landed short of their floor
     (:func:`.again.short_families`) is measured again under, in a fresh process (a fresh
-    pair); None: it stands as it is.
+    pair), under xdist once the workers have finished (the test run alone, judged as a serial
+    run would judge it); None: it stands as it is.
     :mod:`tprof_engine.confirm` carries the steps out; the merges are
     :func:`after_remeasurement`, :func:`after_fresh_process`,
     :func:`awaiting_serial_confirmation`, :func:`after_serial_confirmation`,
@@ -110,8 +111,8 @@ def next_step(
         return DONE
     if needs_fresh_process(verdict):
         return AFTER_WORKERS if workers > 1 else FRESH_PROCESS
-    if again_rule is not None and workers == 1 and again.short_families(verdict, again_rule):
-        return MEASURE_AGAIN
+    if again_rule is not None and again.short_families(verdict, again_rule):
+        return MEASURE_AGAIN if workers == 1 else AFTER_WORKERS
     return DONE
 
 
@@ -394,7 +395,13 @@ def after_fresh_process(
 def awaiting_serial_confirmation(verdict: TestVerdict, workers: int) -> TestVerdict:
     """Under xdist, a timing regression waits for the workers to finish: other workers'
     load makes one process slower than another, so it is confirmed in a fresh process run
-    alone afterwards, and gates no worse than a serial run.  Meanwhile it is inconclusive."""
+    alone afterwards, and gates no worse than a serial run.  Meanwhile it is inconclusive.
+    A verdict short of its floor keeps its word while it waits to be measured alone."""
+    if not needs_fresh_process(verdict):
+        return verdict.with_notes(
+            f"short of its floor beside {workers - 1} other worker(s): measured alone once the "
+            "workers finish"
+        )
     return replace(
         verdict,
         verdict=worst([INCONCLUSIVE, UNCHANGED if verdict.work is None else verdict.work.verdict]),

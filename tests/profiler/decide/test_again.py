@@ -63,7 +63,9 @@ def test_the_policy_measures_a_short_verdict_again_where_a_rule_says_how(
     assert policy.next_step(short, in_process=False, again_rule=RULE) == policy.MEASURE_AGAIN
     assert policy.next_step(short, in_process=False, again_rule=Rule()) == policy.MEASURE_AGAIN
     assert policy.next_step(short, in_process=False) == policy.DONE  # no rule: it stands
-    assert policy.next_step(short, in_process=False, again_rule=RULE, workers=2) == policy.DONE
+    # under xdist it waits for the workers, as a regression's confirmation does
+    waiting = policy.next_step(short, in_process=False, again_rule=RULE, workers=2)
+    assert waiting == policy.AFTER_WORKERS
     assert (
         policy.next_step(short, in_process=False, in_fresh_process=True, again_rule=RULE)
         == policy.DONE
@@ -287,3 +289,56 @@ def test_a_stored_regression_a_fresh_process_took_back_gets_no_third_look() -> N
     plan = confirm.Plan(in_process=False, again_rule=Rule())
     done = confirm.confirmed(ProfiledTest(nodeid="t.py::test_op", verdict=first), steps, plan)
     assert steps.calls == 1 and policy.not_confirmed(done.verdict.reason)
+
+
+class AfterWorkers(Looks):
+    """An executor under xdist: its lone run after the workers reads ``alone``; any fresh
+    process after it reads the ``verdicts`` in turn."""
+
+    def __init__(self, alone: TestVerdict | None, *verdicts: TestVerdict | None) -> None:
+        super().__init__(*verdicts)
+        self.alone, self.lone_runs = alone, 0
+
+    def after_workers(self, test: ProfiledTest) -> confirm.Look:
+        self.lone_runs += 1
+        return confirm.Look(verdict=self.alone, why="" if self.alone else "it timed out")
+
+
+def test_under_xdist_a_short_stored_verdict_is_judged_alone_once_the_workers_finish() -> None:
+    first = with_cpu(stored(1.0), delta_pct=8.0, p_value=0.02, floor_pct=10.0, mde_pct=6.0)
+    test = ProfiledTest(nodeid="t.py::test_lstm", verdict=first)
+    in_worker = confirm.confirmed(
+        test, AfterWorkers(None), confirm.Plan(workers=2, again_rule=Rule())
+    )
+    assert in_worker.pending == first and in_worker.verdict.verdict == UNCHANGED
+    assert in_worker.verdict.notes[-2] == (
+        "short of its floor beside 1 other worker(s): measured alone once the workers finish"
+    )
+    serial = confirm.Plan(again_rule=Rule())
+    # alone it reads short again: a second lone process, pooled with it (not with the worker's)
+    alone = with_cpu(stored(1.0), delta_pct=9.0, p_value=0.03, floor_pct=10.0, mde_pct=6.0)
+    second = with_cpu(stored(1.0), delta_pct=14.0, p_value=1e-4, floor_pct=10.0, mde_pct=6.0)
+    steps = AfterWorkers(alone, second)
+    done = confirm.confirmed(in_worker, steps, serial)
+    assert steps.lone_runs == 1 and steps.calls == 1
+    assert done.pending is None and done.verdict.verdict == REGRESSED
+    assert done.verdict.reason.startswith("CPU: total op time +11.5% over two processes")
+    assert done.verdict.notes[-2] == (
+        "short of its floor beside other xdist workers (CPU +8.0% (p=0.02)); measured alone "
+        "once they finished: this is that run's verdict"
+    )
+    # alone it reads unchanged: that verdict stands, nothing more is run
+    steps = AfterWorkers(stored(1.0))
+    kept = confirm.confirmed(in_worker, steps, serial)
+    assert kept.verdict.verdict == UNCHANGED and steps.calls == 0
+    assert "measured alone once they finished" in kept.verdict.notes[-1]
+    # a lone run that gave no verdict leaves the worker's, with why
+    lost = confirm.confirmed(in_worker, AfterWorkers(None), serial)
+    assert lost.verdict == first.with_notes(
+        "short of its floor beside other workers; not measured again: it timed out"
+    )
+    words = confirm.serial_words([first, paired(1.3)])
+    assert words == (
+        "confirming 1 timing regression(s) and measuring 1 verdict(s) short of their floor "
+        "again found under xdist, each alone in a fresh process"
+    )
