@@ -191,23 +191,24 @@ class Controller(SharesState):
     def _confirm_serially(self) -> bool:
         """Re-run alone each timing regression the xdist workers found, and each verdict
         short of its floor; True if one failed."""
-        pending = sorted(r.nodeid for r in self.results.values() if r.pending is not None)
+        waiting = sorted(
+            (r for r in self.results.values() if r.pending is not None), key=lambda r: r.nodeid
+        )
         tr = self.config.pluginmanager.get_plugin("terminalreporter")
-        if pending and tr is not None:
+        if waiting and tr is not None:
             tr.line("")  # after the progress line
-            waiting = [r.pending for n in pending if (r := self.results[n]).pending is not None]
-            tr.write_line(f"tprof: {serial_words(waiting)}")
+            tr.write_line(f"tprof: {serial_words([r.pending for r in waiting if r.pending])}")
         failed = False
         steps = self._runners.fresh_steps
         rule = self.settings.run.rule
         plan = Plan(alpha=rule.alpha, again_rule=rule)
-        for nodeid in pending:
-            r = confirmed(self.results[nodeid], steps, plan)
+        for test in waiting:
+            r = confirmed(test, steps, plan)
             if self.outcome(r).fails and r.outcome == "passed":
                 r = r.with_outcome("failed")
                 self._log_failure(r, tr)
                 failed = True
-            self.results[nodeid] = r
+            self.results[test.nodeid] = r
         return failed
 
     def _log_failure(self, result: ProfiledTest, tr: Any) -> None:

@@ -19,6 +19,7 @@ from tprof_engine import sources
 from tprof_engine.decide import again, policy
 from tprof_engine.decide.timing.rule import Rule
 from tprof_engine.model.errors import TprofError
+from tprof_engine.model.family_specs import spec
 from tprof_engine.model.records import OpTable
 from tprof_engine.model.results import ProfiledTest
 from tprof_engine.model.settings import differences
@@ -110,14 +111,12 @@ def _short_after_workers(test: ProfiledTest, steps: Executor, plan: Plan) -> Pro
     run alone in a fresh process, and that run's verdict taken through the steps a serial
     run's takes (confirmed in a fresh process if it regressed, measured again if short).  The
     first look is not pooled: other workers' load moved it, as they move a regression's."""
-    first = test.pending
-    assert first is not None  # the caller's condition
+    first, rule = test.pending, plan.again_rule
+    assert first is not None and rule is not None  # left pending as short under a rule
     look = steps.after_workers(test)
-    rule = plan.again_rule
-    said = again.no_evidence(look.verdict, rule or Rule(), look.why, look.other_settings)
-    if said or look.verdict is None or rule is None:
-        why = said or "no rule to measure it again under"
-        kept = first.with_notes(f"short of its floor beside other workers; {why}")
+    said = again.no_evidence(look.verdict, rule, look.why, look.other_settings)
+    if said or look.verdict is None:
+        kept = first.with_notes(f"short of its floor beside other workers; {said}")
         return replace(test, verdict=kept, pending=None)
     alone = look.verdict.with_notes(
         f"short of its floor beside other xdist workers ({_short_words(first, rule)}); "
@@ -139,7 +138,7 @@ def serial_words(pending: list[TestVerdict]) -> str:
 def _short_words(verdict: TestVerdict, rule: Rule) -> str:
     """The short families of a verdict, as ``CPU +7.8% (p=0.045)``."""
     return ", ".join(
-        f"{f.family.upper()} {f.delta_pct:+.1f}% (p={f.p_value:.2g})"
+        f"{spec(f.family).label} {f.delta_pct:+.1f}% (p={f.p_value:.2g})"
         for f in again.short_families(verdict, rule)
     )
 
