@@ -24,7 +24,8 @@ Plants (each only in the head's working tree):
 
 - ``pyloop``: a pure-Python loop of about 0.3 ms between ``backward()`` and ``step()`` of the
   LSTM training step (host time, no op slower);
-- ``mkldnn_off``: the conv block's forward under ``torch.backends.mkldnn.flags(enabled=False)``;
+- ``mkldnn_off``: the conv block's forward with oneDNN turned off (the base enters the same
+  ``torch.backends.mkldnn.flags`` context with it on): a slower kernel path, nothing else;
 - ``strided``: the matmul test's right operand a transposed view instead of a contiguous
   matrix (the same op, shapes and FLOPs; another memory order);
 - ``shuffled``: the embedding test's lookups in random order (the same ops, calls, shapes and

@@ -38,8 +38,9 @@ runs both ways), each body 0.3-2.5 ms on one thread:
   so the default timing-only plant is ``shuffled`` below;
 - ``test_encoder_train``: ``nn.TransformerEncoderLayer`` training step with AdamW;
 - ``test_conv_inference``: Conv2d, BatchNorm2d, ReLU, MaxPool2d, Conv2d in eval mode.  Plant
-  ``mkldnn_off``: its forward under ``torch.backends.mkldnn.flags(enabled=False)`` (other
-  convolution kernels, so other op names);
+  ``mkldnn_off``: oneDNN turned off by ``torch.backends.mkldnn.flags`` (the base enters the
+  same context with it on): aten's own convolution, other op names, some +65 % slower at
+  this shape;
 - ``test_layernorm_gelu``: Linear, LayerNorm, GELU, Linear, inference;
 - ``test_embedding_topk``: ``nn.EmbeddingBag`` (mode "mean", a 1M x 32 table, 65,536 lookups
   in sorted order) and ``torch.topk`` of the bags' scores.  Plant ``shuffled``: the same

