@@ -77,6 +77,7 @@ def _timed(
         rule, machine_busy = paired_rule(rule), None
         found.extend(_paired_notes(base_tables[-1], current_table, rule))
     else:
+        rule = _beside_others(base_tables, current_table, rule, found)
         base_tables, current_table, machine_busy = _undisturbed(
             base_tables, current_table, rule, found
         )
@@ -116,6 +117,28 @@ def _comparable_rounds(
     diffs[:] = [d for d in diffs if not d.startswith("iterations ")]
     found.append(f"rounds of {ib} and {ic} iterations: compared per iteration")
     return [per_iteration(t, ib) for t in base_tables], per_iteration(current_table, ic), 1
+
+
+def _beside_others(
+    baseline: Sequence[OpTable], current: OpTable, rule: Rule, found: list[str]
+) -> Rule:
+    """``rule``, told when most of the rounds judging keeps ran beside busy processes (with
+    a note in ``found``): there an op alone must rise on both routes to fail the test."""
+    reference = busy.probe_reference(baseline)
+    beside = busy.kept_beside_others(current, rule, reference)
+    kept = busy.busy_of(current, rule, reference)
+    if (
+        kept is None
+        or kept.quiet < rule.quiet_rounds_needed(current.rounds)
+        or 2 * beside <= kept.quiet
+    ):
+        return rule
+    found.append(
+        f"{beside} of the {kept.quiet} rounds judged ran beside other busy processes: the "
+        "CPU times are read over the shift every op shared, and an op alone fails the test "
+        "only when it slowed both in its own time and against the rest of the test"
+    )
+    return replace(rule, beside_others=True)
 
 
 def _undisturbed(

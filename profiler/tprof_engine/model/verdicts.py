@@ -312,6 +312,9 @@ class TestVerdict:
     families: tuple[FamilyResult, ...] = ()
     uniform_shift_pct: float | None = None
     probe_shift_pct: float | None = None
+    # Judged beside other busy processes over the ops' common shift (uniform_shift_pct taken
+    # out of the current run's CPU times: decide.timing.beside).
+    beside_others: bool = False
     sessions: int = 0
     differences: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
@@ -402,6 +405,7 @@ class TestVerdict:
             "reason": self.reason,
             "uniform_shift": json_number(self.uniform_shift_pct),
             "probe_shift": json_number(self.probe_shift_pct),
+            "beside_others": self.beside_others,
             "sessions": self.sessions,
             "differences": list(self.differences),
             "notes": list(self.notes),
@@ -424,6 +428,7 @@ class TestVerdict:
             families=tuple(FamilyResult.from_dict(f) for f in d.get("families", [])),
             uniform_shift_pct=d.get("uniform_shift"),
             probe_shift_pct=d.get("probe_shift"),
+            beside_others=bool(d.get("beside_others", False)),
             sessions=int(d.get("sessions", 0)),
             differences=tuple(d.get("differences", [])),
             notes=tuple(d.get("notes", [])),

@@ -344,6 +344,7 @@ def _test_json(t: ProfiledTest) -> dict[str, Any]:
         "device": (t.environment.get("soft") or {}).get("device"),
         "uniform_shift": v["uniform_shift"],
         "probe_shift": v["probe_shift"],
+        "beside_others": v["beside_others"],  # judged over the ops' common shift
         "sessions": v["sessions"],
         "confirmed": t.confirmed,
         "paired_base": t.paired_base,  # tprof ab: the base its rounds were paired with

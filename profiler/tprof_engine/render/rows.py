@@ -263,7 +263,16 @@ def _structure_cause(label: str, f: Mapping[str, Any], ops: Sequence[Mapping[str
 
 def drift_of(t: Mapping[str, Any]) -> str:
     """:func:`drift` of one test of a report (or ``TestVerdict.to_dict()``)."""
+    if t.get("beside_others"):
+        return beside_drift(t.get("uniform_shift"))
     return drift(t.get("uniform_shift"), t.get("probe_shift"), raw=judged_raw(t.get("families")))
+
+
+def beside_drift(uniform: Any) -> str:
+    """The drift of a test judged beside other busy processes, over the ops' common shift."""
+    u = fmt.num(uniform)
+    shift = "" if u is None else f" ({fmt.pct(u)} in raw time)"
+    return f"beside other busy processes: compared over the shift every op shared{shift}"
 
 
 def judged_raw(families: Any) -> bool:

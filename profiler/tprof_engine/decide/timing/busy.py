@@ -124,6 +124,15 @@ def _masks(table: OpTable, rule: Disturbance, reference: float | None = None) ->
     return _Masks(waited, slowed, none if gpu is None else gpu, beside)
 
 
+def kept_beside_others(table: OpTable, rule: Disturbance, reference: float | None = None) -> int:
+    """How many of the rounds judging keeps (not disturbed) still ran beside busy processes:
+    crowded, with a drift probe that didn't read slower."""
+    found = _masks(table, rule, reference)
+    if found is None:
+        return 0
+    return int((found.beside & ~(found.waited | found.crowded | found.gpu)).sum())
+
+
 def slowed_beside_others(
     table: OpTable, rule: Disturbance, shared: BoolArray, reference: float | None
 ) -> BoolArray:

@@ -6,9 +6,13 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-import numpy as np
-
 from tprof_engine.decide.timing import device, stats
+from tprof_engine.decide.timing.beside import (
+    common_shift,
+    held_beside_others,
+    over_common_shift,
+    shifts,
+)
 from tprof_engine.decide.timing.families import (
     device_note,
     families,
@@ -23,7 +27,6 @@ from tprof_engine.decide.timing.samples import (
     Total,
     VsRest,
     op_tests,
-    side_of,
     sides_of,
     total_test,
     vs_rest_tests,
@@ -107,7 +110,8 @@ def _classify_timed(
         and other_units_follow(o.pct, o.floor, total.to_other_units, rule)
     )
     rest_up = vs_rest is not None and vs_rest.regressed
-    if (sig_up or rest_up) and o.share >= rule.material_share:
+    alone = (sig_up and rest_up) if rule.beside_others else (sig_up or rest_up)
+    if alone and o.share >= rule.material_share:
         if rest_up and not sig_up:
             assert vs_rest is not None
             note = (
@@ -118,6 +122,8 @@ def _classify_timed(
         return _Call(verdict=REGRESSED, gated=True, gates=True)
     if sig_up and total.regressed:
         return _Call(verdict=REGRESSED, gated=True)  # carries part of a regressed total
+    if (sig_up or rest_up) and o.share >= rule.material_share:
+        return _Call(verdict=UNCHANGED, gated=True, note=_held_beside_others(o, vs_rest))
     # A Bonferroni cut: the test for a speed-up runs only for ops that didn't slow down.
     shifted = o.low_base * (1.0 - rule.shift_share * o.floor)
     if stats.mwu_less(o.low_cur, shifted) < rule.alpha / n_tested and o.pct < -o.floor:
@@ -129,6 +135,18 @@ def _classify_timed(
         )
         return _Call(verdict=TOO_NOISY, gated=True, note=note)
     return _Call(verdict=UNCHANGED, gated=True)
+
+
+def _held_beside_others(o: OpStats, vs_rest: VsRest | None) -> str:
+    """Why an op that rose on one route alone doesn't fail a test that ran beside others."""
+    against = (
+        "not tried against the rest of the test"
+        if vs_rest is None
+        else f"{vs_rest.pct:+.0%} against the rest of the test, floor {vs_rest.floor:.0%}"
+    )
+    return (
+        f"{o.pct:+.0%} here, {against}: beside other processes an op alone must rise on both routes"
+    )
 
 
 def _op_verdict(
@@ -280,22 +298,22 @@ def compare(
     rule = rule or Rule()
     if not baseline:
         return TestVerdict(verdict=NO_BASELINE, reason="no baseline recorded for this test")
-    outcomes = [
-        _compare_family(baseline, current, fam, rule, timed=same_hardware)
-        for fam in families(baseline, current)
-    ]
-    results = [o.result for o in outcomes]
-    idle = idle_family(baseline, current, rule, timed=same_hardware)
-    if idle is not None:
-        results.append(idle)
-    results.append(host_family(baseline, current, rule, timed=same_hardware))
+    beside = same_hardware and rule.beside_others
+    uniform, probe_shift = shifts(baseline, current, rule) if beside else (None, None)
+    judged = over_common_shift(current, uniform, probe_shift, rule) if beside else current
+    outcomes, results = _judged_families(baseline, judged, rule, timed=same_hardware)
+    if judged is not current:
+        assert uniform is not None  # a shift was taken out
+        _, plain = _judged_families(baseline, current, rule, timed=same_hardware)
+        results = held_beside_others(results, plain, uniform)
     on_device = device_test(results)
-    results = moved_most_first(with_roles(results, on_device=on_device))
     # The drift between the sides says how timings were compared; with none compared, nothing.
     # A rule without the probe (tprof ab's pairs: raw µs, both rounds of a pair on one
     # machine) compared nothing in probe units: no drift to speak of.
     probed = same_hardware and rule.probe and _probe_speaks(results, on_device=on_device)
-    uniform, probe_shift = _shifts(baseline, current, rule) if probed else (None, None)
+    if probed and not beside:
+        uniform, probe_shift = shifts(baseline, current, rule)
+    results = moved_most_first(results)
     verdict, reason = _combine(results)
     ops = [op for o in outcomes for op in o.ops]
     return TestVerdict(
@@ -303,18 +321,36 @@ def compare(
         reason=reason,
         ops=tuple(ops),
         families=tuple(results),
-        uniform_shift_pct=uniform,
-        probe_shift_pct=probe_shift,
+        uniform_shift_pct=uniform if probed else None,
+        probe_shift_pct=probe_shift if probed else None,
+        beside_others=beside and common_shift(uniform, rule) > 0.0,
         sessions=len(baseline),
         notes=(
             *device_note(baseline, current),
             *(_judged_on(results) if on_device else ()),
-            *_held_back(results, probe_shift, rule),
+            *_held_back(results, None if beside else probe_shift, rule),
         ),
         timing_compared=same_hardware,
         round_samples=tuple(s for o in outcomes for s in o.samples),
         device_rows=_device_rows(baseline, current, ops),
     )
+
+
+def _judged_families(
+    baseline: Sequence[OpTable], current: OpTable, rule: Rule, *, timed: bool
+) -> tuple[list[_FamilyOutcome], list[FamilyResult]]:
+    """Each family's outcome, and every family's result (the host's and the device's idle time
+    too), each marked as gating the test or only reporting."""
+    outcomes = [
+        _compare_family(baseline, current, fam, rule, timed=timed)
+        for fam in families(baseline, current)
+    ]
+    results = [o.result for o in outcomes]
+    idle = idle_family(baseline, current, rule, timed=timed)
+    if idle is not None:
+        results.append(idle)
+    results.append(host_family(baseline, current, rule, timed=timed))
+    return outcomes, with_roles(results, on_device=device_test(results))
 
 
 def _device_rows(
@@ -458,25 +494,3 @@ def says_nothing(verdict: TestVerdict) -> bool:
     word unchanged and no family with a reason to give (what :func:`_combine` writes then), so
     what joins it replaces the reason rather than follows it."""
     return verdict.verdict == UNCHANGED and not any(f.reasons for f in verdict.families)
-
-
-def _shifts(
-    baseline: Sequence[OpTable], current: OpTable, rule: Rule
-) -> tuple[float | None, float | None]:
-    """Median log-ratio over the ops (raw µs) and the probe's own shift, in percent."""
-    raw_rule = replace(rule, probe=False)
-    base = side_of(baseline, "cpu", 0.0, raw_rule)
-    cur = side_of([current], "cpu", 0.0, raw_rule)
-    total = sum(base.raw_op_medians.values())
-    ratios = [
-        math.log(cur.raw_op_medians[n] / m)
-        for n, m in base.raw_op_medians.items()
-        if n in cur.raw_op_medians and m > 0 and cur.raw_op_medians[n] > 0 and m >= 0.01 * total
-    ]
-    uniform = math.expm1(float(np.median(ratios))) * 100.0 if ratios else None
-    b_probe = np.concatenate([b.probe_cpu_us for b in baseline])
-    probe = None
-    if b_probe.size and current.probe_cpu_us.size:
-        bm, cm = rule.center(b_probe), rule.center(current.probe_cpu_us)
-        probe = (cm / bm - 1.0) * 100.0 if bm > 0 else None
-    return uniform, probe

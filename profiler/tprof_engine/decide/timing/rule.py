@@ -109,6 +109,12 @@ class Rule:
     probe_slowed: float = 0.15
     siblings: int = 0
     min_quiet_rounds: int = 10
+    # Set by the judge, not by hand: most of the current run's kept rounds ran beside busy
+    # processes (the probe didn't read them slower).  A neighbour slows an op's fixed cost
+    # (dispatch, Python) more than its arithmetic, so one op's rise alone is the machine's as
+    # much as the code's: an op alone then fails a test only when it rose on both routes,
+    # its own time and against the rest of its test (docs/design.md §16).
+    beside_others: bool = False
 
     # tprof ab (docs/design.md §18): the head's rounds judged against the base's rounds run
     # next to them, pair by pair (a signed-rank test of the log ratios, their Hodges-Lehmann
