@@ -123,20 +123,20 @@ def _beside_others(
     baseline: Sequence[OpTable], current: OpTable, rule: Rule, found: list[str]
 ) -> Rule:
     """``rule``, told when most of the rounds judging keeps ran beside busy processes (with
-    a note in ``found``): there an op alone must rise on both routes to fail the test."""
-    reference = busy.probe_reference(baseline)
-    beside = busy.kept_beside_others(current, rule, reference)
-    kept = busy.busy_of(current, rule, reference)
+    a note in ``found``): there the CPU times are read over the ops' common shift and an op
+    alone must rise on both routes to fail the test (:mod:`.timing.beside`)."""
+    kept = busy.busy_of(current, rule, busy.probe_reference(baseline))
     if (
         kept is None
         or kept.quiet < rule.quiet_rounds_needed(current.rounds)
-        or 2 * beside <= kept.quiet
+        or 2 * kept.kept_beside <= kept.quiet
     ):
         return rule
     found.append(
-        f"{beside} of the {kept.quiet} rounds judged ran beside other busy processes: the "
-        "CPU times are read over the shift every op shared, and an op alone fails the test "
-        "only when it slowed both in its own time and against the rest of the test"
+        f"{kept.kept_beside} of the {kept.quiet} rounds judged ran beside other busy "
+        "processes: the CPU times are read over the shift every op shared, and an op alone "
+        "fails the test only when it slowed both in its own time and against the rest of the "
+        "test"
     )
     return replace(rule, beside_others=True)
 

@@ -7,9 +7,9 @@
   the tests themselves (numpy); :mod:`.rule`: the parameters (floors, the paired rule);
 - :mod:`.families`: the host and device-idle families; :mod:`.device`: kernels, copies and
   host waits; :mod:`.structure`: calls and ops that came or went;
-- :mod:`.busy`: which rounds the machine disturbed; :mod:`.beside`: beside busy processes, a
-  family's slowdown that doesn't stand out from every op's shift; :mod:`.pooling`: a
-  re-measurement's blocks pooled with the first;
+- :mod:`.busy`: which rounds the machine disturbed; :mod:`.beside`: beside busy processes, the
+  CPU times read over the shift every op shared; :mod:`.pooling`: a re-measurement's blocks
+  pooled with the first;
 - :mod:`.sides`: what each side of a judgement recorded, as the timing and the gates read it.
 """
 

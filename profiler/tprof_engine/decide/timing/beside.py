@@ -28,7 +28,7 @@ from tprof_engine.decide.timing.samples import side_of
 from tprof_engine.model.records import OpTable
 from tprof_engine.model.verdicts import INCONCLUSIVE, FamilyResult
 
-__all__ = ["common_shift", "held_beside_others", "over_common_shift", "shifts"]
+__all__ = ["held_beside_others", "over_common_shift", "shifts"]
 
 
 def shifts(
@@ -54,7 +54,7 @@ def shifts(
     return uniform, probe
 
 
-def common_shift(uniform_pct: float | None, rule: Rule) -> float:
+def _common_shift(uniform_pct: float | None, rule: Rule) -> float:
     """The share taken out of the current run's CPU times: the ops' common slowdown
     (``uniform_pct``, percent) beside other processes; 0 otherwise, and for a speed-up."""
     if not rule.beside_others or uniform_pct is None or uniform_pct <= 0.0:
@@ -69,7 +69,7 @@ def over_common_shift(
     too) divided by the ops' common shift and its drift probe by the probe's own shift
     (``probe_pct``), so that both units read a shift every op shared as none; ``current``
     itself when there is none to take out.  Device times are the device's: not touched."""
-    shift = common_shift(uniform_pct, rule)
+    shift = _common_shift(uniform_pct, rule)
     if shift == 0.0:
         return current
     ops = 1.0 / (1.0 + shift)
@@ -84,11 +84,10 @@ def over_common_shift(
     )
 
 
-def _held(over: FamilyResult, plain: FamilyResult | None) -> bool:
+def _held(over: FamilyResult, plain: FamilyResult) -> bool:
     """Whether the family failed on its timing over the probe (``plain``) and not over the
     common shift (``over``)."""
-    timing = plain is not None and (plain.timing_regressed or bool(plain.op_gate))
-    return timing and not over.fails
+    return (plain.timing_regressed or bool(plain.op_gate)) and not over.fails
 
 
 def _held_family(over: FamilyResult, plain: FamilyResult, uniform_pct: float) -> FamilyResult:

@@ -124,15 +124,6 @@ def _masks(table: OpTable, rule: Disturbance, reference: float | None = None) ->
     return _Masks(waited, slowed, none if gpu is None else gpu, beside)
 
 
-def kept_beside_others(table: OpTable, rule: Disturbance, reference: float | None = None) -> int:
-    """How many of the rounds judging keeps (not disturbed) still ran beside busy processes:
-    crowded, with a drift probe that didn't read slower."""
-    found = _masks(table, rule, reference)
-    if found is None:
-        return 0
-    return int((found.beside & ~(found.waited | found.crowded | found.gpu)).sum())
-
-
 def slowed_beside_others(
     table: OpTable, rule: Disturbance, shared: BoolArray, reference: float | None
 ) -> BoolArray:
@@ -188,6 +179,7 @@ class Busy:
     gpu_slowed: int = 0  # rounds on a GPU the machine slowed (thermal, power brake, ...)
     gpu_reasons: int = 0  # the slowing reasons those rounds saw (NVML bits)
     slowed_beside: int = 0  # of the crowded rounds, those whose probe read slower (no wait)
+    kept_beside: int = 0  # of the undisturbed rounds, those that still shared the machine
 
     @property
     def on_gpu(self) -> bool:
@@ -239,6 +231,7 @@ def busy_of(table: OpTable, rule: Disturbance, reference: float | None = None) -
         waited_share=float(waited[waited_mask].sum()) / wall if wall > 0 else 0.0,
         crowded=int(beside.sum()),
         disturbed=int((waited_mask | crowded | gpu).sum()),
+        kept_beside=int((beside & ~(waited_mask | crowded | gpu)).sum()),
         slowed_beside=int((crowded & ~waited_mask).sum()),
         cpus=table.load.cpus,
         gpu_slowed=int(gpu.sum()),

@@ -7,12 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from tprof_engine.decide.timing import device, stats
-from tprof_engine.decide.timing.beside import (
-    common_shift,
-    held_beside_others,
-    over_common_shift,
-    shifts,
-)
+from tprof_engine.decide.timing.beside import held_beside_others, over_common_shift, shifts
 from tprof_engine.decide.timing.families import (
     device_note,
     families,
@@ -123,7 +118,7 @@ def _classify_timed(
     if sig_up and total.regressed:
         return _Call(verdict=REGRESSED, gated=True)  # carries part of a regressed total
     if (sig_up or rest_up) and o.share >= rule.material_share:
-        return _Call(verdict=UNCHANGED, gated=True, note=_held_beside_others(o, vs_rest))
+        return _Call(verdict=UNCHANGED, gated=True, note=_one_route_note(o, vs_rest))
     # A Bonferroni cut: the test for a speed-up runs only for ops that didn't slow down.
     shifted = o.low_base * (1.0 - rule.shift_share * o.floor)
     if stats.mwu_less(o.low_cur, shifted) < rule.alpha / n_tested and o.pct < -o.floor:
@@ -137,7 +132,7 @@ def _classify_timed(
     return _Call(verdict=UNCHANGED, gated=True)
 
 
-def _held_beside_others(o: OpStats, vs_rest: VsRest | None) -> str:
+def _one_route_note(o: OpStats, vs_rest: VsRest | None) -> str:
     """Why an op that rose on one route alone doesn't fail a test that ran beside others."""
     against = (
         "not tried against the rest of the test"
@@ -323,7 +318,7 @@ def compare(
         families=tuple(results),
         uniform_shift_pct=uniform if probed else None,
         probe_shift_pct=probe_shift if probed else None,
-        beside_others=beside and common_shift(uniform, rule) > 0.0,
+        beside_others=judged is not current,
         sessions=len(baseline),
         notes=(
             *device_note(baseline, current),

@@ -111,9 +111,10 @@ class Rule:
     min_quiet_rounds: int = 10
     # Set by the judge, not by hand: most of the current run's kept rounds ran beside busy
     # processes (the probe didn't read them slower).  A neighbour slows an op's fixed cost
-    # (dispatch, Python) more than its arithmetic, so one op's rise alone is the machine's as
-    # much as the code's: an op alone then fails a test only when it rose on both routes,
-    # its own time and against the rest of its test (docs/design.md §16).
+    # (dispatch, Python, memory traffic) where the probe's arithmetic doesn't show it, so the
+    # CPU times are read over the ops' common shift (decide.timing.beside), and an op alone
+    # fails a test only when it rose on both routes, its own time and against the rest of its
+    # test (docs/design.md §16).
     beside_others: bool = False
 
     # tprof ab (docs/design.md §18): the head's rounds judged against the base's rounds run
