@@ -99,7 +99,7 @@ def after_looks(first: TestVerdict, looks: Sequence[TestVerdict], rule: Rule) ->
     pooled = _pooled_over(first, short_families(first, rule), looks, rule)
     said = f"short of its floor, measured again in {_looks_words(rule, len(looks))}: "
     also = first.reason if first.verdict not in (UNCHANGED, IMPROVED) else ""
-    return _judged(first, first, pooled, looks, said, also)
+    return _judged(first, first, pooled, looks, said, also, rule)
 
 
 def another_look(
@@ -133,7 +133,7 @@ def after_dispute(
     and +5 to +9 % in others (``docs/timing.md``)."""
     pooled = _pooled_over(first, failed_totals(first), looks, rule)
     said = f"taken back, then measured a third time in a {_look(rule)}: "
-    return _judged(first, disputed, pooled, looks, said, "")
+    return _judged(first, disputed, pooled, looks, said, "", rule)
 
 
 def breaks_ties(first: TestVerdict, rule: Rule) -> bool:
@@ -179,15 +179,16 @@ def _judged(
     looks: Sequence[TestVerdict],
     said: str,
     also: str,
+    rule: Rule,
 ) -> TestVerdict:
     """``first`` failed on the families that regressed pooled over every look (a note each,
     after ``said``; ``also``: what else its first look found, kept in the reason); with none,
     ``otherwise`` with a note giving every reading."""
     failed = [(f, g) for f, g in pooled if g.timing_regressed]
     if not failed:
-        readings = "; ".join(_readings(f, looks, g) for f, g in pooled)
+        readings = "; ".join(_readings(f, looks, g, rule) for f, g in pooled)
         return otherwise.with_notes(said + (readings or "no family to pool"))
-    notes = [said + _readings(f, looks, g) for f, g in failed]
+    notes = [said + _readings(f, looks, g, rule) for f, g in failed]
     pooled_by = {g.family: g for _, g in failed}
     reasons = [f"{g.family.upper()}: " + "; ".join(g.reasons) for g in pooled_by.values()]
     if also:
@@ -224,8 +225,7 @@ def pooled_family(looks: Sequence[FamilyResult], rule: Rule) -> FamilyResult:
     change = math.expm1(together.effect)
     base_us = first.baseline_total_us
     beyond = beyond_floor(rule, True, base_us, base_us * (1.0 + change), change, floor, p, 1.0)[0]
-    # each look's factor into the other units, averaged as their changes are
-    to_other = math.prod(f.to_other_units for f in looks) ** (1.0 / len(looks))
+    to_other = math.prod(f.to_other_units for f in looks) ** (1.0 / len(looks))  # as averaged
     if not (beyond and other_units_follow(change, floor, to_other, rule)):
         return replace(
             first,
@@ -233,6 +233,7 @@ def pooled_family(looks: Sequence[FamilyResult], rule: Rule) -> FamilyResult:
             p_value=p,
             floor_pct=floor * 100.0,
             timing_regressed=False,
+            to_other_units=to_other,
         )
     over = _looks_words(rule, len(looks))
     then = " then ".join(f"{f.delta_pct:+.1f}%" for f in looks)
@@ -269,13 +270,21 @@ def _look(rule: Rule) -> str:
     return "fresh pair" if rule.paired else "fresh process"
 
 
-def _readings(first: FamilyResult, looks: Sequence[TestVerdict], pooled: FamilyResult) -> str:
-    """A family's every reading and its pooled one, in words."""
+def _readings(
+    first: FamilyResult, looks: Sequence[TestVerdict], pooled: FamilyResult, rule: Rule
+) -> str:
+    """A family's every reading and its pooled one, in words, and why a pooled change
+    beyond its floor was not read as a slowdown (its other units didn't follow)."""
     label = family_total(first.family)
     again = [g for look in looks for g in look.families if g.family == first.family]
     then = "".join(f" then {g.delta_pct:+.1f}% (p={g.p_value:.2g})" for g in again)
+    held = ""
+    if set_aside(pooled, rule) and not pooled.timing_regressed:
+        other = (1.0 + pooled.delta_pct / 100.0) * pooled.to_other_units - 1.0
+        units = "probe units" if pooled.raw_us else "raw µs"
+        held = f"; {other:+.1%} in {units}, so not read as a slowdown"
     return (
         f"{label} {first.delta_pct:+.1f}% (p={first.p_value:.2g}, floor {first.floor_pct:.0f}%)"
         f"{then}; pooled {pooled.delta_pct:+.1f}% (p={pooled.p_value:.2g}, "
-        f"floor {pooled.floor_pct:.0f}%)"
+        f"floor {pooled.floor_pct:.0f}%){held}"
     )

@@ -7,7 +7,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from tprof_engine.decide.timing import device, stats
-from tprof_engine.decide.timing.beside import held_beside_others, over_common_shift, shifts
+from tprof_engine.decide.timing.beside import (
+    held_beside_others,
+    ops_gain,
+    over_common_shift,
+    shifts,
+)
 from tprof_engine.decide.timing.families import (
     device_note,
     families,
@@ -32,7 +37,7 @@ from tprof_engine.decide.timing.structure import (
     structure_of,
     structure_reasons,
 )
-from tprof_engine.decide.timing.units import other_units_follow
+from tprof_engine.decide.timing.units import held_back_notes, other_units_follow
 from tprof_engine.model import device_delta, family_specs
 from tprof_engine.model.arrays import FloatArray
 from tprof_engine.model.records import OpTable
@@ -242,10 +247,16 @@ class _FamilyOutcome:
 
 
 def _compare_family(
-    baseline: Sequence[OpTable], current: OpTable, family: str, rule: Rule, *, timed: bool
+    baseline: Sequence[OpTable],
+    current: OpTable,
+    family: str,
+    rule: Rule,
+    *,
+    timed: bool,
+    ops_gain: float,
 ) -> _FamilyOutcome:
     """One family through the pipeline of the module docstring."""
-    base, cur = sides_of(baseline, current, family, rule)
+    base, cur = sides_of(baseline, current, family, rule, ops_gain=ops_gain)
     total = total_test(base, cur, len(baseline), rule, timed=timed, family=family)
     stats_by_op = op_tests(base, cur, family, total.base_us, rule, device_run=current.has_device)
     vs_rest = (
@@ -294,20 +305,20 @@ def compare(
     if not baseline:
         return TestVerdict(verdict=NO_BASELINE, reason="no baseline recorded for this test")
     beside = same_hardware and rule.beside_others
-    uniform, probe_shift = shifts(baseline, current, rule) if beside else (None, None)
+    read = beside or (same_hardware and rule.probe)
+    uniform, probe_shift = shifts(baseline, current, rule) if read else (None, None)
     judged = over_common_shift(current, uniform, probe_shift, rule) if beside else current
-    outcomes, results = _judged_families(baseline, judged, rule, timed=same_hardware)
+    gain = ops_gain(uniform if judged is current else 0.0)
+    outcomes, results = _judged_families(baseline, judged, rule, same_hardware, gain)
     if judged is not current:
         assert uniform is not None  # a shift was taken out
-        _, plain = _judged_families(baseline, current, rule, timed=same_hardware)
+        plain = _judged_families(baseline, current, rule, same_hardware, ops_gain(uniform))[1]
         results = held_beside_others(results, plain, uniform)
     on_device = device_test(results)
     # The drift between the sides says how timings were compared; with none compared, nothing.
     # A rule without the probe (tprof ab's pairs: raw µs, both rounds of a pair on one
     # machine) compared nothing in probe units: no drift to speak of.
     probed = same_hardware and rule.probe and _probe_speaks(results, on_device=on_device)
-    if probed and not beside:
-        uniform, probe_shift = shifts(baseline, current, rule)
     results = moved_most_first(results)
     verdict, reason = _combine(results)
     ops = [op for o in outcomes for op in o.ops]
@@ -323,7 +334,7 @@ def compare(
         notes=(
             *device_note(baseline, current),
             *(_judged_on(results) if on_device else ()),
-            *_held_back(results, None if beside else probe_shift, rule),
+            *held_back_notes(results, uniform, None if beside else probe_shift, rule),
         ),
         timing_compared=same_hardware,
         round_samples=tuple(s for o in outcomes for s in o.samples),
@@ -332,19 +343,20 @@ def compare(
 
 
 def _judged_families(
-    baseline: Sequence[OpTable], current: OpTable, rule: Rule, *, timed: bool
+    baseline: Sequence[OpTable], current: OpTable, rule: Rule, timed: bool, gain: float
 ) -> tuple[list[_FamilyOutcome], list[FamilyResult]]:
     """Each family's outcome, and every family's result (the host's and the device's idle time
-    too), each marked as gating the test or only reporting."""
+    too), each marked as gating the test or only reporting (``gain``: the ops' common shift's
+    factor, :attr:`.samples.Side.ops_gain`)."""
     outcomes = [
-        _compare_family(baseline, current, fam, rule, timed=timed)
+        _compare_family(baseline, current, fam, rule, timed=timed, ops_gain=gain)
         for fam in families(baseline, current)
     ]
     results = [o.result for o in outcomes]
     idle = idle_family(baseline, current, rule, timed=timed)
     if idle is not None:
         results.append(idle)
-    results.append(host_family(baseline, current, rule, timed=timed))
+    results.append(host_family(baseline, current, rule, timed=timed, ops_gain=gain))
     return outcomes, with_roles(results, on_device=device_test(results))
 
 
@@ -449,39 +461,6 @@ def _combine(results: Sequence[FamilyResult]) -> tuple[TestWord, str]:
     if word == UNCHANGED and all(not r.gates for r in results if r.reasons):
         reasons = [NOTHING_CHANGED, *reasons]
     return word, " | ".join(reasons)
-
-
-def _held_back(results: Sequence[FamilyResult], probe_shift: float | None, rule: Rule) -> list[str]:
-    """A note for each family beyond its floor that :func:`other_units_follow` held back:
-    in probe units, a probe that ran faster than the baseline's while the raw times did not;
-    in raw µs, a probe that ran slower by as much as the times did."""
-    if probe_shift is None:
-        return []
-    gain = 1.0 / (1.0 + probe_shift / 100.0)  # the current run's probe factor
-    notes = []
-    for r in results:
-        to_other = gain if r.raw_us else 1.0 / gain
-        beyond = r.p_value < rule.alpha and r.delta_pct > r.floor_pct
-        if family_specs.spec(r.family).probe is None or r.timing_regressed or not beyond:
-            continue
-        if not other_units_follow(r.delta_pct / 100.0, r.floor_pct / 100.0, to_other, rule):
-            notes.append(_held_back_note(r, (1 + r.delta_pct / 100.0) * to_other - 1, probe_shift))
-    return notes
-
-
-def _held_back_note(r: FamilyResult, other: float, probe_shift: float) -> str:
-    label = family_specs.spec(r.family).label
-    if r.raw_us:
-        return (
-            f"{label} {r.delta_pct:+.0f}% in raw µs is {other:+.0%} in probe units: the drift "
-            f"probe ran {probe_shift:.0f}% slower than the baseline's as well, so it is not "
-            "read as a slowdown"
-        )
-    return (
-        f"{label} {r.delta_pct:+.0f}% in probe units is {other:+.0%} in raw µs: the drift "
-        f"probe ran {-probe_shift:.0f}% faster than the baseline's and these times did not, "
-        "so it is not read as a slowdown"
-    )
 
 
 def says_nothing(verdict: TestVerdict) -> bool:

@@ -72,9 +72,12 @@ def idle_family(
 HOST_FAMILY = "host"
 
 
-def _host_side(tables: Sequence[OpTable], reference: float, rule: Rule, *, raw: bool) -> Side:
+def _host_side(
+    tables: Sequence[OpTable], reference: float, rule: Rule, *, raw: bool, ops_gain: float = 0.0
+) -> Side:
     """A side whose round total is the time outside any op, in drift-probe units (raw µs
-    where ``raw``; its :attr:`Side.gain` still the probe's)."""
+    where ``raw``; its :attr:`Side.gain` still the probe's, :attr:`Side.ops_gain` the
+    ``ops_gain`` given)."""
     rounds = [t.host_us * (1.0 if raw else scale(t, PROBE, reference, rule)) for t in tables]
     return Side(
         per_op={},
@@ -86,6 +89,7 @@ def _host_side(tables: Sequence[OpTable], reference: float, rule: Rule, *, raw: 
         sessions=[],
         gain=gain_of(tables, PROBE, reference, rule),
         raw_by_choice=raw,
+        ops_gain=ops_gain,
     )
 
 
@@ -93,15 +97,21 @@ PROBE = family_specs.spec(HOST_FAMILY).probe  # the host time's drift probe
 
 
 def host_family(
-    baseline: Sequence[OpTable], current: OpTable, rule: Rule, *, timed: bool
+    baseline: Sequence[OpTable],
+    current: OpTable,
+    rule: Rule,
+    *,
+    timed: bool,
+    ops_gain: float = 0.0,
 ) -> FamilyResult:
     """The round's time outside any op (Python between ops, hooks, the loop) by the total
-    test: what the op rows can't show, judged like a family's total."""
+    test: what the op rows can't show, judged like a family's total (``ops_gain``: the
+    current run's, :attr:`.samples.Side.ops_gain`)."""
     reference = pooled_probe(baseline, PROBE, rule)
     medians = [rule.center(t.host_us) for t in baseline]
     raw = raw_by_choice(baseline, medians, HOST_FAMILY, reference, rule)
     base = _host_side(baseline, reference, rule, raw=raw)
-    cur = _host_side([current], reference, rule, raw=raw)
+    cur = _host_side([current], reference, rule, raw=raw, ops_gain=ops_gain)
     units = 0.0 if raw else reference  # the reference the judged units are in (0: raw µs)
     total = _at_round_scale(baseline, base, cur, units, rule, timed=timed)
     verdict: TestWord = REGRESSED if total.regressed else IMPROVED if total.improved else UNCHANGED

@@ -44,12 +44,20 @@ class Side:
     # The family is judged in raw µs though it has a drift probe: its baseline sessions agree
     # better without it (:func:`probe_narrows`).
     raw_by_choice: bool = False
+    # The factor the ops' common shift puts the current run's times in: 1 / (1 + the median
+    # change of its ops' raw times); 0 where not read.
+    ops_gain: float = 0.0
 
     @property
     def to_other_units(self) -> float:
         """What turns a ratio in the units this side is judged in into one in the other
-        units (raw µs ↔ probe units), by its probe's :attr:`gain`."""
-        return self.gain if self.raw_by_choice else 1.0 / self.gain
+        units (raw µs ↔ probe units), by its probe's :attr:`gain`.  Judged in raw µs, the
+        milder of the probe's and the ops' (:attr:`ops_gain`): a slower machine explains a
+        raw rise only when the ops read it slower too, for the probe of such a family is the
+        witness its own sessions found wandering."""
+        if self.raw_by_choice:
+            return max(self.gain, self.ops_gain)
+        return 1.0 / self.gain
 
 
 def _metric(family: str) -> tuple[str, str | None]:
@@ -69,10 +77,17 @@ def _kept(t: OpTable, rule: Rule) -> list[int]:
 
 
 def side_of(
-    tables: Sequence[OpTable], family: str, reference: float, rule: Rule, *, raw: bool = False
+    tables: Sequence[OpTable],
+    family: str,
+    reference: float,
+    rule: Rule,
+    *,
+    raw: bool = False,
+    ops_gain: float = 0.0,
 ) -> Side:
     """One side of a family: in units of the ``reference`` probe time, or in raw µs where
-    ``raw`` (its :attr:`Side.gain` still the probe's)."""
+    ``raw`` (its :attr:`Side.gain` still the probe's, its :attr:`Side.ops_gain` the
+    ``ops_gain`` given)."""
     metric, probe_attr = _metric(family)
     per_op: dict[str, list[FloatArray]] = {}
     raw_rows: dict[str, list[FloatArray]] = {}
@@ -105,21 +120,28 @@ def side_of(
         sessions=session_rows,
         gain=gain_of(tables, probe_attr, reference, rule),
         raw_by_choice=raw,
+        ops_gain=ops_gain,
     )
 
 
 def sides_of(
-    baseline: Sequence[OpTable], current: OpTable, family: str, rule: Rule
+    baseline: Sequence[OpTable],
+    current: OpTable,
+    family: str,
+    rule: Rule,
+    *,
+    ops_gain: float = 0.0,
 ) -> tuple[Side, Side]:
     """Both sides of one family, in units of the baseline's pooled probe time, or in raw µs
-    where the probe spreads the baseline's sessions wider (:func:`probe_narrows`)."""
+    where the probe spreads the baseline's sessions wider (:func:`probe_narrows`); the
+    current side carries ``ops_gain`` (:attr:`Side.ops_gain`)."""
     metric, probe_attr = _metric(family)
     reference = pooled_probe(baseline, probe_attr, rule)
     medians = [rule.center(getattr(t, metric)[_kept(t, rule)].sum(axis=0)) for t in baseline]
     raw = raw_by_choice(baseline, medians, family, reference, rule)
     return (
         side_of(baseline, family, reference, rule, raw=raw),
-        side_of([current], family, reference, rule, raw=raw),
+        side_of([current], family, reference, rule, raw=raw, ops_gain=ops_gain),
     )
 
 

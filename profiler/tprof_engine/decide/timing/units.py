@@ -11,6 +11,7 @@ import numpy as np
 from tprof_engine.decide.timing.rule import Rule
 from tprof_engine.model.family_specs import spec
 from tprof_engine.model.records import OpTable
+from tprof_engine.model.verdicts import FamilyResult
 
 
 def scale(table: OpTable, probe_attr: str | None, reference: float, rule: Rule) -> float:
@@ -89,3 +90,44 @@ def other_units_follow(delta_pct: float, floor: float, to_other: float, rule: Ru
     probe units (``busy_reruns.py``).  Nor can a machine that slowed the probe as much as the
     ops make a family judged in raw µs read as slower."""
     return (1.0 + delta_pct) * to_other - 1.0 >= rule.shift_share * floor
+
+
+def held_back_notes(
+    results: Sequence[FamilyResult],
+    uniform_pct: float | None,
+    probe_pct: float | None,
+    rule: Rule,
+) -> list[str]:
+    """A note for each family beyond its floor that :func:`other_units_follow` held back
+    (``uniform_pct``, ``probe_pct``: the ops' common shift and the probe's, percent; no notes
+    without the probe's): in probe units, a probe that ran faster than the baseline's while
+    the raw times did not; in raw µs, a probe and ops that ran slower by as much as the times
+    did."""
+    if probe_pct is None:
+        return []
+    notes = []
+    for r in results:
+        beyond = r.p_value < rule.alpha and r.delta_pct > r.floor_pct
+        if spec(r.family).probe is None or r.timing_regressed or not beyond:
+            continue
+        delta, to_other = r.delta_pct / 100.0, r.to_other_units
+        if not other_units_follow(delta, r.floor_pct / 100.0, to_other, rule):
+            other = (1 + delta) * to_other - 1
+            notes.append(_held_back_note(r, other, probe_pct, uniform_pct or 0.0))
+    return notes
+
+
+def _held_back_note(r: FamilyResult, other: float, probe_pct: float, uniform_pct: float) -> str:
+    label = spec(r.family).label
+    if r.raw_us:
+        return (
+            f"{label} {r.delta_pct:+.0f}% in raw µs is {other:+.0%} over the machine's "
+            f"slowdown: the drift probe ran {probe_pct:.0f}% and the ops' raw times "
+            f"{uniform_pct:.0f}% slower than the baseline's as well, so it is not read as a "
+            "slowdown"
+        )
+    return (
+        f"{label} {r.delta_pct:+.0f}% in probe units is {other:+.0%} in raw µs: the drift "
+        f"probe ran {-probe_pct:.0f}% faster than the baseline's and these times did not, "
+        "so it is not read as a slowdown"
+    )
