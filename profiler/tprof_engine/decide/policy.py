@@ -308,6 +308,8 @@ def _pooled_text(
     )
     if together.q_p < alpha:
         text += f"; the two disagree beyond their noise ({_p(together.q_p)})"
+        if still:
+            text += ": process-dependent, its size moves with the process"
     return text, still
 
 

@@ -211,15 +211,26 @@ def test_a_fresh_process_in_another_context_is_no_evidence_while_the_slowdown_sh
         mde_pct=5.0,
     )
     alone = with_cpu(verdict_on(OPS), verdict=IMPROVED, delta_pct=-18.0, p_value=1.0, mde_pct=5.0)
-    alone = with_family(alone, "host", delta_pct=13.0, floor_pct=17.0, p_value=0.2, mde_pct=20.0)
-    said, why = policy.evidence(both, alone)
+    # host +13 % there, unsure (detectable effect 20 %): it can't take the +75 % back
+    unsure = with_family(alone, "host", delta_pct=13.0, floor_pct=17.0, p_value=0.2, mde_pct=20.0)
+    said, why = policy.evidence(both, unsure)
+    assert said == policy.CONFIRMS
+    assert why == (
+        "host +75% then +13% (p=0.2); pooled +70%, floor 17%; the two disagree beyond their "
+        "noise (p<1e-6): process-dependent, its size moves with the process"
+    )
+    assert policy.after_fresh_process(both, unsure).verdict == REGRESSED
+    # +9 % there, sure enough to be inside the floor and not a slowdown by itself: the context
+    # it ran in is what the child measured
+    sure = with_family(alone, "host", delta_pct=9.0, floor_pct=17.0, p_value=0.2, mde_pct=8.0)
+    said, why = policy.evidence(both, sure)
     assert said == policy.NO_EVIDENCE
     assert why == (
         "it read CPU time -18% against the baseline where this process read +82%, and host "
-        "time still +13%: it ran in another context (alone, a test can run faster than in the "
+        "time still +9%: it ran in another context (alone, a test can run faster than in the "
         "suite its baseline was recorded in)"
     )
-    assert policy.after_fresh_process(both, alone).verdict == REGRESSED
+    assert policy.after_fresh_process(both, sure).verdict == REGRESSED
 
 
 def test_a_fresh_process_that_reads_every_slower_family_faster_takes_the_slowdown_back(
