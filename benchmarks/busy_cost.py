@@ -1,8 +1,9 @@
 """What knowing a busy machine costs: the per-round readings, and a test's capture with them.
 
-Each measured round is bracketed by ``busy.LoadMeter``'s readings (the thread's CPU time, its
-run-queue wait from ``/proc/thread-self/schedstat``, context switches from
-``getrusage(RUSAGE_THREAD)``, runnable tasks from ``/proc/loadavg`` at both ends).  They run
+Each measured round is bracketed by ``busy.LoadMeter``'s readings (the thread's CPU time, the
+run-queue wait of every thread of the process from ``/proc/self/task/*/schedstat``, context
+switches from ``getrusage(RUSAGE_THREAD)``, runnable tasks from ``/proc/loadavg`` at both
+ends).  They run
 inside the round's ``ProfilerStep`` annotation but outside its timed interval and outside every
 op, so no op's figures hold them; this script measures what they add to a round's time all the
 same, side by side in one run:

@@ -231,8 +231,9 @@ class RoundLoad:
 
     ``cpu_us``: CPU time the profiling thread got during the round (its wall time less this
     is time off the CPU: waiting for one, stolen by a hypervisor, or blocked).  Linux only,
-    else None: ``queued_us``, the time the thread waited in the run queue for a CPU
-    (``/proc/thread-self/schedstat``); ``switches`` and ``blocks``, involuntary and voluntary
+    else None: ``queued_us``, the time the process's threads waited in the run queue for a
+    CPU, together (``/proc/self/task/*/schedstat``: the calling thread's and those of torch's
+    intra-op pool); ``switches`` and ``blocks``, involuntary and voluntary
     context switches (``getrusage(RUSAGE_THREAD)``); ``neighbours``, other runnable tasks on
     the machine at the round's end (``/proc/loadavg``).  With a GPU whose driver answers
     (NVML): ``gpu_slowed``, the clock-event reasons seen at the round's start or end

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass, replace
 
@@ -268,6 +269,46 @@ def test_a_thread_sharing_its_cpu_with_a_spinning_process_waits_for_it() -> None
     # two CPU-bound tasks on one CPU: each 20 ms round waits for the other's time slices
     assert (load.queued_us > 1000).sum() >= 4, load
     assert (load.switches > 0).sum() >= 4
+
+
+@linux_only
+def test_a_round_whose_work_runs_in_a_pool_thread_sharing_a_cpu_with_a_spinning_process_waits() -> (
+    None
+):
+    """The body's work runs in another thread of the process (as on torch's intra-op pool)
+    while the calling thread blocks on it: that thread's run-queue wait is the round's."""
+    cpu = sorted(os.sched_getaffinity(0))[0]
+    go, done, stop = threading.Event(), threading.Event(), threading.Event()
+
+    def pool_thread() -> None:
+        os.sched_setaffinity(0, {cpu})  # this thread only, beside the neighbour
+        while go.wait() and not stop.is_set():
+            go.clear()
+            spin(20.0)
+            done.set()
+
+    def body() -> None:
+        go.set()
+        done.wait()
+        done.clear()
+
+    worker = threading.Thread(target=pool_thread, daemon=True)
+    worker.start()
+    neighbour = subprocess.Popen(
+        [sys.executable, "-c", f"import os; os.sched_setaffinity(0, {{{cpu}}})\nwhile True: pass"]
+    )
+    try:
+        time.sleep(0.2)  # the neighbour is running
+        load_ = measure(body)
+    finally:
+        neighbour.kill()
+        neighbour.wait()
+        stop.set()
+        go.set()
+        worker.join()
+    assert load_.queued_us is not None and load_.blocks is not None
+    assert (load_.blocks >= 1).all()  # the calling thread itself only waited on the pool
+    assert (load_.queued_us > 1000).sum() >= 4, load_
 
 
 # --------------------------------------------------------------------------- a verdict that holds
