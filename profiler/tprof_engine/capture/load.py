@@ -75,7 +75,7 @@ class _ThreadWaits:
             os.close(fd)
 
 
-def waited_ns(before: dict[str, int], after: dict[str, int]) -> int:
+def _waited_ns(before: dict[str, int], after: dict[str, int]) -> int:
     """The run-queue wait between two :meth:`_ThreadWaits.read` readings: of each thread
     read both times (one that started or ended between them is left out)."""
     return sum(max(0, after[t] - w) for t, w in before.items() if t in after)
@@ -134,7 +134,7 @@ class LoadMeter:
         inv, vol = self._switch_counts()
         q0, i0, v0, n0, c0 = self._start
         self._cpu.append(cpu - c0)
-        self._queued.append(waited_ns(q0, queued))
+        self._queued.append(_waited_ns(q0, queued))
         self._switches.append(inv - i0)
         self._blocks.append(vol - v0)
         self._neighbours.append(max(n0, self._runnable_others()))

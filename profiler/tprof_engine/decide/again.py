@@ -24,7 +24,7 @@ from dataclasses import replace
 from tprof_engine.decide.timing import pooling
 from tprof_engine.decide.timing.rule import Rule
 from tprof_engine.decide.timing.samples import beyond_floor, paired_floor
-from tprof_engine.decide.timing.units import other_units_follow
+from tprof_engine.decide.timing.units import family_follows, in_other_units, other_units_follow
 from tprof_engine.model.family_specs import family_total, spec
 from tprof_engine.model.verdicts import (
     IMPROVED,
@@ -279,10 +279,9 @@ def _readings(
     again = [g for look in looks for g in look.families if g.family == first.family]
     then = "".join(f" then {g.delta_pct:+.1f}% (p={g.p_value:.2g})" for g in again)
     held = ""
-    if set_aside(pooled, rule) and not pooled.timing_regressed:
-        other = (1.0 + pooled.delta_pct / 100.0) * pooled.to_other_units - 1.0
+    if set_aside(pooled, rule) and not family_follows(pooled, rule):
         units = "probe units" if pooled.raw_us else "raw µs"
-        held = f"; {other:+.1%} in {units}, so not read as a slowdown"
+        held = f"; {in_other_units(pooled):+.1%} in {units}, so not read as a slowdown"
     return (
         f"{label} {first.delta_pct:+.1f}% (p={first.p_value:.2g}, floor {first.floor_pct:.0f}%)"
         f"{then}; pooled {pooled.delta_pct:+.1f}% (p={pooled.p_value:.2g}, "

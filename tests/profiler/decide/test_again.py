@@ -181,10 +181,14 @@ def test_a_stored_verdict_short_of_its_floor_is_pooled_over_two_processes_at_tha
     assert kept.notes[-1].endswith("pooled +8.5% (p=0.00098, floor 10%)")
     # nor is a rise under the rule's least µs a regression, however far beyond the floor
     tiny = Rule(abs_floor_us=10_000.0)
-    assert again.after_looks(first, [second], tiny).verdict == UNCHANGED
-    # nor one the other units don't follow: probe units +11 %, raw µs +1 % (a slower probe)
+    small = again.after_looks(first, [second], tiny)
+    assert small.verdict == UNCHANGED and "so not read as a slowdown" not in small.notes[-1]
+    # nor one the other units don't follow: probe units +11 %, raw µs +1 % (a slower probe),
+    # and its readings say so
     raw_flat = with_cpu(second, to_other_units=0.94 / 1.14)  # +14 % in probe units, −6 % raw
-    assert again.after_looks(first, [raw_flat], Rule()).verdict == UNCHANGED
+    held = again.after_looks(first, [raw_flat], Rule())
+    assert held.verdict == UNCHANGED
+    assert held.notes[-1].endswith("in raw µs, so not read as a slowdown"), held.notes[-1]
 
 
 def test_a_reading_beyond_its_floor_that_another_check_set_aside_is_not_short() -> None:

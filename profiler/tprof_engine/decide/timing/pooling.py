@@ -135,8 +135,7 @@ def still_slower(block: Block, floor_pct: float, alpha: float) -> bool:
     :data:`STILL_SLOWER_SHARE` of the floor.  A +25 % custom op read +28 % in one process and
     +12 % (p=0.0057) in a fresh one under a 17 % floor (``ab_reruns.py``, beside one busy
     process): a smaller slowdown, not none."""
-    bar = math.log1p(STILL_SLOWER_SHARE * floor_pct / 100.0)
-    return own_test_found(block, alpha) or block.effect - _z_alpha(alpha) * block.se > bar
+    return _slower_by(block, STILL_SLOWER_SHARE * floor_pct, alpha)
 
 
 def averaged(blocks: Sequence[Block]) -> Pooled:
@@ -162,7 +161,14 @@ def slower_at_all(block: Block, alpha: float) -> bool:
     first: an error read back from a detectable effect can be wider than the test's rounds say
     (HF Llama ``generate``'s fresh process read host time +13 % at p=0.00025, and its bound
     from the detectable effect reached below 0: the plant was read "process-dependent")."""
-    return own_test_found(block, alpha) or block.effect - _z_alpha(alpha) * block.se > 0.0
+    return _slower_by(block, 0.0, alpha)
+
+
+def _slower_by(block: Block, bar_pct: float, alpha: float) -> bool:
+    """The block's own test found a slowdown, or its one-sided (1 − α) lower bound is beyond
+    ``bar_pct``."""
+    bound = block.effect - _z_alpha(alpha) * block.se
+    return own_test_found(block, alpha) or bound > math.log1p(bar_pct / 100.0)
 
 
 def own_test_found(block: Block, alpha: float) -> bool:

@@ -110,11 +110,19 @@ def held_back_notes(
         beyond = r.p_value < rule.alpha and r.delta_pct > r.floor_pct
         if spec(r.family).probe is None or r.timing_regressed or not beyond:
             continue
-        delta, to_other = r.delta_pct / 100.0, r.to_other_units
-        if not other_units_follow(delta, r.floor_pct / 100.0, to_other, rule):
-            other = (1 + delta) * to_other - 1
-            notes.append(_held_back_note(r, other, probe_pct, uniform_pct or 0.0))
+        if not family_follows(r, rule):
+            notes.append(_held_back_note(r, in_other_units(r), probe_pct, uniform_pct or 0.0))
     return notes
+
+
+def family_follows(r: FamilyResult, rule: Rule) -> bool:
+    """:func:`other_units_follow` of a family's result: its change, floor and factor."""
+    return other_units_follow(r.delta_pct / 100.0, r.floor_pct / 100.0, r.to_other_units, rule)
+
+
+def in_other_units(r: FamilyResult) -> float:
+    """A family's change (a fraction) in the units it was not judged in."""
+    return (1.0 + r.delta_pct / 100.0) * r.to_other_units - 1.0
 
 
 def _held_back_note(r: FamilyResult, other: float, probe_pct: float, uniform_pct: float) -> str:
