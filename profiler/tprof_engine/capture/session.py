@@ -364,7 +364,8 @@ def _profile_rounds(
         pace = spec.pace if spec.pace is not None else _NOT_PACED
         t_first = time.perf_counter()
         for r in range(rounds):
-            args, kwargs = turn_arguments(call, pace, r - profiled_warmup, spec.device, r)
+            warm_us = wall_us[r - 1] / spec.iterations if r > 0 else None
+            args, kwargs = turn_arguments(call, pace, r - profiled_warmup, spec.device, r, warm_us)
             with (
                 device_range(spec.device, nvtx_rounds[r] if nvtx_rounds else None),
                 record_function(f"{ROUND_PREFIX}{r}"),
