@@ -172,3 +172,18 @@ def test_only_a_family_that_failed_over_the_probe_and_not_over_the_shift_is_held
     # failing over the shift too: it stands
     failing = family(27.0, verdict=REGRESSED, timing_regressed=True)
     assert held_beside_others([failing], [plain], 12.0) == [failing]
+
+
+TWO_OPS = {"myops::spin": (800.0, 5), "aten::addmm": (220.0, 10), "aten::relu": (4.0, 5)}
+
+
+def test_beside_others_one_of_two_big_ops_slower_is_not_every_ops_shift() -> None:
+    """Two ops of 1 % of the round or more, the bigger one +34 %: the change half of them
+    share is the other's, none, so the test fails; the two's mean (+17 %) would have been
+    taken out as the neighbour's."""
+    base = tuple(loaded(table(TWO_OPS, seed=10 + i), []) for i in range(3))
+    slower = {**TWO_OPS, "myops::spin": (800.0 * 1.34, 5)}
+    current = loaded(table(slower, seed=1), [], crowded=EVERY_ROUND)
+    v = judge(Recorded(tables=base), Recorded(tables=(current,)), Rule())
+    assert v.beside_others and v.verdict == REGRESSED and v.timing_regressed, v.reason
+    assert v.uniform_shift_pct is not None and abs(v.uniform_shift_pct) < 5.0
