@@ -13,7 +13,7 @@ from dataclasses import replace
 from typing import Any
 
 from tprof_engine.decide import policy
-from tprof_engine.decide.timing.busy import quietest
+from tprof_engine.decide.timing.busy import Reference, quietest
 from tprof_engine.decide.timing.rule import Rule
 from tprof_engine.model.costs import Stopwatch
 from tprof_engine.model.records import concat_rounds
@@ -55,9 +55,9 @@ class Capture:
     """One test's captures by its source: the first, the busy retries and a re-measurement,
     each with the iterations the first agreed on, the newest kept for its trace."""
 
-    def __init__(self, source: Any, spec: Any, watch: Stopwatch, ref: float | None) -> None:
+    def __init__(self, source: Any, spec: Any, watch: Stopwatch, ref: Reference | None) -> None:
         self.source, self.spec, self.watch = source, spec, watch
-        self.ref = ref  # the baseline's quiet probe, which rounds beside others are read against
+        self.ref = ref  # the baseline's quiet readings, which rounds beside others are read against
         self.latest: Any = None
 
     def run(self) -> Any:
@@ -88,7 +88,7 @@ class Capture:
 
 def quiet_enough(run: Callable[[], Any], rule: Rule, retries: int, ref: Any) -> Any:
     """A capture with enough undisturbed rounds to judge timing: captured again while
-    ``policy.capture_again`` asks (``ref``: the baseline's quiet probe, which the judge
+    ``policy.capture_again`` asks (``ref``: the baseline's quiet readings, which the judge
     reads rounds beside other processes against), all rounds joined in one table."""
     result = run()
     tables = [result.table]

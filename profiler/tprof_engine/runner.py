@@ -20,7 +20,7 @@ from tprof_engine.capture import counters  # ctypes only; the rest of capture lo
 from tprof_engine.config import Body, RunConfig
 from tprof_engine.decide import outcome
 from tprof_engine.decide.gates import compiled as compile_gate
-from tprof_engine.decide.timing.busy import probe_reference
+from tprof_engine.decide.timing.busy import quiet_reference
 from tprof_engine.decide.timing.rule import Rule
 from tprof_engine.found import Found
 from tprof_engine.in_process import InProcess
@@ -216,7 +216,7 @@ class Runner:
         )
         tracer = line_tracer()  # per test: pytest-cov's no_cover marker pauses coverage
         judged_by = rule or self.config.rule  # a pair is paced, never captured again
-        ref = probe_reference(baseline.tables) if baseline else None
+        ref = quiet_reference(baseline.tables) if baseline else None
         capture = recording.Capture(source, spec, watch, ref)
         result = capture.first(
             self.config, judged_by, judged=bool(baseline), paired=pairing is not None

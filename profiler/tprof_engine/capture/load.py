@@ -1,6 +1,6 @@
 """Whether the machine let a round run, read around each round: thread CPU time, run-queue
 wait of every thread of the process, context switches and the runnable tasks of the machine
-(Linux ``/proc``, ``getrusage``).
+(Linux ``/proc``, ``getrusage``), and how fast this process read memory just before it.
 """
 
 from __future__ import annotations
@@ -75,6 +75,63 @@ class _ThreadWaits:
             os.close(fd)
 
 
+# The memory read's buffer: twice the last-level cache, within these bounds (bytes), read a
+# sixteenth at a time so that each slice has left the cache when its turn comes again.
+_MEMORY_MIN, _MEMORY_MAX = 64 << 20, 256 << 20
+_SLICES = 16
+_LINE = 16  # float32 values in a 64-byte cache line: one read per line
+_CACHE_SIZE = "/sys/devices/system/cpu/cpu0/cache/index{}/size"
+
+
+def _last_level_cache() -> int:
+    """The largest CPU cache's size in bytes (0 where sysfs doesn't say)."""
+    sizes = [0]
+    for index in range(8):
+        try:
+            with open(_CACHE_SIZE.format(index)) as f:
+                text = f.read().strip().upper()
+        except OSError:
+            break
+        scale = {"K": 1 << 10, "M": 1 << 20}.get(text[-1:], 1)
+        digits = text.rstrip("KM")
+        if digits.isdigit():
+            sizes.append(int(digits) * scale)
+    return max(sizes)
+
+
+class MemoryRead:
+    """How long this process takes to read one slice of a buffer twice the size of the
+    last-level cache, a cache line at a time: a reading of the memory bandwidth it gets.
+
+    A neighbour copying arrays back and forth (a memory-bandwidth hog on the other core of
+    this 2-core VM) doubled it (1.67 → 3.2-3.4 ms for 64 MiB) while the drift probe's
+    arithmetic, in cache, read +8 %, and a T5 encoder's CPU time +6 % in one process and +63 %
+    in the next (``busy_reruns.py --suite hf``).  The buffer is the process's, made once."""
+
+    _buffer: np.ndarray | None = None
+
+    def __init__(self) -> None:
+        if MemoryRead._buffer is None:
+            size = min(max(2 * _last_level_cache(), _MEMORY_MIN), _MEMORY_MAX)
+            MemoryRead._buffer = np.ones(size // 4, dtype=np.float32)
+        self._buf = MemoryRead._buffer
+        self._at = 0
+
+    def twice(self) -> float:
+        """Two slices read, the faster one's time (µs): one read that met a passing blip is
+        not the memory's speed."""
+        return min(self(), self())
+
+    def __call__(self) -> float:
+        """One slice read, in µs; the next call reads the next slice."""
+        n = self._buf.size // _SLICES
+        start = self._at * n
+        self._at = (self._at + 1) % _SLICES
+        t0 = time.perf_counter_ns()
+        self._buf[start : start + n : _LINE].sum()
+        return (time.perf_counter_ns() - t0) / 1000.0
+
+
 def _waited_ns(before: dict[str, int], after: dict[str, int]) -> int:
     """The run-queue wait between two :meth:`_ThreadWaits.read` readings: of each thread
     read both times (one that started or ended between them is left out)."""
@@ -87,8 +144,11 @@ class LoadMeter:
     Create it in the thread that runs the rounds (its CPU time and context switches are that
     thread's; the run-queue wait is every thread's of the process) and call :meth:`before`
     and :meth:`after` around each round; each reading costs a few µs a thread, outside the
-    round's timed interval.  The CPU clock is read last
-    before and first after, so it brackets the round's wall time closely.
+    round's timed interval.  The CPU clock is read last before and first after, so it brackets
+    the round's wall time closely.  The memory is read (:class:`MemoryRead`, about 0.2 ms)
+    when the meter is made, before the profiled warm-up, and when its result is taken: not
+    between rounds, where streaming megabytes through the caches would change what the next
+    round's body finds there.
     """
 
     def __init__(self, gpu: GpuMeter | None = None) -> None:
@@ -102,6 +162,8 @@ class LoadMeter:
         self._switches: list[int] = []
         self._blocks: list[int] = []
         self._neighbours: list[int] = []
+        self._read_memory = MemoryRead()
+        self._memory = [self._read_memory.twice()]
 
     def _switch_counts(self) -> tuple[int, int]:
         if _RUSAGE_THREAD is None:
@@ -142,7 +204,10 @@ class LoadMeter:
             self._gpu.after()
 
     def result(self) -> RoundLoad:
-        """The readings so far, one value per round."""
+        """The readings so far, one value per round; the memory read's is the slower of the
+        meter's two, before the rounds and now."""
+        if len(self._memory) == 1:
+            self._memory.append(self._read_memory.twice())
         linux, counted = self._waits.readable, _RUSAGE_THREAD is not None
         gpu = None if self._gpu is None else self._gpu.result()
         slowed, sm_mhz, gpu_others = (None, None, None) if gpu is None else gpu
@@ -155,6 +220,7 @@ class LoadMeter:
             if self._loadavg is not None
             else None,
             cpus=os.cpu_count() or 1,
+            memory_us=np.full(len(self._cpu), max(self._memory)),
             gpu_slowed=slowed,
             gpu_sm_mhz=sm_mhz,
             gpu_others=gpu_others,

@@ -125,7 +125,7 @@ def _beside_others(
     """``rule``, told when most of the rounds judging keeps ran beside busy processes (with
     a note in ``found``): there the CPU times are read over the ops' common shift and an op
     alone must rise on both routes to fail the test (:mod:`.timing.beside`)."""
-    kept = busy.busy_of(current, rule, busy.probe_reference(baseline))
+    kept = busy.busy_of(current, rule, busy.quiet_reference(baseline))
     if (
         kept is None
         or kept.quiet < rule.quiet_rounds_needed(current.rounds)
@@ -186,7 +186,7 @@ def quiet_rounds(
     When either is short, both sides keep every round: timing is not compared, and calls
     are read from the same rounds as ever.
     """
-    reference = busy.probe_reference(baseline)
+    reference = busy.quiet_reference(baseline)
     now = busy.busy_of(current, rule, reference)
     quiet_now = busy.quiet_table(current, rule, reference)
     kept = [busy.quiet_table(t, rule, reference) for t in baseline]

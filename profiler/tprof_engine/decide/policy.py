@@ -15,7 +15,7 @@ from typing import Final, Literal
 
 from tprof_engine.decide import again
 from tprof_engine.decide.timing import pooling
-from tprof_engine.decide.timing.busy import busy_of
+from tprof_engine.decide.timing.busy import Reference, busy_of
 from tprof_engine.decide.timing.rule import Rule
 from tprof_engine.model.family_specs import FAMILIES
 from tprof_engine.model.records import OpTable
@@ -51,12 +51,16 @@ def busy_retries(retries: int, *, recording: bool, judged: bool, paired: bool) -
 
 
 def capture_again(
-    tables: Sequence[OpTable], rule: Rule, *, retries: int, reference: float | None = None
+    tables: Sequence[OpTable],
+    rule: Rule,
+    *,
+    retries: int,
+    reference: Reference | None = None,
 ) -> bool:
     """Whether a busy machine's capture is taken again: while too few of the rounds so far
     were undisturbed to judge timing, up to ``retries`` more times; ``reference``: the
-    baseline's quiet probe, which the judge reads rounds beside other processes against
-    (``busy.probe_reference``).  Device and memory captures are not (their device and
+    baseline's quiet readings, which the judge reads rounds beside other processes against
+    (``busy.quiet_reference``).  Device and memory captures are not (their device and
     memory tables aren't joined across captures)."""
     first = tables[0]
     if len(tables) > retries or first.device is not None or first.memory is not None:
@@ -64,7 +68,7 @@ def capture_again(
     return _quiet(tables, rule, reference) < rule.quiet_rounds_needed(first.rounds)
 
 
-def _quiet(tables: Sequence[OpTable], rule: Rule, reference: float | None) -> int:
+def _quiet(tables: Sequence[OpTable], rule: Rule, reference: Reference | None) -> int:
     """Rounds of ``tables`` that weren't disturbed (all of them, without readings)."""
     found = 0
     for t in tables:

@@ -238,8 +238,11 @@ class RoundLoad:
     the machine at the round's end (``/proc/loadavg``).  With a GPU whose driver answers
     (NVML): ``gpu_slowed``, the clock-event reasons seen at the round's start or end
     (``capture.gpu_state``), ``gpu_sm_mhz``, its SM clock at the round's end, and
-    ``gpu_others``, other processes holding a context on it.  Each array has one value per
-    round.
+    ``gpu_others``, other processes holding a context on it.  ``memory_us``: the time to read a
+    slice of a buffer larger than the last-level cache, one cache line in each 64 bytes, before
+    the capture's rounds and after them, the slower of the two for each of its rounds
+    (``capture.load.MemoryRead``): a neighbour taking the memory bandwidth slows it where the
+    drift probe's arithmetic, in cache, doesn't see it.  Each array has one value per round.
     """
 
     cpu_us: FloatArray
@@ -251,6 +254,7 @@ class RoundLoad:
     gpu_slowed: IntArray | None = None  # NVML clock-event reason bits
     gpu_sm_mhz: IntArray | None = None
     gpu_others: IntArray | None = None
+    memory_us: FloatArray | None = None  # the capture's memory read (None: not read)
 
     def _parts(self, pick: Any) -> dict[str, Any]:
         return {k: None if (v := getattr(self, k)) is None else pick(v) for k in LOAD_COUNTS}
@@ -259,6 +263,7 @@ class RoundLoad:
         return RoundLoad(
             cpu_us=self.cpu_us[keep],
             queued_us=None if self.queued_us is None else self.queued_us[keep],
+            memory_us=None if self.memory_us is None else self.memory_us[keep],
             cpus=self.cpus,
             **self._parts(lambda a: a[keep]),
         )
@@ -275,6 +280,8 @@ class RoundLoad:
         out: dict[str, Any] = {"cpu_us": rounded(self.cpu_us), "cpus": self.cpus}
         if self.queued_us is not None:
             out["queued_us"] = rounded(self.queued_us)
+        if self.memory_us is not None:
+            out["memory_us"] = rounded(self.memory_us)
         for key in LOAD_COUNTS:
             values = getattr(self, key)
             if values is not None:
@@ -286,7 +293,7 @@ class RoundLoad:
         """Inverse of :meth:`to_dict`, checked: a malformed part is a ``ValueError`` naming it."""
         if not isinstance(data, Mapping):
             raise ValueError("must be an object of per-round arrays")
-        known = {"cpu_us", "queued_us", "cpus", *LOAD_COUNTS}
+        known = {"cpu_us", "queued_us", "memory_us", "cpus", *LOAD_COUNTS}
         unknown = sorted(set(data) - known)
         if unknown:
             raise ValueError(f"unknown key {unknown[0]!r}")
@@ -307,6 +314,9 @@ class RoundLoad:
             queued_us=None
             if data.get("queued_us") is None
             else per_round(data["queued_us"], rounds, "queued_us"),
+            memory_us=None
+            if data.get("memory_us") is None
+            else per_round(data["memory_us"], rounds, "memory_us"),
             cpus=cpus,
             **{key: counts(key) for key in LOAD_COUNTS},
         )
@@ -356,6 +366,7 @@ def _concat_loads(loads: Sequence[RoundLoad]) -> RoundLoad:
     return RoundLoad(
         cpu_us=np.concatenate([x.cpu_us for x in loads]),
         queued_us=part("queued_us"),
+        memory_us=part("memory_us"),
         cpus=loads[0].cpus,
         **{key: part(key) for key in LOAD_COUNTS},
     )

@@ -64,9 +64,11 @@ def _joined_load(loads: Sequence[RoundLoad | None]) -> RoundLoad | None:
         return None if any(v is None for v in values) else np.sum(values, axis=0)
 
     neighbours = [x.neighbours for x in known]
+    memory = [x.memory_us for x in known]
     return RoundLoad(
         cpu_us=np.sum([x.cpu_us for x in known], axis=0),
         queued_us=total("queued_us"),
+        memory_us=None if any(m is None for m in memory) else np.max(np.asarray(memory), axis=0),
         switches=total("switches"),
         blocks=total("blocks"),
         neighbours=None

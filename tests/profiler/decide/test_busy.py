@@ -61,6 +61,9 @@ def loaded(
     return replace(t, self_cpu_us=cpu, total_cpu_us=cpu, wall_us=wall, load=load)
 
 
+EVERY_ROUND = tuple(range(ROUNDS))
+
+
 def sessions(n: int = 3) -> tuple[OpTable, ...]:
     return tuple(loaded(table(OPS, seed=10 + i), []) for i in range(n))
 
@@ -119,7 +122,7 @@ def test_a_neighbour_that_did_not_slow_this_process_is_reported_and_not_a_veto()
     current = loaded(slow, [], crowded=tuple(range(ROUNDS)))
     v = verdict_of(current)
     assert v.verdict == REGRESSED and v.timing_regressed, v.reason
-    said = busy.busy_of(current, Rule(), busy.probe_reference(sessions()))
+    said = busy.busy_of(current, Rule(), busy.quiet_reference(sessions()))
     assert said is not None and said.disturbed == 0 and said.crowded == ROUNDS
     assert said.describe() == "20 of 20 ran beside other processes busy on the machine's 2 CPU(s)"
 
@@ -133,11 +136,35 @@ def test_rounds_beside_busy_processes_that_slowed_this_one_are_left_out() -> Non
     assert v.verdict == INCONCLUSIVE and not v.timing_regressed
     assert v.reason.endswith(
         "machine busy: 20 of 20 ran beside other processes busy on the machine's 2 CPU(s) "
-        "(20 of them slower for it, by the drift probe)"
+        "(20 of them slower for it, by the drift probe or the memory read)"
     )
     # the run's own xdist workers are not neighbours: beside one, no round shared the machine
-    said = busy.busy_of(current, replace(Rule(), siblings=1), busy.probe_reference(sessions()))
+    said = busy.busy_of(current, replace(Rule(), siblings=1), busy.quiet_reference(sessions()))
     assert said is not None and said.crowded == 0 and said.disturbed == 0
+
+
+def with_memory_read(t: OpTable, us: float) -> OpTable:
+    """``t`` with a memory read of ``us`` before each round (``RoundLoad.memory_us``)."""
+    assert t.load is not None
+    return replace(t, load=replace(t.load, memory_us=np.full(t.rounds, us)))
+
+
+def test_rounds_beside_a_neighbour_that_took_the_memory_bandwidth_are_left_out() -> None:
+    """A memory-bandwidth hog on the other CPU: no wait, the drift probe (arithmetic, in
+    cache) steady, but the memory read +55 %: this process was slowed, and the +50 % it
+    reads is not judged.  A neighbour that leaves the memory read within its share (+10 %) is
+    reported, not a veto, and the same +50 % fails the test."""
+    base = tuple(with_memory_read(t, 96.0) for t in sessions())
+    slow = loaded(table({**OPS, "aten::addmm": (1200.0, 6)}, seed=1), [], crowded=EVERY_ROUND)
+    v = verdict_of(with_memory_read(slow, 149.0), base)
+    assert v.verdict == INCONCLUSIVE and not v.timing_regressed, v.reason
+    assert v.reason.endswith("(20 of them slower for it, by the drift probe or the memory read)")
+    light = verdict_of(with_memory_read(slow, 106.0), base)
+    assert light.verdict == REGRESSED and light.timing_regressed, light.reason
+    assert busy.quiet_reference(base) == busy.Reference(
+        probe=busy.quiet_reference(sessions()).probe,
+        memory=96.0,  # type: ignore[union-attr]
+    )
 
 
 def test_calls_still_gate_on_a_busy_machine() -> None:
@@ -174,6 +201,9 @@ def test_the_readings_travel_with_the_table_and_a_bad_one_is_named() -> None:
     assert again.load is not None and again.load.queued_us is not None
     assert again.load.queued_us[2] == 3000.0
     assert again.load.switches is not None and list(again.load.switches[:3]) == [0, 0, 1]
+    read = OpTable.from_dict(with_memory_read(t, 96.5).to_dict()).load
+    assert read is not None and read.memory_us is not None and (read.memory_us == 96.5).all()
+    assert read.rounds_slice(np.arange(3)).memory_us.tolist() == [96.5] * 3  # type: ignore[union-attr]
     with pytest.raises(ValueError, match="'neighbours' must hold whole numbers"):
         RoundLoad.from_dict({"cpu_us": [1.0, 2.0], "neighbours": [0.5, 1]}, 2)
 
@@ -248,6 +278,9 @@ def test_a_thread_that_sleeps_blocks_and_does_not_wait() -> None:
     load = measure(lambda: time.sleep(0.01))
     assert load.blocks is not None and (load.blocks >= 1).all()
     assert (load.cpu_us < 5000).all()  # it slept: little CPU time in a 10 ms round
+    # and the memory was read around the rounds, outside them: one reading for each
+    assert load.memory_us is not None and load.memory_us.shape == (5,)
+    assert (load.memory_us > 0).all()
 
 
 @linux_only
@@ -483,7 +516,7 @@ def test_a_run_beside_a_neighbour_that_did_not_slow_it_is_not_captured_again() -
         runs.append(1)
         return _Captured(loaded(table(OPS, seed=1), [], crowded=tuple(range(ROUNDS))))
 
-    reference = busy.probe_reference(sessions())
+    reference = busy.quiet_reference(sessions())
     quiet_enough(run, Rule(), 2, reference)
     assert len(runs) == 1
     quiet_enough(run, Rule(), 2, None)

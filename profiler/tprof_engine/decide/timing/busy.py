@@ -80,7 +80,7 @@ def slowed_gpu_rounds(table: OpTable) -> BoolArray | None:
 
 
 def disturbed_rounds(
-    table: OpTable, rule: Disturbance, reference: float | None = None
+    table: OpTable, rule: Disturbance, reference: Reference | None = None
 ) -> BoolArray | None:
     """Rounds that waited for a CPU, ran beside busy processes and slower for it (the drift
     probe's ``reference``: :func:`slowed_beside_others`), or ran on a slowed GPU; None
@@ -104,7 +104,7 @@ class _Masks(NamedTuple):
     beside: BoolArray  # shared the machine, slower or not (reported)
 
 
-def _masks(table: OpTable, rule: Disturbance, reference: float | None = None) -> _Masks | None:
+def _masks(table: OpTable, rule: Disturbance, reference: Reference | None = None) -> _Masks | None:
     """The rounds that waited, were crowded and slowed, or ran on a slowed GPU.
 
     A distributed test's table (one of joined ranks) counts its ranks' own threads, each
@@ -125,30 +125,62 @@ def _masks(table: OpTable, rule: Disturbance, reference: float | None = None) ->
 
 
 def slowed_beside_others(
-    table: OpTable, rule: Disturbance, shared: BoolArray, reference: float | None
+    table: OpTable, rule: Disturbance, shared: BoolArray, reference: Reference | None
 ) -> BoolArray:
-    """Which rounds' drift probe read slower than ``reference`` by more than
-    ``rule.probe_slowed``: this process slowed by a neighbour that took no CPU from it (one
-    sharing its caches or memory bandwidth).  ``reference`` (µs): the probe on a quiet
-    machine, the baseline's (:func:`probe_reference`); without one, this table's own rounds
-    that didn't share the machine.  Without a probe (or with no reference at all) every
-    round that shared the machine counts as slowed, as before readings of the probe."""
-    probe = table.probe_cpu_us
-    if reference is None and probe.size == table.rounds and (~shared).any():
-        reference = probe_reference([table.with_rounds(np.flatnonzero(~shared))])
-    if reference is None or reference <= 0 or probe.size != table.rounds or not probe.any():
+    """Which rounds read slower than ``reference`` beside other processes: their drift probe
+    by more than ``rule.probe_slowed``, or their memory read (``RoundLoad.memory_us``) by more
+    than ``rule.memory_slowed``: this process slowed by a neighbour that took no CPU from it
+    (one sharing its caches or memory bandwidth).  ``reference``: the quiet readings, the
+    baseline's (:func:`quiet_reference`); without one, this table's own rounds that didn't
+    share the machine.  With neither reading (or no reference at all) every round that shared
+    the machine counts as slowed, as before the probe was read."""
+    if reference is None and (~shared).any():
+        reference = quiet_reference([table.with_rounds(np.flatnonzero(~shared))])
+    quiet = reference or Reference(probe=None)
+    probe = _slower(table.probe_cpu_us, quiet.probe, rule.probe_slowed)
+    memory = table.load.memory_us if table.load is not None else None
+    read = _slower(memory, quiet.memory, rule.memory_slowed)
+    if probe is None and read is None:
         return np.ones(table.rounds, dtype=bool)
-    slowed: BoolArray = probe > reference * (1.0 + rule.probe_slowed)
+    none = np.zeros(table.rounds, dtype=bool)
+    slowed: BoolArray = (none if probe is None else probe) | (none if read is None else read)
     return slowed
 
 
-def probe_reference(tables: Sequence[OpTable]) -> float | None:
-    """The drift probe's time on the quietest rounds of ``tables`` (their lower quartile, µs);
-    None when they have no probe readings."""
-    probes = [t.probe_cpu_us for t in tables if t.probe_cpu_us.size and t.probe_cpu_us.any()]
-    if not probes:
+def _slower(readings: FloatArray | None, reference: float | None, share: float) -> BoolArray | None:
+    """Which rounds' ``readings`` exceed ``reference`` by more than ``share``; None where
+    either is missing."""
+    if readings is None or reference is None or reference <= 0 or not readings.any():
         return None
-    return float(np.quantile(np.concatenate(probes), 0.25))
+    slower: BoolArray = readings > reference * (1.0 + share)
+    return slower
+
+
+@dataclass(frozen=True, slots=True)
+class Reference:
+    """The quiet readings rounds beside other processes are read against (µs; None: not
+    read): the drift probe's and the memory read's."""
+
+    probe: float | None
+    memory: float | None = None
+
+
+def quiet_reference(tables: Sequence[OpTable]) -> Reference | None:
+    """The drift probe's time and the memory read's on the quietest rounds of ``tables``
+    (their lower quartiles, µs); None when they have neither reading."""
+    probes = [t.probe_cpu_us for t in tables if t.probe_cpu_us.size and t.probe_cpu_us.any()]
+    reads = [
+        t.load.memory_us
+        for t in tables
+        if t.load is not None and t.load.memory_us is not None and t.load.memory_us.any()
+    ]
+    if not probes and not reads:
+        return None
+    return Reference(probe=_lower_quartile(probes), memory=_lower_quartile(reads))
+
+
+def _lower_quartile(parts: Sequence[FloatArray]) -> float | None:
+    return float(np.quantile(np.concatenate(parts), 0.25)) if parts else None
 
 
 class Disturbance(Protocol):
@@ -164,6 +196,8 @@ class Disturbance(Protocol):
     def siblings(self) -> int: ...
     @property
     def probe_slowed(self) -> float: ...
+    @property
+    def memory_slowed(self) -> float: ...
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -203,7 +237,8 @@ class Busy:
                 f"{self.crowded} of {self.rounds} ran beside other processes "
                 f"busy on the machine's {self.cpus} CPU(s)"
                 + (
-                    f" ({self.slowed_beside} of them slower for it, by the drift probe)"
+                    f" ({self.slowed_beside} of them slower for it, "
+                    "by the drift probe or the memory read)"
                     if self.slowed_beside
                     else ""
                 )
@@ -216,7 +251,7 @@ class Busy:
         return "; ".join(parts) or f"0 of {self.rounds} rounds disturbed"
 
 
-def busy_of(table: OpTable, rule: Disturbance, reference: float | None = None) -> Busy | None:
+def busy_of(table: OpTable, rule: Disturbance, reference: Reference | None = None) -> Busy | None:
     """The table's rounds as :class:`Busy`; None without readings."""
     found = _masks(table, rule, reference)
     waited = waited_us(table)
@@ -239,7 +274,7 @@ def busy_of(table: OpTable, rule: Disturbance, reference: float | None = None) -
     )
 
 
-def quiet_table(table: OpTable, rule: Disturbance, reference: float | None = None) -> OpTable:
+def quiet_table(table: OpTable, rule: Disturbance, reference: Reference | None = None) -> OpTable:
     """The table without its disturbed rounds (as it is without readings)."""
     mask = disturbed_rounds(table, rule, reference)
     if mask is None or not mask.any():

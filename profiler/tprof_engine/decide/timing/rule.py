@@ -107,6 +107,10 @@ class Rule:
     # it: its drift probe above the baseline's quiet probe by this share.  A neighbour on
     # another core is reported, not a veto (docs/design.md §16).
     probe_slowed: float = 0.15
+    # ... or its memory read (capture.load.MemoryRead) above the baseline's by this share: a
+    # memory-bandwidth hog on the other core read +48-57 % (lower quartile, median) where a
+    # spin loop or a torch training job read 0-5 %, and quiet rounds vary ±1 %.
+    memory_slowed: float = 0.25
     siblings: int = 0
     min_quiet_rounds: int = 10
     # Set by the judge, not by hand: most of the current run's kept rounds ran beside busy
