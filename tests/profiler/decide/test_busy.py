@@ -655,3 +655,14 @@ def test_a_pairs_own_turn_taking_is_not_counted_as_disturbance() -> None:
     assert busy.busy_of(taken, paired_rule(rule)).waited == 1
     summary = busy.run_summary([("t", handed)], paired_rule(rule), paired=True)
     assert summary[0].startswith(f"machine: 0 of {ROUNDS} measured rounds (0%) disturbed")
+
+
+def test_readings_that_are_not_one_per_round_say_nothing_of_a_neighbour() -> None:
+    """A probe of another length than the rounds (no reading per round) can't clear a round
+    beside others: every such round counts as slowed, as without a probe."""
+    crowded = loaded(table(OPS, seed=1), [], crowded=EVERY_ROUND)
+    odd = replace(crowded, probe_cpu_us=crowded.probe_cpu_us[:5])
+    shared = np.ones(ROUNDS, dtype=bool)
+    reference = busy.quiet_reference(sessions())
+    assert not busy.slowed_beside_others(crowded, Rule(), shared, reference).any()
+    assert busy.slowed_beside_others(odd, Rule(), shared, reference).all()

@@ -137,9 +137,9 @@ def slowed_beside_others(
     if reference is None and (~shared).any():
         reference = quiet_reference([table.with_rounds(np.flatnonzero(~shared))])
     quiet = reference or Reference(probe=None)
-    probe = _slower(table.probe_cpu_us, quiet.probe, rule.probe_slowed)
+    probe = _slower(table.probe_cpu_us, quiet.probe, rule.probe_slowed, table.rounds)
     memory = table.load.memory_us if table.load is not None else None
-    read = _slower(memory, quiet.memory, rule.memory_slowed)
+    read = _slower(memory, quiet.memory, rule.memory_slowed, table.rounds)
     if probe is None and read is None:
         return np.ones(table.rounds, dtype=bool)
     none = np.zeros(table.rounds, dtype=bool)
@@ -147,10 +147,14 @@ def slowed_beside_others(
     return slowed
 
 
-def _slower(readings: FloatArray | None, reference: float | None, share: float) -> BoolArray | None:
-    """Which rounds' ``readings`` exceed ``reference`` by more than ``share``; None where
-    either is missing."""
-    if readings is None or reference is None or reference <= 0 or not readings.any():
+def _slower(
+    readings: FloatArray | None, reference: float | None, share: float, rounds: int
+) -> BoolArray | None:
+    """Which of the ``rounds`` rounds' ``readings`` exceed ``reference`` by more than
+    ``share``; None where either is missing, or the readings are not one per round."""
+    if readings is None or readings.size != rounds or not readings.any():
+        return None
+    if reference is None or reference <= 0:
         return None
     slower: BoolArray = readings > reference * (1.0 + share)
     return slower
