@@ -45,13 +45,17 @@ def test_a_round_after_the_peers_gets_unmeasured_calls_that_count_nowhere() -> N
     assert table.calls.shape[1] == ROUNDS  # type: ignore[attr-defined]
 
 
-COLD_MS = (8.0, 6.0, 4.0)  # the body's first calls after the peer's turn, as a cache refills
+COLD_MS = (16.0, 8.0, 4.0)  # the body's first calls after the peer's turn, as a cache refills
 
 
 def test_a_body_that_warms_up_over_several_calls_is_called_until_warm_before_its_round() -> None:
-    """A body whose first calls after the peer's turn take 8, 6 and 4 ms, and 1 ms once warm:
-    its round after the peer's begins warm, not halfway through warming up."""
+    """A body whose first calls after the peer's turn take 16, 8 and 4 ms, and 1 ms once warm:
+    its round after the peer's begins warm, not halfway through warming up.  What is checked
+    is which call each round measured (its last before the round ends), not the rounds' times,
+    which a loaded machine stretches."""
     cold = 0
+    measured: list[bool] = []  # each round's measured call: cold?
+    last_cold = False
 
     def opens(j: int) -> bool:
         nonlocal cold
@@ -60,12 +64,18 @@ def test_a_body_that_warms_up_over_several_calls_is_called_until_warm_before_its
         return j in (1, 3)
 
     def warming(x: torch.Tensor) -> torch.Tensor:
-        nonlocal cold
+        nonlocal cold, last_cold
+        last_cold = cold > 0
         time.sleep((COLD_MS[-cold] if cold else 1.0) / 1000.0)
         cold = max(cold - 1, 0)
         return x + 1
 
-    pace = SimpleNamespace(before=opens, after=lambda j: None, finish=lambda: None, agree=None)
+    def after(j: int) -> None:
+        if j >= 0:
+            measured.append(last_cold)
+
+    pace = SimpleNamespace(before=opens, after=after, finish=lambda: None, agree=None)
     spec = RoundSpec(rounds=5, warmup=2, probe=False, pace=pace)
-    wall = capture_rounds(Call(fn=warming, args=(torch.ones(4),)), spec).table.wall_us  # type: ignore[attr-defined]
-    assert wall.max() < 4_000.0 * spec.iterations  # no round ran a cold call (4-8 ms)
+    capture_rounds(Call(fn=warming, args=(torch.ones(4),)), spec)
+    assert len(measured) == spec.rounds
+    assert not any(measured)  # no round measured a cold call
