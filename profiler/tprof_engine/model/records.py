@@ -84,6 +84,10 @@ class OpTable:
     # What the machine let each round run (CPU time, run-queue wait); None in older baselines
     # and in traces.
     load: RoundLoad | None = None
+    # The rows that are user annotations (``record_function`` scopes: an optimizer's step, a
+    # DataLoader's next batch): their self time is Python run inside them outside any op.
+    # Empty in older baselines and where the capture can't tell.
+    scopes: frozenset[str] = frozenset()
 
     @property
     def rounds(self) -> int:
@@ -143,18 +147,24 @@ class OpTable:
         }
         if self.has_device:
             out["probe_device_us"] = rounded(self.probe_device_us)
-        if self.device is not None:
-            out["device"] = self.device.to_dict()
-        if self.memory is not None:
-            out["memory"] = self.memory.to_dict()
-        if self.load is not None:
-            out["load"] = self.load.to_dict()
+        out.update(self._parts_to_dict())
+        return out
+
+    def _parts_to_dict(self) -> dict[str, Any]:
+        """The parts a table may lack, each where it has it."""
+        out: dict[str, Any] = {}
+        for key in ("device", "memory", "load"):
+            part = getattr(self, key)
+            if part is not None:
+                out[key] = part.to_dict()
         if self.host_before_us is not None:
             out["host_before_us"] = {
                 name: rounded(self.host_before_us[i])
                 for i, name in enumerate(self.names)
                 if self.host_before_us[i].any()
             }
+        if self.scopes:
+            out["scopes"] = sorted(self.scopes)
         return out
 
     @classmethod
@@ -195,6 +205,7 @@ class OpTable:
             else MemoryTable.from_dict(data["memory"], rounds),
             load=None if data.get("load") is None else RoundLoad.from_dict(data["load"], rounds),
             host_before_us=host_before_from_dict(data.get("host_before_us"), names, rounds),
+            scopes=frozenset(data.get("scopes") or ()) & frozenset(names),
         )
 
     def session_totals(self) -> dict[str, dict[str, float]]:
@@ -355,6 +366,7 @@ def concat_rounds(tables: Sequence[OpTable]) -> OpTable:
         probe_device_us=np.concatenate([t.probe_device_us for t in tables]),
         host_before_us=host_before,
         load=load,
+        scopes=frozenset().union(*(t.scopes for t in tables)),
     )
 
 

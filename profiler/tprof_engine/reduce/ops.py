@@ -117,7 +117,19 @@ def reduce_events(
         meta=info,
         device=_device(ev, p),
         memory=_memory(ev, p),
+        scopes=_scopes(ev, p),
     )
+
+
+def _scopes(ev: EventArrays, p: _Placed) -> frozenset[str]:
+    """The ops whose counted events are all user annotations (``record_function`` scopes);
+    a compilation's row (``tprof::compile``, added after the trace's names) is none."""
+    counted = np.flatnonzero(p.counted)
+    annotation = ev.kind[p.cpu.idx[counted]] == KIND_ANNOTATION
+    names = p.cpu_names[counted]
+    others = set(np.unique(names[~annotation]).tolist())
+    found = np.unique(names[annotation]).tolist()
+    return frozenset(p.names[i] for i in found if i not in others and i < len(ev.names))
 
 
 def _device(ev: EventArrays, p: _Placed) -> DeviceTable | None:

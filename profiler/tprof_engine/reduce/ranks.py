@@ -51,6 +51,7 @@ def join_tables(tables: Sequence[OpTable]) -> OpTable:
         device=None,  # kernel rows and idle time are per device: not joined across ranks
         memory=None,
         load=_joined_load([t.load for t in tables]),
+        scopes=frozenset(tagged(rank, n) for rank, t in enumerate(tables) for n in t.scopes),
     )
 
 

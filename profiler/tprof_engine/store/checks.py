@@ -191,6 +191,15 @@ def host_before_us(value: Any, at: str, r: Reading) -> Any:
     return value
 
 
+def scopes(value: Any, at: str, r: Reading) -> Any:
+    """The ops that are user annotations (``record_function`` scopes), by name."""
+    if value is not None and (
+        not isinstance(value, list) or not all(isinstance(n, str) and n for n in value)
+    ):
+        raise r.fail(f"'{at}' must be a list of op names (got {short(value)})")
+    return value
+
+
 def work(value: Any, at: str, r: Reading) -> WorkTable:
     """A work census; each distinct one of a file is read once (a deterministic test's
     sessions hold equal ones: five sessions of a 7-layer encoder's training step, 2,900 rows

@@ -134,6 +134,7 @@ V1 = Version(
         Field(key="soft", check=checks.soft, default={}, attr="soft", written=dict),
         Field(key="load", check=checks.load, default=None),
         Field(key="host_before_us", check=checks.host_before_us, default=None),
+        Field(key="scopes", check=checks.scopes, default=None),
         Field(key="recorded_at", check=checks.text, default="", attr="recorded_at"),
         Field(
             key="settings",

@@ -170,7 +170,7 @@ def _op_verdict(
         floor_pct=o.floor * 100.0,
         mde_pct=None if o.mde is None else o.mde * 100.0,
         gated=call.gated,
-        note=call.note,
+        note=call.note or o.floor_note,
         vs_rest_pct=None if vs_rest is None else vs_rest.pct * 100.0,
         vs_rest_floor_pct=None if vs_rest is None else vs_rest.floor * 100.0,
         vs_rest_mde_pct=None if vs_rest is None else vs_rest.mde * 100.0,

@@ -47,6 +47,8 @@ class Side:
     # The factor the ops' common shift puts the current run's times in: 1 / (1 + the median
     # change of its ops' raw times); 0 where not read.
     ops_gain: float = 0.0
+    # The ops that are user annotations in any of its tables (:attr:`OpTable.scopes`).
+    scopes: frozenset[str] = frozenset()
 
     @property
     def to_other_units(self) -> float:
@@ -121,6 +123,7 @@ def side_of(
         gain=gain_of(tables, probe_attr, reference, rule),
         raw_by_choice=raw,
         ops_gain=ops_gain,
+        scopes=frozenset().union(*(t.scopes for t in tables)),
     )
 
 
@@ -294,6 +297,10 @@ class OpStats:
     sigma: float = 0.0
     mde: float | None = None
     p: float | None = None  # Holm-adjusted
+    # The least floor of a user annotation's own time in stored mode (:func:`at_test_scale`),
+    # both routes' (its own time, against the rest); 0 for every other op.
+    least_floor: float = 0.0
+    floor_note: str = ""  # why the floor is that, when it set it
 
     @property
     def pct(self) -> float:
@@ -307,16 +314,46 @@ def _op_stats(
 ) -> OpStats:
     b_vals, c_vals = base.per_op.get(name), cur.per_op.get(name)
     b_med = rule.center(b_vals) if b_vals is not None else 0.0
+    learned = rule.floor_for(
+        base.per_session_op_medians.get(name, []), op=True, minimum=spec(family).min_floor
+    )
+    scoped = name in base.scopes or name in cur.scopes
+    least = at_test_scale(b_med, base_total, rule) if scoped and _cpu(family) else 0.0
     return OpStats(
         base_us=b_med,
         cur_us=rule.center(c_vals) if c_vals is not None else 0.0,
         base_calls=base.calls.get(name, 0),
         cur_calls=cur.calls.get(name, 0),
         share=b_med / base_total if base_total > 0 else 0.0,
-        floor=rule.floor_for(
-            base.per_session_op_medians.get(name, []), op=True, minimum=spec(family).min_floor
+        floor=max(learned, least),
+        least_floor=least,
+        floor_note=(
+            f"a user annotation's own time (Python in it, outside any op): floor at the "
+            f"test's scale, {rule.round_floor():.0%} of its {base_total:,.0f} µs a round"
+            if least > learned
+            else ""
         ),
     )
+
+
+def _cpu(family: str) -> bool:
+    return spec(family).column == "self_cpu_us"
+
+
+def at_test_scale(op_us: float, test_us: float, rule: Rule) -> float:
+    """A user annotation's least floor in stored mode: the change of its own time (``op_us``
+    a round) that moves the test's op time (``test_us``) by :meth:`Rule.round_floor`; 0 on
+    paired rounds, which cancel the drift.
+
+    Its own time is the Python that runs inside it outside any op, and Python drifts between
+    processes as the time outside any op does (docs/design.md §5, step 8): an unchanged
+    encoder's ``Optimizer.step#AdamW.step`` read +25 to +36 % in four stored runs, each
+    confirmed in a fresh process, 9 % of its round, while its ``aten::mm`` moved -1.5 % and the
+    drift probe +6 to +8 % (``ab_reruns.py``); of the ops that failed a test on their own
+    in those runs and weren't planted, it was 7 of 10 (the LSTM's Adam step 1 more)."""
+    if rule.paired or op_us <= 0 or test_us <= 0:
+        return 0.0
+    return rule.round_floor() * test_us / op_us
 
 
 def _testable(name: str, o: OpStats, base: Side, cur: Side, *, device_run: bool) -> bool:
@@ -426,7 +463,7 @@ def _vs_rest_one(
     if rb.size < 2 or rc.size < 2:
         return None
     pct = _ratio_centre(rc) / _ratio_centre(rb) - 1.0  # geometric means: always > 0
-    floor = rule.floor_for(centres, op=True, minimum=rule.vs_rest_min_rel_floor)
+    floor = max(rule.floor_for(centres, op=True, minimum=rule.vs_rest_min_rel_floor), o.least_floor)
     rest_pct = stats.median(rest_c) / stats.median(rest_b) - 1.0
     own_pct = o.cur_us / o.base_us - 1.0 if o.base_us > 0 else 0.0
     backed = own_pct >= rule.vs_rest_own_share * pct and rest_pct > -rule.shift_share * test_floor
