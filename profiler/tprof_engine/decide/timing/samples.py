@@ -347,10 +347,10 @@ def at_test_scale(op_us: float, test_us: float, rule: Rule) -> float:
 
     Its own time is the Python that runs inside it outside any op, and Python drifts between
     processes as the time outside any op does (docs/design.md §5, step 8): an unchanged
-    encoder's ``Optimizer.step#AdamW.step`` read +25 to +36 % in four stored runs, each
-    confirmed in a fresh process, 9 % of its round, while its ``aten::mm`` moved -1.5 % and the
-    drift probe +6 to +8 % (``ab_reruns.py``); of the ops that failed a test on their own
-    in those runs and weren't planted, it was 7 of 10 (the LSTM's Adam step 1 more)."""
+    encoder's ``Optimizer.step#AdamW.step`` read +25 to +36 %, 9 % of its round, each time
+    confirmed in a fresh process, while its ``aten::mm`` moved -1.5 % and the drift probe +6
+    to +8 %; it was named in 4 of the 5 false or collateral failures of 1,092 unchanged
+    stored test-runs (``ab_reruns.py``), two of them on the op alone."""
     if rule.paired or op_us <= 0 or test_us <= 0:
         return 0.0
     return rule.round_floor() * test_us / op_us
