@@ -14,6 +14,9 @@ from typing import Any
 import numpy as np
 import pytest
 
+from tprof_engine.decide import judge
+from tprof_engine.decide.timing.rule import Rule
+from tprof_engine.model.environment import Fingerprint
 from tprof_engine.model.records import (
     KIND_ANNOTATION,
     KIND_DEVICE,
@@ -22,6 +25,7 @@ from tprof_engine.model.records import (
     EventArrays,
     OpTable,
 )
+from tprof_engine.model.verdicts import TestVerdict
 from tprof_engine.store import paths
 
 # --------------------------------------------------------------------------- pytester runs
@@ -279,3 +283,19 @@ def open_form(saved: str | Path) -> dict[str, Any]:
     if doc.get("schema_version") != packing.PACKED_VERSION:
         return dict(doc)
     return packing.unpacked(doc, lambda msg, fix="": BaselineError(msg))
+
+
+def paired_verdict(base: OpTable, head: OpTable) -> TestVerdict:
+    """``tprof ab``'s verdict of ``head``'s rounds against ``base``'s, paired round by round,
+    under the default rule, both sides recorded on one CPU machine."""
+    machine = {"torch": "2.13.0", "device": "cpu", "cpu_model": "Test CPU"}
+    side = {
+        "fingerprint": Fingerprint(hard=machine),
+        "protocol": {"rounds": 20, "warmup": 1, "iterations": 1, "activities": ["cpu"]},
+    }
+    return judge.judge(
+        judge.Recorded(tables=(base,), **side),  # type: ignore[arg-type]
+        judge.Recorded(tables=(head,), **side),  # type: ignore[arg-type]
+        Rule(),
+        paired=True,
+    )

@@ -57,9 +57,9 @@ def test_a_saved_baseline_keeps_the_scopes_of_each_session(tmp_path: Path) -> No
     path = tmp_path / "open.json"
     path.write_text(reading.dumps(doc), encoding="utf-8")
     saved = baselines.save_baseline(tmp_path / "packed.json", baselines.load_baseline(path))
-    last = baselines.load_baseline(saved).sessions[-1].table
-    assert last.scopes == {name}
-    assert baselines.load_baseline(saved).sessions[0].table.scopes == frozenset()
+    sessions = baselines.load_baseline(saved).sessions
+    assert sessions[-1].table.scopes == {name}
+    assert sessions[0].table.scopes == frozenset()
 
 
 @pytest.mark.parametrize("damaged", ["Optimizer.step", [1, 2], [""]])

@@ -9,13 +9,12 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
+from tprof_testing import paired_verdict
 from tprof_testing import table as op_table
 
-from tprof_engine.decide import judge
 from tprof_engine.decide.judge import with_noise_check
 from tprof_engine.decide.timing.compare import compare
 from tprof_engine.decide.timing.rule import Rule
-from tprof_engine.model.environment import Fingerprint
 from tprof_engine.model.records import OpTable
 from tprof_engine.model.verdicts import REGRESSED, UNCHANGED, FamilyResult, TestVerdict
 
@@ -76,17 +75,7 @@ def test_a_configured_floor_is_the_rounds_floor_too() -> None:
 
 
 def test_paired_rounds_keep_the_host_times_own_floor() -> None:
-    fp = Fingerprint(hard={"torch": "2.13.0", "device": "cpu", "cpu_model": "Test CPU"})
-    side = {
-        "fingerprint": fp,
-        "protocol": {"rounds": 20, "warmup": 1, "iterations": 1, "activities": ["cpu"]},
-    }
-    v = judge.judge(
-        judge.Recorded(tables=(table(seed=1),), **side),  # type: ignore[arg-type]
-        judge.Recorded(tables=(table(seed=2, host=HOST_US * 1.5),), **side),  # type: ignore[arg-type]
-        Rule(),
-        paired=True,
-    )
+    v = paired_verdict(table(seed=1), table(seed=2, host=HOST_US * 1.5))
     assert v.verdict == REGRESSED, v.reason
     assert host(v).floor_source == "paired with the base's rounds"
 

@@ -8,13 +8,12 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
+from tprof_testing import paired_verdict
 from tprof_testing import table as op_table
 
-from tprof_engine.decide import judge
 from tprof_engine.decide.judge import with_noise_check
 from tprof_engine.decide.timing.compare import compare
 from tprof_engine.decide.timing.rule import Rule
-from tprof_engine.model.environment import Fingerprint
 from tprof_engine.model.records import OpTable
 from tprof_engine.model.verdicts import REGRESSED, UNCHANGED, OpVerdict, TestVerdict
 
@@ -67,16 +66,6 @@ def test_a_current_run_that_knows_its_scopes_sets_the_floor_against_an_older_bas
 
 
 def test_paired_rounds_keep_the_scopes_own_floor():
-    fp = Fingerprint(hard={"torch": "2.13.0", "device": "cpu", "cpu_model": "Test CPU"})
-    side = {
-        "fingerprint": fp,
-        "protocol": {"rounds": 20, "warmup": 1, "iterations": 1, "activities": ["cpu"]},
-    }
-    v = judge.judge(
-        judge.Recorded(tables=(table(seed=1),), **side),  # type: ignore[arg-type]
-        judge.Recorded(tables=(table(seed=2, scope_us=136.0),), **side),  # type: ignore[arg-type]
-        Rule(),
-        paired=True,
-    )
+    v = paired_verdict(table(seed=1), table(seed=2, scope_us=136.0))
     assert v.verdict == REGRESSED, v.reason
     assert scope_row(v).floor_pct < 20.0

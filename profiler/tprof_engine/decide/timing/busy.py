@@ -140,10 +140,10 @@ def slowed_beside_others(
     probe = _slower(table.probe_cpu_us, quiet.probe, rule.probe_slowed, table.rounds)
     memory = table.load.memory_us if table.load is not None else None
     read = _slower(memory, quiet.memory, rule.memory_slowed, table.rounds)
-    if probe is None and read is None:
+    masks = [m for m in (probe, read) if m is not None]
+    if not masks:
         return np.ones(table.rounds, dtype=bool)
-    none = np.zeros(table.rounds, dtype=bool)
-    slowed: BoolArray = (none if probe is None else probe) | (none if read is None else read)
+    slowed: BoolArray = np.logical_or.reduce(masks)
     return slowed
 
 

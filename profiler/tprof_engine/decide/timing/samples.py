@@ -318,7 +318,7 @@ def _op_stats(
         base.per_session_op_medians.get(name, []), op=True, minimum=spec(family).min_floor
     )
     scoped = name in base.scopes or name in cur.scopes
-    least = at_test_scale(b_med, base_total, rule) if scoped and _cpu(family) else 0.0
+    least = at_test_scale(b_med, base_total, rule) if scoped and not is_device(family) else 0.0
     return OpStats(
         base_us=b_med,
         cur_us=rule.center(c_vals) if c_vals is not None else 0.0,
@@ -334,10 +334,6 @@ def _op_stats(
             else ""
         ),
     )
-
-
-def _cpu(family: str) -> bool:
-    return spec(family).column == "self_cpu_us"
 
 
 def at_test_scale(op_us: float, test_us: float, rule: Rule) -> float:
